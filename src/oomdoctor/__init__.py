@@ -1,0 +1,38 @@
+"""oomdoctor: read the log of a failed training job, say what ran out of memory and how to fix it.
+
+    >>> import oomdoctor
+    >>> report = oomdoctor.diagnose("job.log")          # a path, bytes, text or a stream
+    >>> report.top.incident, report.top.remediations[0].knob.setting
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from typing import Optional, Union
+import os
+
+__all__ = ["__version__", "diagnose", "Report"]
+
+
+def diagnose(source: Union[str, bytes, "os.PathLike[str]"], *, framework: Optional[str] = None,
+             kb_dirs: Optional[list] = None, text: Optional[bool] = None):
+    """Diagnose one log and return a :class:`oomdoctor.report.Report`.
+
+    ``source`` is a path (``"-"`` for stdin), ``bytes`` of log text, a binary stream, or a
+    ``str`` holding the log itself (a ``str`` that names an existing file is read as a
+    path; pass ``text=True`` to force the text reading).
+    """
+    from .knowledge import load_knowledge
+    from .pipeline import diagnose_source
+
+    if isinstance(source, str) and (text or (text is None and ("\n" in source or not os.path.exists(source)))):
+        source = source.encode("utf-8", errors="replace")
+    kb = load_knowledge(kb_dirs) if kb_dirs else None
+    return diagnose_source(source, knowledge=kb, framework=framework)
+
+
+def __getattr__(name):  # lazy: keep `import oomdoctor` cheap for job wrappers
+    if name == "Report":
+        from .report import Report
+        return Report
+    raise AttributeError(name)

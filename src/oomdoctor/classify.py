@@ -1,0 +1,357 @@
+"""The generic engine: score every incident of the knowledge base against the facts.
+
+For each incident: if its ``requires`` conditions hold, add the weights of the signals
+whose conditions hold (negative weights are counter-evidence). Incidents at or above
+their ``min_score`` are reported, best first, with a confidence, the reasons in words,
+the evidence lines, and the remediations that apply to this log's hardware and versions,
+each written in the detected framework's syntax. The fallback incident (an OOM is
+certain, its cause is not) is kept apart: it is flagged ``fallback`` and only reported
+when no real cause is confident. Deterministic: ties break on priority, then id.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Optional
+
+import regex as re
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .derived import fact_table, primary_event
+from .facts import Evidence, Facts
+from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
+from .normalise import Line
+from .report import Diagnosis, Knob, Remediation
+from .sizes import format_size
+
+REGEX_TIMEOUT = 0.2
+CONFIDENT = 5.0          # a real cause scoring this much pushes the fallback out
+MAX_EVIDENCE = 10
+
+# Which knob to show first, by detected framework; the rest follow in this order.
+_PREFERENCE = {
+    "llamafactory": ("llamafactory", "deepspeed", "hf", "env", "code", "shell", "slurm"),
+    "axolotl": ("axolotl", "deepspeed", "hf", "env", "code", "shell", "slurm"),
+    "xtuner": ("xtuner", "deepspeed", "env", "code", "shell", "slurm"),
+    "hf-trainer": ("hf", "deepspeed", "accelerate", "fsdp", "env", "code", "shell", "slurm"),
+    "trl": ("trl", "hf", "deepspeed", "accelerate", "fsdp", "env", "code", "shell", "slurm"),
+    "accelerate": ("accelerate", "fsdp", "deepspeed", "hf", "env", "code", "shell", "slurm"),
+    "fsdp": ("fsdp", "accelerate", "hf", "env", "code", "shell", "slurm"),
+    "deepspeed": ("deepspeed", "env", "code", "hf", "shell", "slurm"),
+    "llama-recipes": ("llama-cookbook", "fsdp", "env", "code", "shell", "slurm"),
+    "megatron": ("megatron", "env", "code", "shell", "slurm"),
+    "ms-swift": ("ms-swift", "hf", "deepspeed", "env", "code", "shell", "slurm"),
+    "unsloth": ("unsloth", "hf", "trl", "env", "code", "shell"),
+    "torchtune": ("torchtune", "env", "code", "shell"),
+    "plain-pytorch": ("code", "env", "fsdp", "deepspeed", "shell", "slurm"),
+}
+_DEFAULT_PREFERENCE = ("env", "hf", "deepspeed", "accelerate", "fsdp", "code", "shell", "slurm", "kubernetes")
+
+# Names a user may pass to --framework, mapped to the detector's names.
+FRAMEWORK_ALIASES = {
+    "lf": "llamafactory", "llama-factory": "llamafactory", "llamafactory": "llamafactory",
+    "ax": "axolotl", "axolotl": "axolotl", "xtuner": "xtuner", "xt": "xtuner",
+    "hf": "hf-trainer", "transformers": "hf-trainer", "hf-trainer": "hf-trainer",
+    "trl": "trl", "accelerate": "accelerate", "fsdp": "fsdp", "deepspeed": "deepspeed", "ds": "deepspeed",
+    "llama-recipes": "llama-recipes", "llama-cookbook": "llama-recipes", "lc": "llama-recipes",
+    "megatron": "megatron", "ms-swift": "ms-swift", "swift": "ms-swift", "unsloth": "unsloth",
+    "torchtune": "torchtune", "pytorch": "plain-pytorch", "plain-pytorch": "plain-pytorch",
+}
+
+_SIZE_FACTS = {"oom.tried_to_allocate", "oom.total_capacity", "oom.free", "oom.process_in_use",
+               "oom.allocated", "oom.reserved_unallocated", "oom.reserved_total", "oom.unallocated",
+               "oom.non_pytorch", "oom.other_process_bytes", "oom.host_bytes", "env.gpu_capacity_bytes"}
+_PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[a-z0-9_]+)+)\}")
+
+
+class Evaluator:
+    """Evaluates conditions against one log's facts, lines and frames (with caching)."""
+
+    def __init__(self, facts: Facts, lines: list[Line], table: Optional[dict[str, Any]] = None):
+        self.facts = facts
+        self.lines = lines
+        self.table = table if table is not None else fact_table(facts)
+        self.frames = [(f"{fr.file}:{fr.function}  {fr.code or ''}", fr.line) for fr in facts.frames]
+        first = facts.ranks.first_failure_line
+        ev = primary_event(facts)
+        self.failure_line = first or (ev.line if ev else None)
+        self._regex_cache: dict[str, re.Pattern] = {}
+        self._text_cache: dict[tuple[str, Optional[int]], Optional[int]] = {}
+
+    # -- helpers ----------------------------------------------------------------
+    def _rx(self, pattern: str) -> re.Pattern:
+        rx = self._regex_cache.get(pattern)
+        if rx is None:
+            rx = self._regex_cache[pattern] = re.compile(pattern)
+        return rx
+
+    def _search(self, pattern: str, text: str) -> bool:
+        try:
+            return self._rx(pattern).search(text, timeout=REGEX_TIMEOUT) is not None
+        except TimeoutError:
+            return False
+
+    def evidence_for_fact(self, name: str) -> list[int]:
+        if name.startswith("oom."):
+            ev = primary_event(self.facts)
+            return [ev.line] if ev else []
+        if name.startswith("env."):
+            line = self.facts.environment.sources.get(name[4:])
+            return [line] if line else []
+        if name.startswith("phase"):
+            return [self.facts.phase.line] if self.facts.phase.line else []
+        if name.startswith("failure."):
+            return [f.line for f in self.facts.failures if not f.secondary][:2]
+        if name.startswith("marker."):
+            return self.facts.markers.get(name[7:], [])[-1:]
+        if name.startswith("stats."):
+            return [s.line for s in self.facts.memory_samples][-3:]
+        return []
+
+    # -- evaluation -------------------------------------------------------------
+    def holds(self, cond: Condition, lines_out: Optional[list[int]] = None) -> bool:
+        if cond.all is not None:
+            return all(self.holds(c, lines_out) for c in cond.all)
+        if cond.any is not None:
+            return any(self.holds(c, lines_out) for c in cond.any)
+        if cond.not_ is not None:
+            return not self.holds(cond.not_, None)
+        if cond.fact is not None:
+            ok = self._fact(cond)
+            if ok and lines_out is not None:
+                lines_out.extend(self.evidence_for_fact(cond.fact))
+            return ok
+        if cond.frame is not None:
+            frames = self.frames[-cond.innermost:] if cond.innermost else self.frames
+            for text, line in frames:
+                if self._search(cond.frame, text):
+                    if lines_out is not None:
+                        lines_out.append(line)
+                    return True
+            return False
+        if cond.text is not None:
+            line = self._text(cond.text, cond.near_failure)
+            if line is not None and lines_out is not None:
+                lines_out.append(line)
+            return line is not None
+        if cond.marker is not None:
+            found = self.facts.markers.get(cond.marker) or []
+            if cond.near_failure and self.failure_line:
+                found = [n for n in found if 0 <= self.failure_line - n <= cond.near_failure]
+            if found and lines_out is not None:
+                lines_out.append(found[-1])
+            return bool(found)
+        return False  # pragma: no cover - validated
+
+    def _text(self, pattern: str, near: Optional[int]) -> Optional[int]:
+        key = (pattern, near)
+        if key in self._text_cache:
+            return self._text_cache[key]
+        rx = self._rx(pattern)
+        found = None
+        for ln in self.lines:
+            if near and self.failure_line and not (0 <= self.failure_line - ln.no <= near):
+                continue
+            try:
+                if rx.search(ln.text, timeout=REGEX_TIMEOUT):
+                    found = ln.no
+                    break
+            except TimeoutError:
+                continue
+        self._text_cache[key] = found
+        return found
+
+    def _fact(self, c: Condition) -> bool:
+        value = self.table.get(c.fact)
+        if c.exists is not None:
+            present = value is not None and value != [] and value is not False
+            return present == c.exists
+        if value is None:
+            return False
+        if c.eq is not None and not _equal(value, c.eq):
+            return False
+        if c.ne is not None and _equal(value, c.ne):
+            return False
+        if c.in_ is not None:
+            vals = value if isinstance(value, list) else [value]
+            if not any(_equal(v, w) for v in vals for w in c.in_):
+                return False
+        if c.not_in is not None:
+            vals = value if isinstance(value, list) else [value]
+            if any(_equal(v, w) for v in vals for w in c.not_in):
+                return False
+        for op, bound in (("gt", c.gt), ("gte", c.gte), ("lt", c.lt), ("lte", c.lte)):
+            if bound is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return False
+            if not {"gt": value > bound, "gte": value >= bound, "lt": value < bound, "lte": value <= bound}[op]:
+                return False
+        if c.version is not None:
+            v = _version(value)
+            if v is None or v not in SpecifierSet(c.version, prereleases=True):
+                return False
+        if c.matches is not None and not self._search(c.matches, str(value)):
+            return False
+        return True
+
+    def fill(self, text: str) -> str:
+        def sub(m: re.Match) -> str:
+            name = m.group(1)
+            value = self.table.get(name)
+            if value is None:
+                return "?"
+            if name in _SIZE_FACTS and isinstance(value, int):
+                return format_size(value)
+            if isinstance(value, float):
+                return f"{value:.2f}"
+            return str(value)
+        return _PLACEHOLDER.sub(sub, text)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.lower() == b.lower()
+    return a == b
+
+
+def _version(value: Any) -> Optional[Version]:
+    try:
+        return Version(str(value).split("+")[0].strip())
+    except InvalidVersion:
+        return None
+
+
+def _installed_versions(table: dict[str, Any]) -> dict[str, Optional[str]]:
+    fw = table.get("env.framework")
+    versions = {
+        "torch": table.get("env.torch_version"),
+        "transformers": table.get("env.transformers_version"),
+        "deepspeed": table.get("env.deepspeed_version"),
+        "accelerate": table.get("env.accelerate_version"),
+        "peft": table.get("env.peft_version"),
+        "trl": table.get("env.trl_version"),
+    }
+    if fw and table.get("env.framework_version"):
+        versions[fw] = table["env.framework_version"]
+    return versions
+
+
+def _confidence(score: float, fallback: bool) -> float:
+    conf = 1.0 - math.exp(-max(score, 0.0) / 4.0)
+    return round(min(conf, 0.3 if fallback else 0.97), 2)
+
+
+def choose_knobs(spec: RemediationSpec, framework: Optional[str], zero: bool) -> tuple[Optional[Knob], list[Knob]]:
+    order = list(_PREFERENCE.get(framework or "", _DEFAULT_PREFERENCE))
+    if zero and "deepspeed" in order:
+        # under DeepSpeed the JSON is often the place to change; keep the framework first
+        order.remove("deepspeed")
+        order.insert(1, "deepspeed")
+    keys = [k for k in order if k in spec.knobs] + [k for k in spec.knobs if k not in order]
+    knobs = [Knob(framework=k, setting=spec.knobs[k].strip()) for k in keys]
+    return (knobs[0] if knobs else None), knobs[1:]
+
+
+def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]) -> list[Remediation]:
+    table = ev.table
+    installed = _installed_versions(table)
+    zero = table.get("env.zero_stage") is not None
+    applicable: list[tuple[int, int, Remediation]] = []
+    rejected: list[Remediation] = []
+    for pos, spec in enumerate(incident.remediations):
+        why: Optional[str] = None
+        for req in spec.requires:
+            if not ev.holds(req):
+                why = "its preconditions do not hold for this log"
+                break
+        if why is None:
+            for nw in spec.not_when:
+                if ev.holds(nw.when):
+                    why = ev.fill(nw.why)
+                    break
+        if why is None:
+            for pkg, minimum in spec.min_versions.items():
+                have = _version(installed.get(pkg)) if installed.get(pkg) else None
+                if have is not None and have < Version(minimum):
+                    why = f"needs {pkg} >= {minimum}; the log shows {installed[pkg]}"
+                    break
+        knob, others = choose_knobs(spec, framework, zero)
+        rem = Remediation(
+            id=spec.id, rank=0, title=spec.title, knob=knob, other_knobs=others,
+            memory_effect=spec.memory_effect, cost=spec.cost, caveats=list(spec.caveats),
+            min_versions=dict(spec.min_versions), applicable=why is None, why_not=why,
+            auto_env=dict(spec.auto_env),
+        )
+        if why is None:
+            boosted = any(ev.holds(b) for b in spec.boost_when)
+            applicable.append((0 if boosted else 1, pos, rem))
+        else:
+            rejected.append(rem)
+    ordered = [r for _, _, r in sorted(applicable, key=lambda x: (x[0], x[1]))] + rejected
+    for i, r in enumerate(ordered, 1):
+        r.rank = i
+    return ordered
+
+
+def score_incident(incident: Incident, ev: Evaluator) -> Optional[tuple[float, list[str], list[int]]]:
+    lines: list[int] = []
+    for req in incident.requires:
+        if not ev.holds(req, lines):
+            return None
+    score = 0.0
+    because: list[str] = []
+    for sig in incident.signals:
+        sig_lines: list[int] = []
+        if ev.holds(sig.when, sig_lines):
+            score += sig.weight
+            if sig.weight > 0:
+                because.append(ev.fill(sig.says))
+                lines.extend(sig_lines)
+            else:
+                because.append("against: " + ev.fill(sig.says))
+    return score, because, lines
+
+
+def _evidence(ev: Evaluator, line_nos: Iterable[int]) -> list[Evidence]:
+    wanted = sorted(set(n for n in line_nos if n))[: MAX_EVIDENCE]
+    out: list[Evidence] = []
+    by_no: dict[int, Line] = {}
+    for ln in ev.lines:
+        if ln.no in wanted and ln.no not in by_no:
+            by_no[ln.no] = ln
+    for n in wanted:
+        ln = by_no.get(n)
+        if ln is not None:
+            out.append(Evidence(line=n, text=(ln.raw or ln.text)[:400]))
+    return out
+
+
+def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = None,
+             framework: Optional[str] = None) -> list[Diagnosis]:
+    ev = Evaluator(facts, lines or [])
+    detected = FRAMEWORK_ALIASES.get((framework or "").lower(), framework) if framework else ev.table.get("env.framework")
+    scored: list[tuple[float, int, str, Incident, list[str], list[int]]] = []
+    for inc in kb:
+        res = score_incident(inc, ev)
+        if res is None:
+            continue
+        score, because, line_nos = res
+        if score < inc.min_score:
+            continue
+        scored.append((score, inc.priority, inc.id, inc, because, line_nos))
+    real = [s for s in scored if not s[3].fallback]
+    best_real = max((s[0] for s in real if s[3].memory_failure), default=0.0)
+    if best_real >= CONFIDENT:
+        scored = real
+    scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+    out: list[Diagnosis] = []
+    for score, _prio, _id, inc, because, line_nos in scored:
+        out.append(Diagnosis(
+            incident=inc.id, title=inc.title, confidence=_confidence(score, inc.fallback),
+            score=round(score, 2), fallback=inc.fallback, memory_failure=inc.memory_failure,
+            explanation=ev.fill(inc.summary.strip()), because=because,
+            evidence=_evidence(ev, line_nos), remediations=remediations_for(inc, ev, detected),
+            next_steps=[ev.fill(s) for s in inc.next_steps], references=list(inc.references),
+        ))
+    return out

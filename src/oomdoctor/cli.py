@@ -1,0 +1,222 @@
+"""Command line: ``oomdoctor diagnose | scan | summarize | run | kb | schema``.
+
+Exit codes: 0 nothing found, 1 something found (an OOM or a known failure), 2 usage or
+input error. Errors are one line on stderr, never a traceback.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Optional
+
+import click
+
+from . import __version__
+
+FORMATS = ("text", "markdown", "json")
+
+
+class OomdoctorGroup(click.Group):
+    """Turns any unexpected exception into a one-line error and exit code 2."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("oomdoctor: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            # output piped into head/less that closed early: not an error
+            try:
+                sys.stdout = open(os.devnull, "w")
+            except OSError:
+                pass
+            sys.exit(0)
+        except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+            from .knowledge import KnowledgeError
+            from .reader import InputError
+            if isinstance(exc, (InputError, KnowledgeError)):
+                click.echo(f"oomdoctor: {exc}", err=True)
+            else:
+                msg = str(exc).splitlines()[0] if str(exc) else ""
+                click.echo(f"oomdoctor: internal error: {type(exc).__name__}: {msg[:300]} "
+                           "(set OOMDOCTOR_DEBUG=1 for details)", err=True)
+                if os.environ.get("OOMDOCTOR_DEBUG"):
+                    import traceback
+                    traceback.print_exc()
+            sys.exit(2)
+
+
+@click.group(cls=OomdoctorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="oomdoctor")
+def main() -> None:
+    """Say what ran out of memory in a failed training job, why, and how to fix it."""
+
+
+def _load_kb(kb_dirs: tuple[str, ...]):
+    from .knowledge import default_knowledge, load_knowledge
+    return load_knowledge(list(kb_dirs)) if kb_dirs else default_knowledge()
+
+
+def render(report, fmt: str, *, top: Optional[int] = None, color: Optional[bool] = None) -> str:
+    if fmt == "json":
+        from .render.json import render_json
+        return render_json(report, top=top)
+    if fmt == "markdown":
+        from .render.markdown import render_markdown
+        return render_markdown(report, top=top)
+    from .render.text import render_text
+    return render_text(report, top=top, color=color)
+
+
+def use_color(stream=None) -> bool:
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=False)
+@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="text for a terminal, markdown for an issue, json for tools")
+@click.option("--top", type=click.IntRange(min=1), default=None, help="show at most N diagnoses")
+@click.option("--framework", default=None, metavar="NAME",
+              help="write fixes for this framework (llamafactory, axolotl, xtuner, hf, trl, deepspeed, accelerate, fsdp, llama-cookbook, ...) instead of the detected one")
+@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR",
+              help="extra knowledge-base directory (repeatable; also $OOMDOCTOR_KB)")
+@click.option("--color/--no-color", default=None, help="colour the text report (default: on a terminal, unless NO_COLOR)")
+@click.option("--example", is_flag=True, help="diagnose the bundled example log")
+def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Optional[str],
+             kb_dirs: tuple[str, ...], color: Optional[bool], example: bool) -> None:
+    """Diagnose a log (PATH, several PATHs of one job, or - for stdin)."""
+    from .pipeline import diagnose_many
+
+    if example:
+        paths = paths + (str(example_log()),)
+    if not paths:
+        if sys.stdin.isatty():
+            raise click.UsageError("give a log file, or pipe one in with '-'")
+        paths = ("-",)
+    kb = _load_kb(kb_dirs)
+    report = diagnose_many(list(paths), knowledge=kb, framework=framework)
+    out = render(report, fmt, top=top, color=use_color() if color is None else color)
+    click.echo(out, nl=not out.endswith("\n"))
+    sys.exit(1 if report.found_anything else 0)
+
+
+def example_log():
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    for p in (here / "examples" / "example-zero3-save.log",
+              here.parent.parent / "tests" / "fixtures" / "logs" / "example-zero3-save.log"):
+        if p.exists():
+            return p
+    raise click.ClickException("the bundled example log is missing from this installation")
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the report (diagnose --format json)."""
+    from .report import Report
+    click.echo(json.dumps(Report.model_json_schema(), indent=2))
+
+
+@main.group()
+def kb() -> None:
+    """List, show and check the knowledge base."""
+
+
+@kb.command("list")
+@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR")
+def kb_list(kb_dirs: tuple[str, ...]) -> None:
+    """One line per incident: id and title."""
+    base = _load_kb(kb_dirs)
+    width = max((len(i.id) for i in base), default=10)
+    for inc in sorted(base, key=lambda i: i.id):
+        tag = " (fallback)" if inc.fallback else ("" if inc.memory_failure else " (not a memory failure)")
+        click.echo(f"{inc.id:<{width}}  {inc.title}{tag}")
+
+
+@kb.command("show")
+@click.argument("incident_id")
+@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR")
+@click.option("--format", "-f", "fmt", type=click.Choice(("markdown", "yaml")), default="markdown")
+def kb_show(incident_id: str, kb_dirs: tuple[str, ...], fmt: str) -> None:
+    """Show one incident: mechanism, signals, remediations per framework."""
+    base = _load_kb(kb_dirs)
+    inc = base.get(incident_id)
+    if inc is None:
+        raise click.ClickException(f"no incident '{incident_id}' (see 'oomdoctor kb list')")
+    if fmt == "yaml":
+        click.echo(base.files[incident_id].read_text(encoding="utf-8"))
+        return
+    from .kbdocs import incident_markdown
+    click.echo(incident_markdown(inc))
+
+
+@kb.command("lint")
+@click.argument("dirs", nargs=-1, type=click.Path())
+@click.option("--no-shipped", is_flag=True, help="check only the given directories")
+def kb_lint(dirs: tuple[str, ...], no_shipped: bool) -> None:
+    """Validate knowledge-base files (exit 1 and one line per problem when broken)."""
+    from .knowledge import lint
+    problems = lint(list(dirs), include_shipped=not no_shipped)
+    for p in problems:
+        click.echo(p)
+    if problems:
+        sys.exit(1)
+    click.echo("knowledge base OK")
+
+
+@kb.command("docs")
+@click.option("--out", type=click.Path(), default=None, help="write one markdown file per incident into this directory")
+@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR")
+def kb_docs(out: Optional[str], kb_dirs: tuple[str, ...]) -> None:
+    """Generate the incident reference docs from the YAML."""
+    from .kbdocs import write_docs, index_markdown
+    base = _load_kb(kb_dirs)
+    if out:
+        for path in write_docs(base, out):
+            click.echo(path)
+    else:
+        click.echo(index_markdown(base, full=True))
+
+
+@kb.command("facts")
+@click.argument("path")
+def kb_facts(path: str) -> None:
+    """Print the named facts that incident conditions can test, for one log."""
+    from .derived import fact_table
+    from .pipeline import facts_from_view
+    from .reader import open_source, read_view
+    stream, name = open_source(path)
+    view = read_view(stream, name)
+    facts, _ = facts_from_view(view, name)
+    for key, value in sorted(fact_table(facts).items()):
+        if value is not None and value != [] :
+            click.echo(f"{key} = {value!r}")
+
+
+def _register_optional_commands() -> None:
+    """Commands that live beside their subsystem (scan, run, summarize)."""
+    import importlib
+    for module, attr in (("oomdoctor.scan.command", "scan"), ("oomdoctor.scan.command", "summarize"),
+                         ("oomdoctor.wrap", "run")):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            if exc.name and exc.name.startswith("oomdoctor"):
+                continue
+            raise
+        cmd = getattr(mod, attr, None)
+        if isinstance(cmd, click.Command):
+            main.add_command(cmd, attr)
+
+
+_register_optional_commands()

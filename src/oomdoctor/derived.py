@@ -1,0 +1,187 @@
+"""The flat table of named facts that knowledge-base conditions refer to.
+
+Raw facts come from the parsers; facts that need code (ratios, "the other processes are
+sibling ranks", "the GPU cannot do bf16") are computed here once and exposed by name,
+so incident YAML can say ``{fact: oom.reserved_unallocated_over_request, gte: 1}``.
+The full list of names is in docs/knowledge-format.md; ``oomdoctor kb facts LOG`` prints
+the table for a log.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .facts import Facts, OomEvent
+
+DEVICE_KINDS = {"cuda_caching_allocator", "cuda_runtime_error", "cublas_alloc", "nccl", "hip",
+                "npu", "xpu", "mps", "xla", "tensorflow", "bitsandbytes"}
+ALLOCATOR_KINDS = {"cuda_caching_allocator", "hip", "npu", "xpu", "mps"}
+HOST_KINDS = {"host_oom_killer", "cpu_allocator", "dataloader_killed"}
+
+# compute capability by GPU name fragment (public NVIDIA specs); first match wins
+_CAPABILITY = (
+    ("H200", "9.0"), ("H100", "9.0"), ("H800", "9.0"), ("GH200", "9.0"), ("B200", "10.0"), ("B100", "10.0"),
+    ("A100", "8.0"), ("A800", "8.0"), ("A30", "8.0"), ("A10", "8.6"), ("A40", "8.6"), ("A6000", "8.6"),
+    ("A5000", "8.6"), ("A4000", "8.6"), ("RTX 30", "8.6"), ("RTX 40", "8.9"), ("RTX 50", "12.0"),
+    ("L40", "8.9"), ("L4", "8.9"), ("RTX 6000 Ada", "8.9"), ("V100", "7.0"), ("T4", "7.5"),
+    ("RTX 20", "7.5"), ("TITAN RTX", "7.5"), ("Quadro RTX", "7.5"), ("P100", "6.0"), ("P40", "6.1"),
+    ("GTX 10", "6.1"), ("K80", "3.7"), ("TITAN V", "7.0"),
+)
+
+
+def capability_of(gpu_name: Optional[str]) -> Optional[str]:
+    if not gpu_name:
+        return None
+    name = gpu_name.upper()
+    for frag, cap in _CAPABILITY:
+        if frag.upper() in name:
+            return cap
+    return None
+
+
+def primary_event(facts: Facts) -> Optional[OomEvent]:
+    """The event a diagnosis is about: the first certain device/host OOM, else the first."""
+    if not facts.oom_events:
+        return None
+    order = {"certain": 0, "likely": 1, "weak": 2}
+    return min(facts.oom_events, key=lambda e: (order.get(e.strength, 3), e.line))
+
+
+def _ratio(a: Optional[int], b: Optional[int]) -> Optional[float]:
+    if a is None or not b:
+        return None
+    return a / b
+
+
+def sibling_processes(ev: OomEvent) -> int:
+    """How many listed processes look like other ranks' CUDA contexts on this GPU.
+
+    Several small, equal-sized entries (a CUDA context is ~300-1000 MiB) or zero-sized
+    entries next to one big one are what ranks sharing one GPU look like.
+    """
+    others = [p for p in ev.processes if not p.is_self]
+    if len(others) < 2:
+        return 0
+    small = [p for p in others if p.bytes <= 1536 * 2**20]
+    sizes = {round(p.bytes / 2**20 / 16) for p in small}
+    return len(small) if len(small) >= 2 and len(sizes) <= 2 else 0
+
+
+def fact_table(facts: Facts) -> dict[str, Any]:
+    t: dict[str, Any] = {}
+    ev = primary_event(facts)
+    kinds = [e.kind for e in facts.oom_events]
+    t["oom.count"] = len(facts.oom_events)
+    t["oom.kinds"] = sorted(set(kinds))
+    t["oom.any"] = bool(facts.oom_events)
+    t["oom.device"] = any(k in DEVICE_KINDS for k in kinds)
+    t["oom.host"] = any(k in HOST_KINDS for k in kinds)
+    t["oom.certain"] = any(e.strength == "certain" for e in facts.oom_events)
+    if ev is not None:
+        t["oom.kind"] = ev.kind
+        t["oom.strength"] = ev.strength
+        t["oom.backend"] = ev.backend
+        t["oom.exception"] = ev.exception
+        t["oom.message_format"] = ev.message_format
+        t["oom.device_index"] = ev.device_index
+        t["oom.detail"] = ev.detail
+        t["oom.tried_to_allocate"] = ev.tried_to_allocate_bytes
+        t["oom.total_capacity"] = ev.total_capacity_bytes
+        t["oom.free"] = ev.free_bytes
+        t["oom.process_in_use"] = ev.process_in_use_bytes
+        t["oom.allocated"] = ev.allocated_by_pytorch_bytes if ev.allocated_by_pytorch_bytes is not None else ev.already_allocated_bytes
+        t["oom.reserved_unallocated"] = ev.reserved_unallocated_bytes
+        t["oom.reserved_total"] = ev.reserved_total_bytes
+        t["oom.host_bytes"] = ev.host_bytes
+        req = ev.tried_to_allocate_bytes
+        cap = ev.total_capacity_bytes
+        # reserved-but-unallocated: new format directly, old (F2/F3) reserved - allocated;
+        # F1 "cached" already means reserved - allocated.
+        unalloc = ev.reserved_unallocated_bytes
+        if unalloc is None and ev.reserved_total_bytes is not None and ev.already_allocated_bytes is not None:
+            unalloc = max(0, ev.reserved_total_bytes - ev.already_allocated_bytes)
+        if unalloc is None:
+            unalloc = ev.cached_unallocated_bytes
+        t["oom.unallocated"] = unalloc
+        t["oom.reserved_unallocated_over_request"] = _ratio(unalloc, req)
+        t["oom.reserved_unallocated_share"] = _ratio(unalloc, cap)
+        t["oom.request_share"] = _ratio(req, cap)
+        t["oom.free_share"] = _ratio(ev.free_bytes, cap)
+        t["oom.free_over_request"] = _ratio(ev.free_bytes, req)
+        alloc = t["oom.allocated"]
+        t["oom.allocated_share"] = _ratio(alloc, cap)
+        # memory of this process outside PyTorch's allocator (NCCL, context, cuBLAS, ...)
+        self_use = next((p.bytes for p in ev.processes if p.is_self), None)
+        if self_use is None:
+            self_use = ev.process_in_use_bytes
+        if self_use is not None and alloc is not None:
+            non_pt = self_use - alloc - (unalloc or 0) - (ev.private_pool_bytes or 0)
+            t["oom.non_pytorch"] = max(0, non_pt)
+            t["oom.non_pytorch_share"] = _ratio(max(0, non_pt), cap)
+        siblings = sibling_processes(ev)
+        others = [p for p in ev.processes if not p.is_self]
+        t["oom.process_count"] = len(ev.processes)
+        t["oom.sibling_processes"] = siblings
+        # other processes: entries that are not this process; in containers this process
+        # appears as "Process N has", so the largest entry close to allocated+unallocated
+        # is taken to be ourselves.
+        mine = (alloc or 0) + (unalloc or 0)
+        foreign = list(others)
+        if not any(p.is_self for p in ev.processes) and foreign and mine:
+            best = min(foreign, key=lambda p: abs(p.bytes - mine))
+            if best.bytes >= mine * 0.9:
+                foreign.remove(best)
+        t["oom.other_process_bytes"] = sum(p.bytes for p in foreign)
+        t["oom.other_process_count"] = len(foreign)
+        t["oom.other_process_share"] = _ratio(sum(p.bytes for p in foreign), cap)
+        # this process's footprint when the allocator's own figures are not there
+        t["oom.absurd_request"] = bool(req and req >= 2**60)
+    t["oom.devices"] = sorted({e.device_index for e in facts.oom_events if e.device_index is not None})
+    t["oom.ranks"] = sorted({r for e in facts.oom_events for r in e.ranks})
+
+    env = facts.environment
+    for name, value in env.model_dump(exclude={"sources"}).items():
+        t[f"env.{name}"] = value
+    cap = env.compute_capability or capability_of(env.gpu_name)
+    t["env.compute_capability"] = cap
+    if cap is not None:
+        try:
+            t["env.bf16_capable"] = float(cap) >= 8.0
+        except ValueError:
+            pass
+    t["env.multi_gpu"] = bool((env.world_size or 0) > 1 or (env.gpu_count or 0) > 1
+                              or len(t["oom.devices"]) > 1 or len(t["oom.ranks"]) > 1)
+
+    ph = facts.phase
+    t["phase"] = ph.phase
+    t["phase.step"] = ph.step
+    t["phase.epoch"] = ph.epoch
+    t["phase.reason"] = ph.reason
+
+    prim = [f for f in facts.failures if not f.secondary]
+    t["failure.kinds"] = sorted({f.kind for f in facts.failures})
+    t["failure.primary_kinds"] = sorted({f.kind for f in prim})
+    t["failure.any"] = bool(prim)
+    t["ranks.failed_count"] = len(facts.ranks.failed_ranks)
+    t["ranks.exit_codes"] = facts.ranks.exit_codes
+    t["ranks.cascade"] = bool(facts.ranks.cascade)
+
+    samples = facts.memory_samples
+    allocs = [s.allocated_bytes for s in samples if s.allocated_bytes is not None]
+    t["stats.count"] = len(samples)
+    t["stats.allocated_growing"] = _growing(allocs)
+    reserved = [s.reserved_bytes for s in samples if s.reserved_bytes is not None]
+    t["stats.reserved_growing"] = _growing(reserved)
+    hp = [s.host_percent for s in samples if s.host_percent is not None]
+    t["stats.host_percent_max"] = max(hp) if hp else None
+    t["stats.alloc_retries"] = max((s.alloc_retries or 0 for s in samples), default=None) if samples else None
+    for name, lines in facts.markers.items():
+        t[f"marker.{name}"] = len(lines)
+    return t
+
+
+def _growing(values: list[int], min_points: int = 4) -> Optional[bool]:
+    """True when a series rises clearly and mostly monotonically (a leak), None when too short."""
+    if len(values) < min_points:
+        return None
+    rises = sum(1 for a, b in zip(values, values[1:]) if b > a)
+    return rises >= (len(values) - 1) * 0.75 and values[-1] > values[0] * 1.2

@@ -1,0 +1,189 @@
+"""Raw log text → clean logical lines that keep their original line numbers.
+
+Real logs are decorated by every layer that touched them: ANSI colours, log-shipper
+timestamps, pdsh host names, srun labels, torchrun ``[default0]:``, PyTorch's
+``[rank3]:``, logger headers (DeepSpeed, glog, LLaMA-Factory, axolotl, mmengine, loguru),
+markdown ``> `` quoting, carriage-return progress bars glued to the next message. We
+strip them outermost first (log-formats.md §6), remember rank and host as metadata,
+and leave the message itself untouched (tracebacks keep their indentation).
+
+Hard-wrapped messages are *not* re-joined here: the parsers that need a whole message
+(the allocator OOM, the ChildFailedError block) read a window of following lines,
+because only they know where their message ends.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Optional
+
+import regex as re
+
+MAX_LINE = 64 * 1024  # longer physical lines are cut (a 1 GB single line stays bounded)
+
+
+@dataclass(slots=True)
+class Line:
+    no: int                 # 1-based line number in the original input
+    raw: str                # the physical line, ANSI removed (for evidence)
+    text: str               # the message with decorations stripped
+    rank: Optional[int] = None
+    host: Optional[str] = None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# Escape sequences whose ESC byte was lost in a copy-paste ("[32m", "[0m").
+_BARE_SGR = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*)?m(?=\S|$)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+# Splits inside one physical line: a tqdm bar glued to what follows, a traceback header
+# or a timestamped record glued mid-line, a `File "..."` frame glued after code.
+_GLUE = re.compile(
+    r"(?<=(?:it/s|s/it|\?it/s)\])(?=\S)"
+    r"|(?<=\S)(?=Traceback \(most recent call last\):)"
+    r"|(?<=[^\s\[])(?=\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})"
+    r"|(?<=\S)\s{2,}(?=File \"[^\"]+\", line \d+)"
+)
+
+_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|SUCCESS)"
+_DATE = r"\d{4}[-/]\d{2}[-/]\d{2}"
+_TIME = r"\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
+
+# Each entry: (pattern, kind). Applied repeatedly at the start of the line, outermost
+# first, until none matches. Named groups ``rank``/``host`` are kept as metadata.
+_PREFIXES: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^\s{0,3}>\s?"), "quote"),
+    # ISO / shipper timestamps: "2024-01-01T10:00:00.123Z ", "[2024-01-01 10:00:00,123] "
+    (re.compile(rf"^\[?{_DATE}[ T]{_TIME}(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?(?: ?(?:\[{_LEVEL}\]|{_LEVEL}:?))?\s?"), "time"),
+    # dmesg "[12345.678901] " and syslog "Mar  1 10:00:00 host kernel: "
+    (re.compile(r"^\[\s*\d+\.\d+\]\s?"), "time"),
+    (re.compile(rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?P<host>\S+) (?:kernel|slurmstepd|slurmd)(?:\[\d+\])?: (?:\[\s*\d+\.\d+\] )?"), "time"),
+    # OpenMPI --tag-output "[1,3]<stdout>:"
+    (re.compile(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:\s?"), "rank"),
+    # torchrun --tee "[default0]:" (and custom role names), "[rank3]:", "[Rank 3] "
+    (re.compile(r"^\[(?:[A-Za-z_][\w-]*?)(?P<rank>\d+)\]:\s?"), "rank"),
+    (re.compile(r"^\[[Rr]ank ?(?P<rank>\d+)\]:?\s?"), "rank"),
+    # pdsh "node2: " / "worker-1: " (lower-case start and a digit, never an exception name)
+    (re.compile(r"^(?P<host>[a-z][a-z0-9_-]*\d[\w.-]*|[a-z][\w-]*-[\w.-]+|localhost): (?!\s*$)"), "host"),
+    # srun --label " 3: "
+    (re.compile(r"^\s{0,4}(?P<rank>\d{1,5}): (?=\S)"), "rank"),
+    # Ray / vLLM workers "(Worker pid=123) ", "(RayWorker pid=1, ip=10.0.0.1) "
+    (re.compile(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
+    # DeepSpeed / python logging "[2024-..] [INFO] [file.py:12:func] " (time already gone)
+    (re.compile(rf"^\[{_LEVEL}\] \[[\w./-]+:\d+(?::[\w<>]+)?\]\s?"), "logger"),
+    # LLaMA-Factory >= 0.9.1 "[INFO|2025-01-01 12:00:00] loader.py:143 >> "
+    (re.compile(rf"^\[{_LEVEL}\|{_DATE} {_TIME}\] [\w./-]+:\d+ >> "), "logger"),
+    # transformers explicit format "[INFO|trainer.py:2134] 2025-01-01 12:00:00,123 >> "
+    (re.compile(rf"^\[{_LEVEL}\|[\w./-]+:\d+\] {_DATE} {_TIME} >> "), "logger"),
+    # LLaMA-Factory <= 0.9.0 / transformers examples "06/01/2024 12:00:00 - INFO - name - "
+    (re.compile(rf"^\d{{2}}/\d{{2}}/\d{{4}} {_TIME} - {_LEVEL} - [\w.]+ - "), "logger"),
+    # mmengine "03/01 10:00:00 - mmengine - INFO - "
+    (re.compile(rf"^\d{{2}}/\d{{2}} {_TIME} - [\w.]+ - {_LEVEL} - (?:[^ ]+ - \w+ - \d+ - )?"), "logger"),
+    # loguru (autotrain) "ERROR    | 2024-08-21 22:56:04 | module:func:12 - "
+    (re.compile(rf"^{_LEVEL}\s*\| {_DATE} {_TIME} \| [\w.:<>]+ - "), "logger"),
+    # XTuner lite "[XTuner][2024-01-01 10:00:00][INFO] "
+    (re.compile(rf"^\[XTuner\]\[{_DATE} {_TIME}\]\[{_LEVEL}\] "), "logger"),
+    # axolotl "[INFO] [axolotl.train.train:12] [PID:123] [RANK:1] " (time already gone)
+    (re.compile(rf"^\[{_LEVEL}\] \[[\w.]+(?::\d+)?\](?: \[PID:\d+\])?(?: \[RANK:(?P<rank>\d+)\])? "), "logger"),
+    # glog (torch >= 2.3 loggers, c10): "E0325 20:57:27.620000 2606 path/file.py:869] "
+    (re.compile(r"^[IWEFCV]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w./-]+:\d+\] "), "logger"),
+    # c10 "[W ProcessGroupNCCL.cpp:1250] " / "[W1120 08:14:37.404062000 ProcessGroupNCCL.cpp:1250] "
+    (re.compile(r"^\[[IWEF](?:\d{4} \d{2}:\d{2}:\d{2}\.\d+)? [\w./-]+:\d+\] "), "logger"),
+    # torch 2.1/2.2 "torch.distributed.elastic.multiprocessing.api: [WARNING] "
+    (re.compile(rf"^torch\.[\w.]+: \[{_LEVEL}\] "), "logger"),
+    # basicConfig "WARNING:torch.distributed.elastic.multiprocessing.api:"
+    (re.compile(rf"^{_LEVEL}:[\w.]+:(?=\S)"), "logger"),
+    # a bare "[2024-01-01 10:00:00] " after a rank prefix
+    (re.compile(rf"^\[{_DATE} {_TIME}\]\s?"), "time"),
+]
+
+# Cheap test: does this line possibly carry any prefix at all?
+_MAYBE_PREFIX = re.compile(
+    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\|))"
+)
+
+
+def strip_ansi(text: str) -> str:
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "m" in text and "[" in text:
+        text = _BARE_SGR.sub("", text)
+    return text
+
+
+def strip_prefixes(text: str) -> tuple[str, Optional[int], Optional[str]]:
+    """Remove layered decorations; return (message, rank, host)."""
+    rank: Optional[int] = None
+    host: Optional[str] = None
+    for _ in range(12):  # bounded: each pass removes at least one prefix
+        if not _MAYBE_PREFIX.match(text):
+            break
+        for pattern, _kind in _PREFIXES:
+            m = pattern.match(text)
+            if m and m.end() > 0:
+                gd = m.groupdict()
+                if gd.get("rank") is not None and rank is None:
+                    rank = int(gd["rank"])
+                if gd.get("host") and host is None:
+                    host = gd["host"]
+                text = text[m.end():]
+                break
+        else:
+            break
+    return text, rank, host
+
+
+def decode(data: bytes) -> str:
+    """Bytes → text: UTF-8 with replacement, NULs dropped, CRLF folded."""
+    text = data.decode("utf-8", errors="replace")
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return text
+
+
+def split_physical(text: str, start: int = 1) -> Iterator[tuple[int, str]]:
+    """Yield (line number, physical line) for text split on \\n only."""
+    no = start
+    for piece in text.split("\n"):
+        yield no, piece
+        no += 1
+
+
+def normalise_line(no: int, physical: str) -> list[Line]:
+    """One physical line → one or more logical lines (CR segments, glued records)."""
+    if len(physical) > MAX_LINE:
+        physical = physical[:MAX_LINE]
+    if physical.endswith("\r"):
+        physical = physical[:-1]
+    raw = strip_ansi(physical)
+    if _CONTROL.search(raw):
+        raw = _CONTROL.sub("", raw.replace("\r", "\x00")).replace("\x00", "\r")
+    segments = raw.split("\r") if "\r" in raw else [raw]
+    out: list[Line] = []
+    for seg in segments:
+        if not seg.strip():
+            continue
+        parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
+        for part in parts:
+            if not part or not part.strip():
+                continue
+            text, rank, host = strip_prefixes(part)
+            out.append(Line(no=no, raw=raw if len(raw) <= 400 else raw[:400], text=text, rank=rank, host=host))
+    if not out:
+        out.append(Line(no=no, raw="", text=""))
+    return out
+
+
+def normalise(text: str, start: int = 1) -> list[Line]:
+    """Normalise a whole text (already decoded) into logical lines."""
+    lines: list[Line] = []
+    for no, physical in split_physical(text, start):
+        lines.extend(normalise_line(no, physical))
+    return lines
+
+
+def normalise_pairs(pairs: Iterable[tuple[int, str]]) -> list[Line]:
+    """Normalise (line number, physical line) pairs, e.g. the regions a scan kept."""
+    lines: list[Line] = []
+    for no, physical in pairs:
+        lines.extend(normalise_line(no, physical))
+    return lines

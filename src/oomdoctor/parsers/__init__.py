@@ -1,0 +1,35 @@
+"""Parser families: each reads the normalised lines and adds facts.
+
+Order matters: frames first (others attach them), then the failure families, then the
+context families (statistics, environment), then phase and ranks, which read the
+failures found before them.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..facts import Facts
+from ..normalise import Line
+from . import (accelerators, allocator_stats, environment, host, lookalikes, phase,
+               ranks, runtime, torch_alloc, traceback)
+from .base import ParseContext
+
+FAMILIES = (
+    traceback,        # frames of every traceback
+    torch_alloc,      # PyTorch caching-allocator OOMs (CUDA, HIP, NPU, XPU, MLU, GCU)
+    accelerators,     # MPS, XLA/JAX, TensorFlow
+    runtime,          # CUDA error: out of memory, cuBLAS/cuDNN, NCCL, bitsandbytes, FSDP clone
+    host,             # kernel oom-killer, SIGKILL/-9, Slurm, Kubernetes, CPU allocator, DataLoader
+    lookalikes,       # not-OOM failures: illegal access, asserts, device mismatch, timeouts ...
+    allocator_stats,  # memory_summary, see_memory_usage, nvidia-smi, trainer memory lines
+    environment,      # versions, GPU, ZeRO/offload, framework, stage, hyper-parameters
+    phase,            # where the job was when it failed
+    ranks,            # fold ranks, first failure vs cascade
+)
+
+
+def extract(lines: list[Line], source: Optional[str] = None) -> Facts:
+    ctx = ParseContext(lines, source)
+    for family in FAMILIES:
+        family.parse(ctx)
+    return ctx.facts

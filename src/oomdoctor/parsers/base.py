@@ -1,0 +1,85 @@
+"""What every parser family gets: the logical lines, the facts being built, helpers.
+
+A parser family is a module with ``parse(ctx: ParseContext) -> None`` that reads
+``ctx.lines`` and adds to ``ctx.facts``. Families run in the order given in
+``parsers/__init__.py``; later ones may read what earlier ones found.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import regex as re
+
+from ..facts import Evidence, Facts
+from ..normalise import Line
+
+# Every regex applied to log text must be bounded: user input can be hostile.
+REGEX_TIMEOUT = 0.5  # seconds, per search over one window
+
+
+class ParseContext:
+    def __init__(self, lines: list[Line], source: Optional[str] = None):
+        self.lines = lines
+        self.source = source
+        self.facts = Facts()
+        # index of the first logical line carrying each original line number
+        self._by_no: dict[int, int] = {}
+        for i, ln in enumerate(lines):
+            self._by_no.setdefault(ln.no, i)
+
+    # -- evidence ---------------------------------------------------------------
+    def evidence(self, line: Line | int) -> Evidence:
+        if isinstance(line, int):
+            line = self.lines[line]
+        raw = line.raw if line.raw else line.text
+        return Evidence(line=line.no, text=raw[:400], source=self.source)
+
+    def index_of(self, no: int) -> Optional[int]:
+        return self._by_no.get(no)
+
+    # -- windows ----------------------------------------------------------------
+    def join(self, start: int, max_lines: int = 12, max_chars: int = 4000,
+             stop: Optional[re.Pattern] = None, sep: str = "") -> tuple[str, list[int]]:
+        """Text of lines[start:] joined for a message that may be hard-wrapped.
+
+        Returns the joined text and, for each joined line, its offset in the text, so a
+        match position can be mapped back to a line. Stops at an empty line, at ``stop``,
+        or at the limits.
+        """
+        parts: list[str] = []
+        offsets: list[int] = []
+        total = 0
+        for j in range(start, min(len(self.lines), start + max_lines)):
+            text = self.lines[j].text
+            if j > start and (not text.strip() or (stop is not None and stop.search(text))):
+                break
+            offsets.append(total)
+            parts.append(text)
+            total += len(text) + len(sep)
+            if total >= max_chars:
+                break
+        return sep.join(parts), offsets
+
+    def search(self, pattern: re.Pattern, text: str, pos: int = 0):
+        try:
+            return pattern.search(text, pos, timeout=REGEX_TIMEOUT)
+        except TimeoutError:
+            self.note(f"a pattern timed out on line text of {len(text)} characters")
+            return None
+
+    def finditer_lines(self, pattern: re.Pattern, start: int = 0, end: Optional[int] = None) -> Iterable[tuple[int, Line, re.Match]]:
+        for i in range(start, len(self.lines) if end is None else min(end, len(self.lines))):
+            ln = self.lines[i]
+            m = self.search(pattern, ln.text)
+            if m:
+                yield i, ln, m
+
+    def note(self, message: str) -> None:
+        if message not in self.facts.notes and len(self.facts.notes) < 50:
+            self.facts.notes.append(message)
+
+    def mark(self, name: str, line: Line | int) -> None:
+        no = line.no if isinstance(line, Line) else self.lines[line].no
+        lst = self.facts.markers.setdefault(name, [])
+        if len(lst) < 200 and (not lst or lst[-1] != no):
+            lst.append(no)

@@ -1,0 +1,1 @@
+"""Renderers: text (terminal), markdown (issues), json (tools). They read only the Report."""

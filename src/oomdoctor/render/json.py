@@ -1,0 +1,12 @@
+"""JSON output: the Report model as JSON (its schema: ``oomdoctor schema``)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..report import Report
+
+
+def render_json(report: Report, *, top: Optional[int] = None) -> str:
+    if top is not None and len(report.diagnoses) > top:
+        report = report.model_copy(update={"diagnoses": report.diagnoses[:top]})
+    return report.model_dump_json(indent=2) + "\n"

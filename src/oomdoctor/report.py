@@ -1,0 +1,112 @@
+"""The report: what a user, a job wrapper or a fleet scan gets back (pydantic).
+
+Renderers (``render/``) read only this model. ``oomdoctor schema`` prints its JSON
+Schema; ``SCHEMA_VERSION`` changes when a field is removed or changes meaning.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from .facts import (Environment, Evidence, Facts, Failure, Frame, MemorySample, Model,
+                    OomEvent, PhaseInfo, RankSummary)
+
+SCHEMA_VERSION = "1.0"
+
+
+class Knob(Model):
+    """One way to apply a remediation, in one framework's syntax."""
+
+    framework: str = Field(description="llamafactory, axolotl, xtuner, hf, trl, deepspeed, accelerate, fsdp, llama-cookbook, env, code, ...")
+    setting: str = Field(description="the exact change: a YAML/JSON snippet, an argument, an environment variable")
+    note: Optional[str] = None
+
+
+class Fit(Model):
+    """What the memory arithmetic predicts for one remediation."""
+
+    saving_bytes: Optional[int] = None
+    verdict: Literal["fits", "may-fit", "will-not-fit", "unknown"] = "unknown"
+    explanation: Optional[str] = None
+
+
+class Remediation(Model):
+    id: str
+    rank: int = Field(description="1 = apply first")
+    title: str
+    knob: Optional[Knob] = Field(default=None, description="the knob for the detected (or requested) framework")
+    other_knobs: list[Knob] = Field(default_factory=list)
+    memory_effect: Optional[str] = None
+    cost: Optional[str] = None
+    caveats: list[str] = Field(default_factory=list)
+    min_versions: dict[str, str] = Field(default_factory=dict)
+    applicable: bool = True
+    why_not: Optional[str] = Field(default=None, description="why it does not apply to this log (hardware, versions)")
+    auto_env: dict[str, str] = Field(default_factory=dict, description="environment-only change that is safe to apply automatically")
+    fit: Optional[Fit] = None
+
+
+class Diagnosis(Model):
+    incident: str = Field(description="a knowledge-base incident id (TAXONOMY)")
+    title: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    score: float
+    fallback: bool = Field(default=False, description="generic match: an OOM is certain, its cause is not")
+    memory_failure: bool = Field(default=True, description="False for non-memory incidents (bf16-unsupported, ds-device-mismatch)")
+    explanation: str
+    because: list[str] = Field(default_factory=list, description="the signals that matched, in words")
+    evidence: list[Evidence] = Field(default_factory=list)
+    remediations: list[Remediation] = Field(default_factory=list)
+    next_steps: list[str] = Field(default_factory=list, description="what to capture when the log cannot decide")
+    references: list[str] = Field(default_factory=list)
+
+
+class Report(Model):
+    schema_version: str = SCHEMA_VERSION
+    tool_version: str
+    source: Optional[str] = None
+    diagnoses: list[Diagnosis] = Field(default_factory=list)
+    oom_events: list[OomEvent] = Field(default_factory=list)
+    failures: list[Failure] = Field(default_factory=list)
+    environment: Environment = Field(default_factory=Environment)
+    phase: Optional[str] = Field(default=None, description="model_load, forward, backward, optimizer_step, checkpoint_save, checkpoint_load, eval, data_loading, epoch_end, unknown")
+    phase_detail: PhaseInfo = Field(default_factory=PhaseInfo)
+    frames: list[Frame] = Field(default_factory=list)
+    memory_samples: list[MemorySample] = Field(default_factory=list)
+    ranks: RankSummary = Field(default_factory=RankSummary)
+    memory: Optional[dict] = Field(default=None, description="memory arithmetic: budget, request fingerprint, fit of fixes")
+    fingerprint: Optional[str] = Field(default=None, description="stable id of this failure for fleets (no PIDs, times, sizes)")
+    lines_read: int = 0
+    bytes_read: int = 0
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def top(self) -> Optional[Diagnosis]:
+        return self.diagnoses[0] if self.diagnoses else None
+
+    @property
+    def found_oom(self) -> bool:
+        return bool(self.oom_events) or any(d.memory_failure for d in self.diagnoses)
+
+    @property
+    def found_anything(self) -> bool:
+        return bool(self.oom_events or self.diagnoses)
+
+    @classmethod
+    def from_facts(cls, facts: Facts, *, tool_version: str, source: Optional[str] = None) -> "Report":
+        return cls(
+            tool_version=tool_version,
+            source=source,
+            oom_events=facts.oom_events,
+            failures=facts.failures,
+            environment=facts.environment,
+            phase=facts.phase.phase,
+            phase_detail=facts.phase,
+            frames=facts.frames,
+            memory_samples=facts.memory_samples,
+            ranks=facts.ranks,
+            lines_read=facts.lines_read,
+            bytes_read=facts.bytes_read,
+            notes=facts.notes,
+        )
