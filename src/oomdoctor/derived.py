@@ -39,11 +39,20 @@ def capability_of(gpu_name: Optional[str]) -> Optional[str]:
 
 
 def primary_event(facts: Facts) -> Optional[OomEvent]:
-    """The event a diagnosis is about: the first certain device/host OOM, else the first."""
+    """The event a diagnosis is about: the most certain, then the most complete message
+    (a copy cut off mid-sentence says less than its sibling's), then the earliest."""
     if not facts.oom_events:
         return None
     order = {"certain": 0, "likely": 1, "weak": 2}
-    return min(facts.oom_events, key=lambda e: (order.get(e.strength, 3), e.line))
+
+    def filled(e: OomEvent) -> int:
+        return sum(1 for name in _SIZES if getattr(e, name) is not None)
+    return min(facts.oom_events, key=lambda e: (order.get(e.strength, 3), -filled(e), e.line))
+
+
+_SIZES = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "process_in_use_bytes",
+          "allocated_by_pytorch_bytes", "reserved_unallocated_bytes", "reserved_total_bytes",
+          "already_allocated_bytes", "host_bytes")
 
 
 def _ratio(a: Optional[int], b: Optional[int]) -> Optional[float]:

@@ -1,8 +1,362 @@
-"""accelerators parser family (in progress)."""
+"""Out-of-memory messages of the non-CUDA stacks: Apple MPS, XLA (JAX, torch_xla, TPU) and
+TensorFlow (log-formats.md §1.7, §2.5, §2.6).
+
+The PyTorch caching-allocator message is not read here (``torch_alloc``). What these
+stacks share: sizes printed in their own notation (MPS ``GB`` that means GiB before torch
+2.8; XLA's ``1.52GiB`` / ``6.48G`` glued to the number), messages that terminals wrap,
+and the same message printed again by every device and by "recent error logs". Each
+distinct message becomes one event; its copies add ranks, a count and evidence.
+"""
 from __future__ import annotations
 
+from typing import Optional
+
+import regex as re
+
+from ..facts import OomEvent
+from ..sizes import to_bytes
 from .base import ParseContext
+
+# A size as these stacks print it: "9.48 GiB", "375.40 MB", "256 bytes", "1.52GiB", "6.48G", "0B".
+_NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
+_UNIT = r"(?:[KMGTPE]i?B|bytes?|B|[KMGTPE])(?![A-Za-z])"
+_SIZE = rf"{_NUM}\s*{_UNIT}"
+_SIZE_PARTS = re.compile(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
+
+# Exception class printed before the message on the same line ("RuntimeError: ...").
+_EXC_AT_END = re.compile(r"((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):\s*$")
+_EXC_AT_START = re.compile(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
+
+# -- MPS -------------------------------------------------------------------------------
+_MPS_START = re.compile(r"MPS\s*backend\s*out\s*of\s*memory", re.I)
+# Whitespace is optional everywhere: the message is joined across hard wraps without a
+# separator, so a wrap that ate a space must still match.
+_MPS = re.compile(
+    r"MPS\s*backend\s*out\s*of\s*memory\s*\(\s*MPS\s*allocated:\s*(?P<alloc>" + _SIZE + r")\s*,"
+    r"\s*other\s*allocations:\s*(?P<other>" + _SIZE + r")\s*"
+    r"(?:,\s*max\s*allowed:\s*(?P<max>" + _SIZE + r")\s*)?\)\s*\.?\s*"
+    r"(?:Tried\s*to\s*allocate\s*(?P<req>" + _SIZE + r")\s*on\s*(?P<pool>shared|private)\s*pool)?",
+    re.I,
+)
+_MPS_HINT = re.compile(r"Use\s*PYTORCH_MPS_HIGH_WATERMARK_RATIO\s*=\s*0\.0[^.]{0,200}\.?(?:\s*\(may\s*cause\s*system\s*failure\)\.?)?")
+
+# -- XLA / JAX / torch_xla ------------------------------------------------------------------
+_XLA_OOM_BYTES = re.compile(r"Out of memory while trying to allocate (?P<n>\d[\d,]{0,20}) bytes")
+_XLA_REQUEST = re.compile(
+    r"Failed to allocate request for (?P<size>" + _SIZE + r")\s*\((?P<n>\d{1,20})\s*B\) on device ordinal (?P<dev>\d{1,4})")
+# TPU runtime (torch_xla / XRT / PJRT): "Attempting to reserve 6.48G at the bottom of
+# memory. That was not possible. There are 6.78G free, 0B reserved, and 3.33G reservable."
+_XLA_ATTEMPT = re.compile(
+    r"Attempting to (?P<verb>reserve|allocate) (?P<req>" + _SIZE + r")(?: at the bottom of memory)?\.?"
+    r"\s*That was not possible\.?\s*There (?:are|is) (?P<free>" + _SIZE + r") free"
+    r"(?:,\s*(?P<reserved>" + _SIZE + r") reserved,\s*and (?P<reservable>" + _SIZE + r") reservable)?")
+# Compile-time: "Ran out of memory in memory space hbm. Used 20.61G of 15.48G hbm.
+# Exceeded hbm capacity by 5.13G."
+_XLA_USED = re.compile(
+    r"Used (?P<used>" + _SIZE + r") of (?P<cap>" + _SIZE + r") (?P<space>hbm|vmem|smem|memory)"
+    r"(?:\.\s*Exceeded \w{1,10} capacity by (?P<over>" + _SIZE + r"))?", re.I)
+_XLA_STATUS = re.compile(r"RESOURCE_EXHAUSTED|Resource exhausted", re.I)
+_XLA_MEMORYISH = re.compile(r"memory|allocat", re.I)
+# BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
+# says "with freed_by_count=N. The caller indicates that this is not a failure".
+_BFC = re.compile(
+    r"Allocator \((?P<alloc>[\w:]{1,40})\) ran out of memory trying to allocate (?P<size>" + _SIZE + r")"
+    r"(?:\s*\(rounded to (?P<n>\d{1,20})\))?(?:\s*requested by op\s*(?P<op>\S{0,200}))?")
+_BFC_NOT_FAILURE = re.compile(r"freed_by_count|not a failure", re.I)
+_BUFFER_ASSIGNMENT = re.compile(r"BufferAssignment OOM Debugging|BufferAssignment stats:")
+_BUFFER_TOTAL = re.compile(r"^\s*total allocation:\s*(?P<size>" + _SIZE + r")")
+_TF_HINT = re.compile(r"Hint: If you want to see a list of allocated tensors when OOM happens.{0,200}")
+_DEVICE_IN_NAME = re.compile(r"(?:GPU|TPU|XLA_GPU|device)[_:](?P<d>\d{1,4})", re.I)
+
+# -- TensorFlow ---------------------------------------------------------------------------
+_TF_OOM = re.compile(
+    r"OOM when allocating tensor with shape\s*(?P<shape>\[[\d,\s]{0,200}\])"
+    r"(?:\s*and type (?P<dtype>\w{1,20}))?(?:\s*on (?P<device>[\w/:.-]{1,200}))?(?:\s*by allocator (?P<alloc>\w{1,40}))?")
+_TF_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+    "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
+    "int64": 8, "uint64": 8, "complex64": 8, "complex128": 16, "qint8": 1, "quint8": 1, "qint32": 4,
+}
+
+_MAX_EVIDENCE = 12
+_FOLD_WINDOW = 300  # lines: a BFC failure and the status it turns into belong together
+
+
+def size_of(text: Optional[str]) -> Optional[int]:
+    """Bytes of one size in the notation of these stacks (binary factors throughout)."""
+    if not text:
+        return None
+    m = _SIZE_PARTS.search(text)
+    if not m:
+        return None
+    return to_bytes(m.group("num"), m.group("unit"))
+
+
+def exception_before(ctx: ParseContext, text: str, pos: int) -> Optional[str]:
+    """The exception class printed right before position ``pos`` on the same line."""
+    m = ctx.search(_EXC_AT_END, text[max(0, pos - 300):pos])
+    return m.group(1) if m else None
+
+
+class _Events:
+    """Events of this family keyed by their message; copies fold into the first."""
+
+    def __init__(self, ctx: ParseContext):
+        self.ctx = ctx
+        self.by_key: dict[tuple, OomEvent] = {}
+        self.covered: set[int] = set()
+
+    def add(self, key: tuple, idx: int, make, extra_idx: tuple[int, ...] = ()) -> OomEvent:
+        ctx = self.ctx
+        line = ctx.lines[idx]
+        ev = self.by_key.get(key)
+        if ev is None:
+            ev = make()
+            ev.line = line.no
+            self.by_key[key] = ev
+            ctx.facts.oom_events.append(ev)
+        else:
+            ev.count += 1
+        if line.rank is not None and line.rank not in ev.ranks:
+            ev.ranks.append(line.rank)
+        for j in (idx, *extra_idx):
+            self.cover(ev, j)
+        return ev
+
+    def cover(self, ev: OomEvent, idx: int) -> None:
+        no = self.ctx.lines[idx].no
+        self.covered.add(no)
+        if len(ev.evidence) < _MAX_EVIDENCE and all(e.line != no for e in ev.evidence):
+            ev.evidence.append(self.ctx.evidence(idx))
+
+
+def _lines_of(offsets: list[int], start: int, end: int) -> list[int]:
+    """Indexes (relative to the join start) of the joined lines that [start, end) spans."""
+    out = []
+    for k, off in enumerate(offsets):
+        nxt = offsets[k + 1] if k + 1 < len(offsets) else 1 << 62
+        if off < end and nxt > start:
+            out.append(k)
+    return out
+
+
+def _parse_mps(ctx: ParseContext, events: _Events) -> None:
+    i = 0
+    n = len(ctx.lines)
+    while i < n:
+        text = ctx.lines[i].text
+        start = ctx.search(_MPS_START, text) if "MPS" in text or "mps" in text else None
+        if not start:
+            i += 1
+            continue
+        joined, offsets = ctx.join(i, max_lines=6, max_chars=3000)
+        m = ctx.search(_MPS, joined)
+        if not m or m.start() >= len(text):
+            # the words without the figures: still an MPS OOM, sizes unknown
+            key = ("mps", "bare")
+            events.add(key, i, lambda: OomEvent(kind="mps", backend="MPS", line=0,
+                                                exception=exception_before(ctx, text, start.start())))
+            i += 1
+            continue
+        hint = ctx.search(_MPS_HINT, joined, m.end())
+        if hint and hint.start() - m.end() >= 40:
+            hint = None
+        span = _lines_of(offsets, m.start(), hint.end() if hint else m.end())
+        units = " ".join(g for g in m.group("alloc", "other", "max", "req") if g)
+        if re.search(r"\d\s*[KMGT]iB", units):
+            fmt = "mps-torch>=2.8"
+        elif re.search(r"\d\s*[KMGT]B", units):
+            fmt = "mps-torch<=2.7"
+        else:
+            fmt = None
+        pool = m.group("pool")
+        details = []
+        if pool:
+            details.append(f"{pool.lower()} pool")
+        if m.group("max") is None:
+            details.append("no max allowed: high-watermark limit disabled")
+
+        def make(m=m, text=text, hint=hint, fmt=fmt, details=details, pos=start.start()):
+            return OomEvent(
+                kind="mps", backend="MPS", line=0, message_format=fmt,
+                exception=exception_before(ctx, text, pos),
+                allocated_by_pytorch_bytes=size_of(m.group("alloc")),
+                other_allocations_bytes=size_of(m.group("other")),
+                total_capacity_bytes=size_of(m.group("max")),
+                tried_to_allocate_bytes=size_of(m.group("req")),
+                hint=hint.group(0).strip() if hint else None,
+                detail="; ".join(details) or None,
+            )
+
+        key = ("mps",) + tuple(re.sub(r"\s+", "", g or "") for g in m.group("alloc", "other", "max", "req", "pool"))
+        events.add(key, i, make, tuple(i + k for k in span[1:]))
+        i += max(1, len(span))
+
+
+def _attach_hint(ctx: ParseContext, ev: OomEvent, idx: int) -> None:
+    if ev.hint is not None:
+        return
+    for j in range(idx, min(len(ctx.lines), idx + 6)):
+        h = ctx.search(_TF_HINT, ctx.lines[j].text)
+        if h:
+            ev.hint = h.group(0).strip()
+            return
+
+
+def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
+    bfc_hits: list[tuple[int, re.Match]] = []
+    buffer_dumps: list[int] = []
+    for i, ln in enumerate(ctx.lines):
+        text = ln.text
+        if "OOM when allocating" in text:
+            m = ctx.search(_TF_OOM, text)
+            if m:
+                _tf_event(ctx, events, i, m)
+                continue
+        if "ran out of memory trying to allocate" in text:
+            m = ctx.search(_BFC, text)
+            if m and not ctx.search(_BFC_NOT_FAILURE, text):
+                bfc_hits.append((i, m))
+            continue
+        if "BufferAssignment" in text and ctx.search(_BUFFER_ASSIGNMENT, text):
+            if not buffer_dumps or i - buffer_dumps[-1] > 2:  # "OOM Debugging" + "stats:" = one dump
+                buffer_dumps.append(i)
+            continue
+        _xla_event(ctx, events, i, text)
+    for i, m in bfc_hits:
+        _bfc_event(ctx, events, i, m)
+    for i in buffer_dumps:
+        _buffer_assignment(ctx, events, i)
+
+
+def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
+    if "allocate" in text:
+        m = ctx.search(_XLA_OOM_BYTES, text)
+        if m:
+            n = int(m.group("n").replace(",", ""))
+            ev = events.add(("xla", "bytes", n), i, lambda: OomEvent(
+                kind="xla", backend="XLA", line=0, message_format="xla-out-of-memory-bytes",
+                exception=_xla_exception(ctx, text, m.start()), tried_to_allocate_bytes=n))
+            _attach_hint(ctx, ev, i)
+            return
+        m = ctx.search(_XLA_REQUEST, text)
+        if m:
+            n = int(m.group("n"))
+            dev = int(m.group("dev"))
+            ev = events.add(("xla", "request", n), i, lambda: OomEvent(
+                kind="xla", backend="XLA", line=0, message_format="xla-failed-to-allocate-request",
+                exception=_xla_exception(ctx, text, m.start()), tried_to_allocate_bytes=n, device_index=dev))
+            return
+    if "not possible" in text:
+        m = ctx.search(_XLA_ATTEMPT, text)
+        if m:
+            detail = None
+            if m.group("reservable"):
+                detail = f"only {m.group('reservable')} reservable of {m.group('free')} free"
+            ev = events.add(("xla", "attempt", m.group("req"), m.group("free")), i, lambda: OomEvent(
+                kind="xla", backend="XLA", line=0, message_format=f"tpu-attempting-to-{m.group('verb')}",
+                exception=_xla_exception(ctx, text, m.start()),
+                tried_to_allocate_bytes=size_of(m.group("req")), free_bytes=size_of(m.group("free")),
+                detail=detail))
+            _attach_hint(ctx, ev, i)
+            return
+    if "Used " in text:
+        m = ctx.search(_XLA_USED, text)
+        if m and (ctx.search(_XLA_STATUS, text) or "Ran out of memory" in text or m.group("over")):
+            detail = f"program needs {m.group('used')} of {m.group('cap')} {m.group('space')}"
+            if m.group("over"):
+                detail += f", over by {m.group('over')}"
+            events.add(("xla", "used", m.group("used"), m.group("cap")), i, lambda: OomEvent(
+                kind="xla", backend="XLA", line=0, message_format="xla-compile-memory-space",
+                exception=_xla_exception(ctx, text, m.start()),
+                tried_to_allocate_bytes=size_of(m.group("used")), total_capacity_bytes=size_of(m.group("cap")),
+                detail=detail))
+            return
+    # A RESOURCE_EXHAUSTED status about memory that none of the forms above describes.
+    st = ctx.search(_XLA_STATUS, text) if ("ESOURCE" in text or "esource" in text) else None
+    if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) and "OOM when allocating" not in text:
+        msg = text[st.start():st.start() + 200].strip()
+        key = ("xla", "status", re.sub(r"\d+", "N", msg))
+        events.add(key, i, lambda: OomEvent(kind="xla", backend="XLA", line=0,
+                                            exception=_xla_exception(ctx, text, st.start()),
+                                            detail=msg))
+
+
+def _xla_exception(ctx: ParseContext, text: str, pos: int) -> Optional[str]:
+    """The exception class at the start of the line (statuses follow it after a colon)."""
+    m = ctx.search(_EXC_AT_START, text[:pos])
+    return m.group(1) if m else None
+
+
+def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
+    text = ctx.lines[i].text
+    shape = re.sub(r"\s+", "", m.group("shape"))
+    dtype = m.group("dtype")
+    device = m.group("device") or ""
+    dims = [d for d in shape.strip("[]").split(",") if d]
+    req = None
+    if dtype and dtype.lower() in _TF_DTYPE_BYTES and dims and all(d.isdigit() for d in dims):
+        req = _TF_DTYPE_BYTES[dtype.lower()]
+        for d in dims:
+            req *= int(d)
+    dev = _DEVICE_IN_NAME.search(device.rsplit("/", 1)[-1]) if device else None
+    exc = _xla_exception(ctx, text, m.start())
+    key = ("tensorflow", shape, dtype, re.sub(r"\d+", "N", device), m.group("alloc"))
+    ev = events.add(key, i, lambda: OomEvent(
+        kind="tensorflow", backend="TF", line=0, exception=exc,
+        message_format="tf-oom-when-allocating" if dtype else "tf-oom-when-allocating-shape-only",
+        tried_to_allocate_bytes=req, device_index=int(dev.group("d")) if dev else None,
+        detail=f"tensor {shape} {dtype or ''} by allocator {m.group('alloc') or '?'}".replace("  ", " ")))
+    if ev.exception is None and exc:
+        ev.exception = exc
+    _attach_hint(ctx, ev, i)
+
+
+def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
+    """A fatal BFC line joins the OOM status that follows it; alone it is an event itself."""
+    no = ctx.lines[i].no
+    rounded = int(m.group("n")) if m.group("n") else size_of(m.group("size"))
+    later = [e for e in ctx.facts.oom_events
+             if e.kind in ("xla", "tensorflow") and no <= e.line <= no + _FOLD_WINDOW]
+    if later:
+        ev = min(later, key=lambda e: e.line)
+        events.cover(ev, i)
+        if ev.tried_to_allocate_bytes is None:
+            ev.tried_to_allocate_bytes = rounded
+        return
+    raw = ctx.lines[i].raw
+    tf = "tensorflow/core" in raw or any(e.kind == "tensorflow" for e in ctx.facts.oom_events)
+    dev = _DEVICE_IN_NAME.search(m.group("alloc"))
+    op = (m.group("op") or "").strip()
+    events.add(("bfc", m.group("alloc"), rounded), i, lambda: OomEvent(
+        kind="tensorflow" if tf else "xla", backend="TF" if tf else "XLA", line=0,
+        message_format="bfc-allocator-ran-out", tried_to_allocate_bytes=rounded,
+        device_index=int(dev.group("d")) if dev else None,
+        detail=f"BFC allocator {m.group('alloc')} ran out" + (f", requested by op {op}" if op else "")))
+
+
+def _buffer_assignment(ctx: ParseContext, events: _Events, i: int) -> None:
+    """The buffer-assignment dump printed after an XLA OOM: its total goes into the detail."""
+    total = None
+    for j in range(i, min(len(ctx.lines), i + 12)):
+        t = ctx.search(_BUFFER_TOTAL, ctx.lines[j].text)
+        if t:
+            total = t.group("size")
+            break
+    no = ctx.lines[i].no
+    before = [e for e in ctx.facts.oom_events if e.kind == "xla" and no - 40 <= e.line <= no + 5]
+    if before:
+        ev = max(before, key=lambda e: e.line)
+    else:
+        ev = events.add(("xla", "buffer-assignment", total), i, lambda: OomEvent(
+            kind="xla", backend="XLA", line=0, message_format="xla-buffer-assignment"))
+    events.cover(ev, i)
+    if total and (ev.detail is None or "BufferAssignment" not in ev.detail):
+        note = f"BufferAssignment total allocation {total}"
+        ev.detail = f"{ev.detail}; {note}" if ev.detail else note
 
 
 def parse(ctx: ParseContext) -> None:
-    return None
+    events = _Events(ctx)
+    _parse_mps(ctx, events)
+    _parse_xla_and_tf(ctx, events)

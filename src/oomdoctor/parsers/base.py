@@ -22,6 +22,10 @@ class ParseContext:
         self.lines = lines
         self.source = source
         self.facts = Facts()
+        # filled by the traceback family, read by phase/ranks (see traceback.frames_for)
+        self.all_frames: list = []
+        self.frame_index: list[int] = []
+        self.tb_headers: list[int] = []
         # index of the first logical line carrying each original line number
         self._by_no: dict[int, int] = {}
         for i, ln in enumerate(lines):

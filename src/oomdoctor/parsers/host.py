@@ -1,8 +1,513 @@
-"""host parser family (in progress)."""
+"""Host (CPU RAM) memory failures (log-formats.md §3).
+
+A host OOM rarely prints "out of memory" in the dying process: the kernel or a cgroup
+sends SIGKILL and the evidence is spread over the kernel log, the scheduler (Slurm,
+Kubernetes, Ray) and the launcher (torchrun's exit code -9, DeepSpeed's "Killing
+subprocess"). All lines that describe one kill are folded into one event. A bare SIGKILL
+is weaker than a kernel/scheduler line, and launcher kills that follow a Python
+exception are a cascade of that exception, not a host OOM.
+
+Also here: PyTorch's CPU allocator, ``MemoryError``, numpy's ``_ArrayMemoryError``, and
+DataLoader workers killed by signal. Shared-memory exhaustion (``Bus error``, SIGBUS,
+``/dev/shm`` full) is *not* RAM and is recorded as a failure instead.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Optional
+
+import regex as re
+
+from ..facts import Failure, OomEvent
+from ..sizes import to_bytes
 from .base import ParseContext
+
+_STRENGTH_ORDER = {"certain": 0, "likely": 1, "weak": 2}
+_EPISODE_GAP = 1000   # lines: kill evidence further apart than this is another kill
+_MAX_EVIDENCE = 20
+
+# -- kernel oom-killer (§3.1) -------------------------------------------------------------
+_K_TRIGGER = re.compile(r"(?P<comm>\S{1,64}) invoked oom-killer:")
+_K_SUMMARY = re.compile(r"oom-kill:constraint=(?P<constraint>\w{1,40})[^\n]{0,600}?,task=(?P<comm>[^,]{1,64}),pid=(?P<pid>\d{1,9})")
+_K_KILL = re.compile(
+    r"(?:(?P<reason>Out of memory|Memory cgroup out of memory): )?Kill(?:ed)? process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)"
+    r"(?P<rest>(?:,? score \d{1,9} or sacrifice child)|(?: total-vm:(?P<vm>[\d,]{1,24})kB, anon-rss:(?P<rss>[\d,]{1,24})kB))?")
+_K_REAPER = re.compile(r"oom_reaper: reaped process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)")
+_SYSTEMD_OOMD = re.compile(r"systemd-oomd(?:\[\d{1,9}\])?: Killed [^\n]{0,300}? due to memory")
+
+# -- schedulers (§3.3, §3.4) and Ray ---------------------------------------------------------
+_SLURM_EVENT = re.compile(r"Detected (?P<n>\d{1,6}) oom[-_ ]kill events?(?:\(s\))? in (?P<step>StepId=[\w.+]{1,60}|step [\w.+]{1,60})", re.I)
+_SLURM_SRUN = re.compile(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]{1,60}): Out Of Memory")
+_SLURM_SCRIPT = re.compile(r"slurm_script: line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed")
+_SLURM_LIMIT = re.compile(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}\),? being killed", re.I)
+_SLURM_STATE = re.compile(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
+_K8S = re.compile(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
+_RAY = re.compile(r"Task was killed due to the node running low on memory|Memory on the node \(IP:"
+                  r"|ray\.exceptions\.OutOfMemoryError|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")
+_RAY_MAYBE = re.compile(r"killed by SIGKILL by OOM killer due to high memory usage")
+
+# -- launchers and shells (§3.2) -------------------------------------------------------------
+_TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d{1,4})\) local_rank: (?P<lr>\d{1,5}) \(pid: (?P<pid>\d{1,9})\)")
+_CFE_TITLE = re.compile(r"^\s*\S[^\n]{0,300} FAILED\s*$")
+_CFE_SECTION = re.compile(r"^\s*(?P<sec>Root Cause|Failures:|Other Failures:)")
+_CFE_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d{1,6}) \(local_rank:\s*(?P<lr>\d{1,5})\)")
+_CFE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d{1,4}) \(pid:\s*(?P<pid>\d{1,9})\)")
+_SIGNAL_PID = re.compile(r"Signal (?P<sig>\d{1,2}) \((?P<name>SIG\w{1,8})\) received by PID (?P<pid>\d{1,9})")
+_DS_KILLING = re.compile(r"Killing subprocess (?P<pid>\d{1,9})")
+_DS_RC = re.compile(r"exits with return code = (?P<code>-?\d{1,4})")
+_DS_SIGNALLED = re.compile(r"Main process received (?P<sig>SIG\w{1,8}), exit")
+_SHELL_JOB = re.compile(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s")
+_BARE_KILLED = re.compile(r"^\s*Killed\s*$|(?<=[\]|%])\s*Killed\s*$")
+_DIED_WITH = re.compile(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
+_EXIT_STATUS = re.compile(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code)"
+                          r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
+
+# -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------
+_CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<n>\d{1,20}) bytes")
+_CPU_LEGACY = re.compile(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
+_TH_RAM = re.compile(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
+_PY_MEMORY = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
+_NUMPY_SIZE = re.compile(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{1,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
+_ERRNO12 = re.compile(r"\[Errno 12\] Cannot allocate memory")
+_WIN_PAGING = re.compile(r"The paging file is too small for this operation to complete")
+
+# -- DataLoader and shared memory (§3.6) --------------------------------------------------------
+_DL_SIGNAL = re.compile(r"DataLoader worker \(pid (?P<pid>\d{1,9})\) is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
+_DL_EXITED = re.compile(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
+_SHM = re.compile(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
+                  r"|killed by signal: Bus error")
+_SHM_DISK = re.compile(r"No space left on device")
+_SHM_PATH = re.compile(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
+_SIGBUS = re.compile(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>")
+
+# Lines that say a Python-level failure happened (a launcher kill after them is a cascade).
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+_EXC_LINE = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception))(?::|\s*$)")
+_WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "ActorDiedError",
+                "WorkerCrashedError", "RaySystemError")
+_QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
+          "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
+          "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign")
+
+
+@dataclass
+class _Kill:
+    idx: int
+    strength: str
+    source: str
+    detail: str
+    pid: Optional[int] = None
+    rss: Optional[int] = None
+    ranks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Block:
+    """One ChildFailedError summary: entries (section, code, pid, rank, line index)."""
+    entries: list[tuple[str, int, int, Optional[int], int]] = field(default_factory=list)
+    pending_rank: Optional[int] = None
+    section: str = "root"
+
+
+class _Scan:
+    def __init__(self, ctx: ParseContext):
+        self.ctx = ctx
+        self.kills: list[_Kill] = []
+        self.blocks: list[_Block] = [_Block()]
+        self.ds_kills: list[int] = []          # "Killing subprocess" lines
+        self.ds_codes: list[tuple[int, int]] = []  # (idx, return code)
+        self.ds_signalled: list[int] = []
+        self.dl: list[tuple[int, str, str]] = []   # (idx, strength, detail)
+        self.shm: list[int] = []
+        self.sigbus: list[int] = []
+        self.exit_137: list[int] = []
+        self.cpu: dict[tuple, OomEvent] = {}
+        self.first_failure: Optional[int] = None  # index of the first Python-level failure
+        for ev in ctx.facts.oom_events:
+            j = ctx.index_of(ev.line)
+            if j is not None:
+                self._failure_at(j)
+
+    def _failure_at(self, idx: int) -> None:
+        if self.first_failure is None or idx < self.first_failure:
+            self.first_failure = idx
+
+    def exit_code(self, code: int) -> None:
+        codes = self.ctx.facts.ranks.exit_codes
+        if code not in codes:
+            codes.append(code)
+
+    def kill(self, idx: int, strength: str, source: str, detail: str, **kw) -> None:
+        self.kills.append(_Kill(idx=idx, strength=strength, source=source, detail=detail, **kw))
+
+
+def _kb(text: Optional[str]) -> Optional[int]:
+    if not text:
+        return None
+    digits = text.replace(",", "")
+    return int(digits) * 1024 if digits.isdigit() else None
+
+
+def _scan_line(s: _Scan, i: int) -> None:
+    ctx = s.ctx
+    text = ctx.lines[i].text
+    if not any(q in text for q in _QUICK):
+        return
+    if "Traceback" in text and ctx.search(_TRACEBACK, text):
+        s._failure_at(i)
+    exc = ctx.search(_EXC_LINE, text) if ("Error" in text or "Exception" in text) else None
+    if exc and not exc.group("exc").endswith(_WRAPPER_EXC):
+        s._failure_at(i)
+    if _kernel(s, i, text) or _scheduler(s, i, text) or _memory_errors(s, i, text, exc):
+        return
+    _dataloader(s, i, text)
+    _launcher(s, i, text)
+
+
+def _kernel(s: _Scan, i: int, text: str) -> bool:
+    ctx = s.ctx
+    if "oom" not in text and "Kill" not in text and "systemd-oomd" not in text:
+        return False
+    m = ctx.search(_K_KILL, text) if "Kill" in text else None
+    if m and (m.group("reason") or m.group("rest")):
+        cgroup = (m.group("reason") or "").startswith("Memory cgroup")
+        detail = f"kernel oom-killer killed {m.group('comm')} ({m.group('pid')})" + (" at the cgroup limit" if cgroup else "")
+        s.kill(i, "certain", "kernel", detail, pid=int(m.group("pid")), rss=_kb(m.group("rss")))
+        return True
+    for pattern, what in ((_K_SUMMARY, "summary"), (_K_TRIGGER, "trigger"), (_K_REAPER, "reaper")):
+        m = ctx.search(pattern, text)
+        if m:
+            pid = int(m.group("pid")) if "pid" in m.groupdict() and m.group("pid") else None
+            if what == "trigger":
+                detail = f"kernel oom-killer invoked by {m.group('comm')}"
+            else:
+                detail = f"kernel oom-killer killed {m.group('comm')} ({pid})"
+            s.kill(i, "certain", "kernel", detail, pid=pid)
+            return True
+    if "systemd-oomd" in text and ctx.search(_SYSTEMD_OOMD, text):
+        s.kill(i, "certain", "kernel", "systemd-oomd killed a unit under memory pressure")
+        return True
+    return False
+
+
+def _scheduler(s: _Scan, i: int, text: str) -> bool:
+    ctx = s.ctx
+    m = ctx.search(_SLURM_EVENT, text) if ("oom" in text.lower()) else None
+    if m:
+        s.kill(i, "certain", "slurm", f"Slurm: {m.group('n')} oom-kill event(s) in {m.group('step')}")
+        return True
+    if "Out Of Memory" in text:
+        m = ctx.search(_SLURM_SRUN, text)
+        if m:
+            s.kill(i, "certain", "slurm", f"Slurm: task {m.group('task')} on {m.group('node')} ran out of memory")
+            return True
+    if "slurm_script" in text:
+        m = ctx.search(_SLURM_SCRIPT, text)
+        if m:
+            s.kill(i, "certain", "slurm", f"Slurm batch script: process {m.group('pid')} Killed", pid=int(m.group("pid")))
+            return True
+    if "memory limit" in text and ctx.search(_SLURM_LIMIT, text):
+        s.kill(i, "certain", "slurm", "Slurm: job exceeded its memory limit and was killed")
+        return True
+    if "OUT_OF_MEMORY" in text and ctx.search(_SLURM_STATE, text):
+        s.kill(i, "certain", "slurm", "Slurm job state OUT_OF_MEMORY")
+        return True
+    if "OOM" in text and ctx.search(_K8S, text):
+        s.kill(i, "certain", "kubernetes", "Kubernetes: container OOMKilled")
+        return True
+    if ("emory" in text or "OutOfMemoryError" in text) and ctx.search(_RAY, text):
+        s.kill(i, "certain", "ray", "Ray memory monitor killed a worker: the node ran low on memory")
+        return True
+    if "OOM killer" in text and ctx.search(_RAY_MAYBE, text):
+        if s.first_failure is None or s.first_failure >= i:
+            s.kill(i, "weak", "ray", "Ray reports a worker died without an error; the OOM killer is one possible cause")
+        return True
+    return False
+
+
+def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
+    """CPU allocator / MemoryError / numpy: certain host-memory events with their size."""
+    ctx = s.ctx
+    found = None
+    m = ctx.search(_CPU_ALLOC, text) if "DefaultCPUAllocator" in text else None
+    if m:
+        n = int(m.group("n"))
+        found = (("alloc", n), n, "DefaultCPUAllocator", "PyTorch CPU allocator could not allocate host memory")
+    elif "posix_memalign" in text and ctx.search(_CPU_LEGACY, text):
+        found = (("legacy",), None, "CPUAllocator-legacy", "PyTorch CPU allocator (posix_memalign) failed")
+    elif "Buy new RAM" in text:
+        m = ctx.search(_TH_RAM, text)
+        if m:
+            n = to_bytes(m.group("num"), "GB")
+            found = (("th", n), n, "TH-legacy", "legacy TH allocator: not enough host memory")
+    elif "MemoryError" in text:
+        m = ctx.search(_PY_MEMORY, text)
+        if m:
+            msg = (m.group("msg") or "").strip()
+            size = ctx.search(_NUMPY_SIZE, msg) if msg else None
+            n = None
+            if size:
+                parts = re.match(r"(?P<num>[\d.,]+)\s*(?P<unit>\S+)", size.group("size"))
+                n = to_bytes(parts.group("num"), parts.group("unit")) if parts else None
+            fmt = "numpy" if ("Array" in m.group("exc") or size) else "python"
+            found = (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, fmt,
+                     ("numpy could not allocate an array" if fmt == "numpy" else "Python MemoryError") + (f": {msg[:160]}" if msg else ""))
+    elif "Errno 12" in text and ctx.search(_ERRNO12, text):
+        found = (("errno12",), None, "errno-12", "a system call could not allocate host memory (ENOMEM)")
+    elif "paging file" in text and ctx.search(_WIN_PAGING, text):
+        found = (("paging",), None, "windows-paging-file", "Windows paging file too small: the host commit limit was reached")
+    if found is None:
+        return False
+    key, n, fmt, detail = found
+    ln = ctx.lines[i]
+    ev = s.cpu.get(key)
+    if ev is None:
+        ev = OomEvent(kind="cpu_allocator", backend="host", line=ln.no, host_bytes=n, message_format=fmt,
+                      exception=exc.group("exc") if exc else None, detail=detail)
+        s.cpu[key] = ev
+        ctx.facts.oom_events.append(ev)
+    else:
+        ev.count += 1
+    if ln.rank is not None and ln.rank not in ev.ranks:
+        ev.ranks.append(ln.rank)
+    if len(ev.evidence) < _MAX_EVIDENCE:
+        ev.evidence.append(ctx.evidence(i))
+    s._failure_at(i)
+    return True
+
+
+def _dataloader(s: _Scan, i: int, text: str) -> None:
+    ctx = s.ctx
+    if "DataLoader worker" in text:
+        m = ctx.search(_DL_SIGNAL, text)
+        if m:
+            sig = m.group("sig").strip()
+            if sig == "Killed":
+                s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGKILL"))
+            elif sig == "Bus error":
+                s.shm.append(i)
+            return
+        m = ctx.search(_DL_EXITED, text)
+        if m:
+            pids = re.sub(r"\s+", "", m.group("pids"))
+            code = m.group("code")
+            s.dl.append((i, "likely", f"DataLoader worker(s) (pid {pids}) exited unexpectedly"
+                         + (f" with exit code {code}" if code else "")))
+            return
+    if ctx.search(_SHM, text) or ("No space left" in text and ctx.search(_SHM_DISK, text) and ctx.search(_SHM_PATH, text)):
+        s.shm.append(i)
+
+
+def _launcher(s: _Scan, i: int, text: str) -> None:
+    ctx = s.ctx
+    if "-7" in text or "SIGBUS" in text:
+        if ctx.search(_SIGBUS, text):
+            s.sigbus.append(i)
+    m = ctx.search(_TORCHRUN_FAILED, text) if "exitcode" in text else None
+    if m:
+        code = int(m.group("code"))
+        s.exit_code(code)
+        if code == -9:
+            s.kill(i, "likely", "torchrun", f"local_rank {m.group('lr')} (pid {m.group('pid')}) received SIGKILL (exit -9)",
+                   pid=int(m.group("pid")), ranks=[int(m.group("lr"))])
+        return
+    block = s.blocks[-1]
+    if "FAILED" in text and ctx.search(_CFE_TITLE, text):
+        s.blocks.append(_Block())
+        return
+    sec = ctx.search(_CFE_SECTION, text) if ("Root Cause" in text or "Failures:" in text) else None
+    if sec:
+        block.section = "root" if sec.group("sec") == "Root Cause" else "other"
+        return
+    m = ctx.search(_CFE_RANK, text) if "local_rank" in text else None
+    if m:
+        block.pending_rank = int(m.group("rank"))
+        return
+    m = ctx.search(_CFE_EXIT, text) if "exitcode" in text else None
+    if m:
+        code = int(m.group("code"))
+        s.exit_code(code)
+        block.entries.append((block.section, code, int(m.group("pid")), block.pending_rank, i))
+        block.pending_rank = None
+        return
+    m = ctx.search(_SIGNAL_PID, text) if "received by PID" in text else None
+    if m:
+        code = -int(m.group("sig"))
+        s.exit_code(code)
+        if not any(e[2] == int(m.group("pid")) for e in block.entries):  # 1.9 layout: msg after exitcode
+            block.entries.append((block.section, code, int(m.group("pid")), block.pending_rank, i))
+        return
+    if "Killing subprocess" in text and ctx.search(_DS_KILLING, text):
+        s.ds_kills.append(i)
+        return
+    m = ctx.search(_DS_RC, text) if "return code" in text else None
+    if m:
+        code = int(m.group("code"))
+        s.exit_code(code)
+        s.ds_codes.append((i, code))
+        return
+    if "Main process received" in text and ctx.search(_DS_SIGNALLED, text):
+        s.ds_signalled.append(i)
+        return
+    m = ctx.search(_DIED_WITH, text) if "died with" in text else None
+    if m:
+        code = -int(m.group("sig"))
+        s.exit_code(code)
+        if code == -9:
+            s.kill(i, "likely", "launcher", "the launched process died with SIGKILL")
+        return
+    if "Killed" in text:
+        m = ctx.search(_SHELL_JOB, text)
+        if m:
+            pid = m.groupdict().get("pid")
+            s.kill(i, "likely", "shell", "the shell reports the job was Killed (SIGKILL)", pid=int(pid) if pid else None)
+            return
+        if ctx.search(_BARE_KILLED, text):
+            s.kill(i, "likely", "shell", "the shell reports the job was Killed (SIGKILL)")
+            return
+    if "DataLoader" not in text and ("xit" in text or "status" in text):
+        m = ctx.search(_EXIT_STATUS, text)
+        if m:
+            code = int(m.group("code"))
+            s.exit_code(code)
+            if code == 137:
+                s.exit_137.append(i)
+
+
+def _resolve_launchers(s: _Scan) -> None:
+    """Turn launcher summaries into kills, leaving out the cascades of an exception."""
+    for block in s.blocks:
+        roots = [e for e in block.entries if e[0] == "root"]
+        root_code = roots[0][1] if roots else None
+        for sec, code, pid, rank, idx in block.entries:
+            if code != -9:
+                continue
+            if sec == "other" and root_code not in (None, -9):
+                continue  # a survivor killed after the first failure
+            s.kill(idx, "likely", "torchrun", f"rank {rank if rank is not None else '?'} (pid {pid}) received SIGKILL (exit -9)",
+                   pid=pid, ranks=[rank] if rank is not None else [])
+    # DeepSpeed launcher: "Killing subprocess N" (one per child) then, when a child failed,
+    # "exits with return code = X" with the first failed child's code.
+    groups: list[list[int]] = []
+    for idx in s.ds_kills:
+        if groups and idx - groups[-1][-1] <= 50:
+            groups[-1].append(idx)
+        else:
+            groups.append([idx])
+    for g in groups:
+        codes = [(j, c) for j, c in s.ds_codes if g[0] - 5 <= j <= g[-1] + 50]
+        signalled = [j for j in s.ds_signalled if g[0] - 5 <= j <= g[-1] + 50]
+        if codes:
+            j, code = codes[0]
+            if code == -9:
+                s.kill(j, "likely", "deepspeed", "DeepSpeed launcher: a rank exited with return code -9 (SIGKILL)")
+                for k in g:
+                    s.kill(k, "likely", "deepspeed", "DeepSpeed launcher killed its subprocesses")
+            continue
+        if signalled:
+            continue  # the launcher itself was stopped (Ctrl-C, scancel)
+        if s.first_failure is None or s.first_failure > g[0]:
+            for k in g:
+                s.kill(k, "weak", "deepspeed",
+                       "DeepSpeed launcher killed its subprocesses after one died without a Python exception")
+    # A -9 return code printed on its own (no "Killing subprocess" around it)
+    for j, code in s.ds_codes:
+        if code == -9 and not any(k.idx == j for k in s.kills):
+            s.kill(j, "likely", "deepspeed", "DeepSpeed launcher: a rank exited with return code -9 (SIGKILL)")
+    for j in s.exit_137:
+        if s.first_failure is None or s.first_failure > j:
+            s.kill(j, "weak", "exit-137", "exit code 137 (128 + SIGKILL)")
+
+
+_SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "kubernetes": "kubernetes-oomkilled",
+                  "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill", "deepspeed": "deepspeed-launcher",
+                  "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137"}
+_SOURCE_RANK = {"kernel": 0, "slurm": 1, "kubernetes": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,
+                "launcher": 6, "shell": 7, "exit-137": 8}
+
+
+def _episodes(kills: list[_Kill]) -> list[list[_Kill]]:
+    out: list[list[_Kill]] = []
+    for k in sorted(kills, key=lambda k: k.idx):
+        if out and k.idx - out[-1][-1].idx <= _EPISODE_GAP:
+            out[-1].append(k)
+        else:
+            out.append([k])
+    return out
+
+
+def _host_events(s: _Scan) -> None:
+    ctx = s.ctx
+    for ep in _episodes(s.kills):
+        best = min(ep, key=lambda k: (_STRENGTH_ORDER[k.strength], _SOURCE_RANK.get(k.source, 9)))
+        details: list[str] = []
+        victims = [k for k in ep if k.source == "kernel" and k.pid is not None and "killed" in k.detail]
+        for k in ([victims[0]] if victims else []) + [best] + ep:
+            if k.detail not in details and len(details) < 4:
+                details.append(k.detail)
+        ranks: list[int] = []
+        for k in ep:
+            for r in k.ranks:
+                if r not in ranks:
+                    ranks.append(r)
+        rss = next((k.rss for k in ep if k.rss is not None), None)
+        ev = OomEvent(kind="host_oom_killer", strength=best.strength, backend="host",
+                      message_format=_SOURCE_FORMAT.get(best.source), detail="; ".join(details),
+                      host_bytes=rss, ranks=ranks, line=ctx.lines[ep[0].idx].no, count=1)
+        seen: set[int] = set()
+        for k in ep:
+            no = ctx.lines[k.idx].no
+            if no not in seen and len(ev.evidence) < _MAX_EVIDENCE:
+                seen.add(no)
+                ev.evidence.append(ctx.evidence(k.idx))
+        ctx.facts.oom_events.append(ev)
+
+
+def _dataloader_events(s: _Scan) -> None:
+    ctx = s.ctx
+    if not s.dl:
+        return
+    shm_seen = bool(s.shm)
+    groups: list[list[tuple[int, str, str]]] = []
+    for item in s.dl:
+        if groups and item[0] - groups[-1][-1][0] <= _EPISODE_GAP:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    for g in groups:
+        strong = [x for x in g if x[1] == "certain"]
+        if not strong and shm_seen:
+            continue  # "exited unexpectedly" after a bus error: shared memory, recorded as such
+        first = strong[0] if strong else g[0]
+        ev = OomEvent(kind="dataloader_killed", strength="certain" if strong else "likely", backend="host",
+                      detail=first[2], line=ctx.lines[g[0][0]].no, count=len(g))
+        for idx, _strength, _detail in g:
+            ln = ctx.lines[idx]
+            if ln.rank is not None and ln.rank not in ev.ranks:
+                ev.ranks.append(ln.rank)
+            if len(ev.evidence) < _MAX_EVIDENCE:
+                ev.evidence.append(ctx.evidence(idx))
+        ctx.facts.oom_events.append(ev)
+
+
+def _shm_failures(s: _Scan) -> None:
+    ctx = s.ctx
+    for kind, idxs, label in (("shm_exhausted", s.shm, "shared memory (/dev/shm) exhausted"),
+                              ("sigbus_shm", s.sigbus, "SIGBUS (exit -7): usually /dev/shm exhausted")):
+        if not idxs:
+            continue
+        first = ctx.lines[idxs[0]]
+        f = Failure(kind=kind, message=f"{label}: {first.text.strip()[:300]}", line=first.no)
+        for idx in idxs[:_MAX_EVIDENCE]:
+            f.evidence.append(ctx.evidence(idx))
+        ctx.facts.failures.append(f)
 
 
 def parse(ctx: ParseContext) -> None:
-    return None
+    s = _Scan(ctx)
+    for i in range(len(ctx.lines)):
+        _scan_line(s, i)
+    _resolve_launchers(s)
+    _host_events(s)
+    _dataloader_events(s)
+    _shm_failures(s)

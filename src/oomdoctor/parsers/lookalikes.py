@@ -1,8 +1,187 @@
-"""lookalikes parser family (in progress)."""
+"""Failures that are *not* memory exhaustion (log-formats.md §2.7, §2.4, §3.2).
+
+Many of them look like one: "illegal memory access", an NCCL timeout on the healthy
+ranks, an allocator warning that says it is not a failure, a Triton kernel out of
+*shared* memory, a 1 EB request that is a size bug. Recording them as ``Failure`` lets
+the classifier say "not an OOM" with evidence, and lets ``ranks`` tell a cascade from a
+first failure. Any other final exception line of a traceback becomes a
+``python_exception`` failure, so a log with no OOM still says what went wrong.
+Nothing is marked secondary here; the ranks family decides that.
+"""
 from __future__ import annotations
 
+from typing import Optional
+
+import regex as re
+
+from ..facts import Failure
 from .base import ParseContext
+
+_MAX_EVIDENCE = 12
+
+# (kind, literals of which one must be on the line, pattern). Order matters: the first
+# rule that matches a line names it.
+_RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
+    ("absurd_allocation", ("1EB",), re.compile(r"Tried to allocate more than 1EB memory")),
+    ("device_mismatch", ("same device",), re.compile(r"Expected all tensors to be on the same device")),
+    ("illegal_memory_access", ("illegal memory access", "IllegalAddress", "ILLEGAL_ADDRESS", "Memory access fault"),
+     re.compile(r"an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS"
+                r"|hipErrorIllegalAddress|Memory access fault by GPU node")),
+    ("misaligned_address", ("misaligned address", "MisalignedAddress", "MISALIGNED_ADDRESS"),
+     re.compile(r"misaligned address|cudaErrorMisalignedAddress|CUDA_ERROR_MISALIGNED_ADDRESS")),
+    ("device_side_assert", ("device-side assert", "ErrorAssert", "ERROR_ASSERT", "Assertion `"),
+     re.compile(r"device-side assert triggered|cudaErrorAssert|CUDA_ERROR_ASSERT"
+                r"|\.cuh?:\d{1,6}: [^\n]{0,200}?block: \[\d{1,6},\d{1,6},\d{1,6}\], thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion `")),
+    ("unspecified_launch_failure", ("unspecified launch failure", "LaunchFailure", "LAUNCH_FAILED"),
+     re.compile(r"unspecified launch failure|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED")),
+    ("no_kernel_image", ("no kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU", "invalid device function", "InvalidDeviceFunction"),
+     re.compile(r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice"
+                r"|CUDA_ERROR_NO_BINARY_FOR_GPU|HIP error: invalid device function|hipErrorInvalidDeviceFunction")),
+    ("ecc_error", ("ECC", "ECCUncorrectable"),
+     re.compile(r"uncorrectable ECC error encountered|cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE")),
+    ("bfc_not_failure", ("not a failure", "freed_by_count"),
+     re.compile(r"The caller indicates that this is not a failure|ran out of memory trying to allocate [^\n]{0,40}with freed_by_count")),
+    ("triton_out_of_resources", ("out of resource",),
+     re.compile(r"OutOfResources: out of resource: \w{1,40}|out of resource: shared memory, Required: \d{1,12}")),
+    ("nccl_timeout", ("Watchdog", "timing out", "timed out", "Timeout"),
+     re.compile(r"Watchdog caught collective operation timeout|ran for \d{1,12} milliseconds before timing out"
+                r"|Some NCCL operations have failed or timed out")),
+    ("nccl_error", ("NCCL", "nccl", "unhandled system error", "remote process exited"),
+     re.compile(r"NCCL error in:|NCCL Error \d{1,3}:|ncclSystemError|ncclRemoteError|ncclInternalError|ncclInvalidUsage"
+                r"|ncclInvalidArgument|ncclUnhandledCudaError|NCCL communicator was aborted|unhandled system error"
+                r"|remote process exited or there was a network error|unhandled cuda error")),
+    ("sigterm", ("SIGTERM", "-15"),
+     re.compile(r"Sending process \d{1,9} closing signal SIGTERM|Signal 15 \(SIGTERM\) received by PID"
+                r"|exitcode\s*:\s*-15\b|\(exitcode: -15\)|received signal SIGTERM|Main process received SIGTERM")),
+    ("segfault", ("Segmentation fault", "SIGSEGV", "-11", "core dumped"),
+     re.compile(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
+                r"|\(exitcode: -11\)|return code = -11\b|(?<!Aborted |Bus error )\(core dumped\)")),
+    ("flash_attn_unsupported", ("FlashAttention", "flash_attn", "flash-attn", "flash attn"),
+     re.compile(r"FlashAttention(?:-?2)? only supports Ampere GPUs or newer"
+                r"|FlashAttention(?:-?2)? (?:is )?only supported on (?:Ampere|sm_?8)"
+                r"|flash[-_ ]?attn[^\n]{0,80}?(?:requires|only supports)[^\n]{0,40}?(?:Ampere|sm_?8\d?|compute capability)", re.I)),
+    ("tf32_unsupported", ("tf32",), re.compile(r"tf32 requires Ampere", re.I)),
+    ("bf16_unsupported", ("bf16", "Bfloat16", "bfloat16", "BF16"),
+     re.compile(r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0"
+                r"|(?:doesn't|does not|do not) support bf16"
+                r"|bf16 mixed precision requires PyTorch >= 1\.10 and a supported device"
+                r"|--bf16[^\n]{0,160}?requires (?:an )?Ampere"
+                r"|(?:bf16|bfloat16)[^\n]{0,60}?(?:is not|isn't|not) supported on (?:this|your|the current) (?:GPU|device|hardware)"
+                r"|(?:GPU|device) does not support (?:bf16|bfloat16)", re.I)),
+    ("nan_loss", ("nan", "NaN"),
+     re.compile(r"['\"]?(?:train_|eval_)?loss['\"]?\s*[:=]\s*['\"]?(?:nan|NaN)\b|\bloss\s+(?:nan|NaN)\b"
+                r"|\bLoss is (?:nan|NaN)\b|\bloss is nan\b|\b(?:nan|NaN) loss\b", re.I)),
+]
+
+# Kinds whose copies are one failure however much the numbers in them vary.
+_ONE_PER_LOG = {"device_side_assert", "nan_loss", "bfc_not_failure"}
+
+# The last line of a traceback: "ValueError: ...", "torch.distributed.DistBackendError: ...".
+_EXCEPTION_LINE = re.compile(
+    r"^(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)|KeyboardInterrupt|SystemExit|StopIteration)"
+    r"(?::\s?(?P<msg>[^\n]{0,2000}))?\s*$")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+# Messages of the memory families: never a python_exception even when no event took them.
+_MEMORY_WORDS = re.compile(
+    r"out of memory|OutOfMemory|MemoryError|RESOURCE_EXHAUSTED|Resource exhausted|ResourceExhausted|OOM when allocating"
+    r"|killed by signal|exited unexpectedly|ALLOC_FAILED|DefaultCPUAllocator|not enough memory|Cannot allocate memory"
+    r"|paging file is too small|Failed to clone\(\) tensor", re.I)
+_WRAPPERS = re.compile(r"ChildFailedError|CalledProcessError|Caught \w{1,60} in (?:DataLoader worker process|pin memory thread)")
+
+
+class _Failures:
+    def __init__(self, ctx: ParseContext):
+        self.ctx = ctx
+        self.by_key: dict[tuple, Failure] = {}
+        self.named: set[int] = set()   # logical line indexes already given a kind
+        self.taken: set[int] = set()   # original line numbers an OOM event explains
+        for ev in ctx.facts.oom_events:
+            self.taken.add(ev.line)
+            self.taken.update(e.line for e in ev.evidence)
+
+    def add(self, kind: str, key: str, message: str, idx: int) -> None:
+        ctx = self.ctx
+        k = (kind,) if kind in _ONE_PER_LOG else (kind, key)
+        f = self.by_key.get(k)
+        no = ctx.lines[idx].no
+        if f is None:
+            f = Failure(kind=kind, message=message[:400], line=no)
+            self.by_key[k] = f
+            ctx.facts.failures.append(f)
+        if len(f.evidence) < _MAX_EVIDENCE and all(e.line != no for e in f.evidence):
+            f.evidence.append(ctx.evidence(idx))
+        self.named.add(idx)
+
+
+def _device_mismatch_message(ctx: ParseContext, i: int) -> str:
+    """The whole device-mismatch sentence, re-joined when a terminal wrapped it."""
+    text = ctx.lines[i].text.strip()
+    if "!" not in text and "but found" in text and i + 1 < len(ctx.lines):
+        nxt = ctx.lines[i + 1].text.strip()
+        if nxt and len(nxt) < 200:
+            text = f"{text} {nxt}"
+    return text
+
+
+def _rules(ctx: ParseContext, fs: _Failures) -> None:
+    has_nccl_oom = any(ev.kind == "nccl" for ev in ctx.facts.oom_events)
+    for i, ln in enumerate(ctx.lines):
+        text = ln.text
+        if not text or ln.no in fs.taken:
+            continue
+        for kind, literals, pattern in _RULES:
+            if not any(lit in text for lit in literals):
+                continue
+            m = ctx.search(pattern, text)
+            if not m:
+                continue
+            if kind == "nccl_error" and has_nccl_oom and "unhandled cuda error" in text.lower():
+                break  # the NCCL OOM event explains it
+            message = _device_mismatch_message(ctx, i) if kind == "device_mismatch" else text.strip()
+            fs.add(kind, re.sub(r"\d+", "N", message), message, i)
+            break
+
+
+def _recent_traceback(ctx: ParseContext, i: int, window: int = 400) -> bool:
+    rank = ctx.lines[i].rank
+    for j in range(i - 1, max(-1, i - window), -1):
+        ln = ctx.lines[j]
+        if "Traceback" in ln.text and (ln.rank == rank or rank is None or ln.rank is None) \
+                and ctx.search(_TRACEBACK, ln.text):
+            return True
+    return False
+
+
+def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
+    for i, ln in enumerate(ctx.lines):
+        text = ln.text
+        if (i in fs.named or ln.no in fs.taken or not text or text[0].isspace()
+                or ("Error" not in text and "Exception" not in text and "Interrupt" not in text
+                    and "SystemExit" not in text and "StopIteration" not in text)):
+            continue
+        m = ctx.search(_EXCEPTION_LINE, text)
+        if not m or ctx.search(_MEMORY_WORDS, text) or ctx.search(_WRAPPERS, text):
+            continue
+        exc = m.group("exc")
+        dotted_or_error = "." in exc or exc.endswith(("Error", "Exception"))
+        # A bare "SomeError: ..." printed outside a traceback is usually a log line; accept
+        # it only when a traceback precedes it or it names a qualified exception class.
+        if not (_recent_traceback(ctx, i) or ("." in exc and dotted_or_error)):
+            continue
+        message = text.strip()
+        fs.add("python_exception", message, message, i)
 
 
 def parse(ctx: ParseContext) -> None:
+    fs = _Failures(ctx)
+    _rules(ctx, fs)
+    _python_exceptions(ctx, fs)
+
+
+def failure_kinds(ctx: ParseContext) -> list[str]:
+    """The kinds recorded so far (for callers that only need the names)."""
+    return sorted({f.kind for f in ctx.facts.failures})
+
+
+def _unused(_: Optional[str]) -> None:  # pragma: no cover - keeps Optional imported for type hints
     return None

@@ -1,8 +1,234 @@
-"""phase parser family (in progress)."""
+"""Where in the job the failure happened: phase, step, epoch, and named markers.
+
+The traceback decides first, because titles and progress lines lie ("evaluation OOM"
+threads that die while loading the model). Saving, loading, evaluation and data loading
+are recognised anywhere in the stack (their frames wrap the training code); the
+training-step phases (optimizer step, backward, forward) are read from the innermost
+frame outwards. Without a traceback (host kills), the last progress marker before the
+failure decides. Markers are also exposed by name for the knowledge base.
+"""
 from __future__ import annotations
 
+from typing import Optional
+
+import regex as re
+
+from ..derived import primary_event
+from ..facts import Frame
 from .base import ParseContext
+from .traceback import frames_for
+
+MARKERS = {
+    "saving_checkpoint": re.compile(
+        r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?model (?:to|checkpoint)"
+        r"|Saving (?:LoRA )?adapter|save_pretrained\(|Saving model weights|Saving current state|Saving DeepSpeed|"
+        r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint", re.I),
+    "loading_checkpoint_shards": re.compile(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"),
+    "resuming": re.compile(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("),
+    "running_training": re.compile(r"\*{5} Running training \*{5}|Start(?:ing)? training\b|Training started|Epoch\(train\)"),
+    "running_evaluation": re.compile(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"),
+    "running_prediction": re.compile(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
+    "ref_model_created": re.compile(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
+    "optimizer_init": re.compile(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
+}
+_BAR = re.compile(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
+_EPOCH_DICT = re.compile(r"'epoch':\s*'?(?P<e>\d+(?:\.\d+)?)")
+_EPOCH_TEXT = re.compile(r"\bEpoch[ :\[]*(?P<e>\d+)(?:\s*/\s*\d+)?[\]\s,:|-]*(?:Iter|Step|step|iter|Batch|batch)?\s*\[?(?P<i>\d+)?")
+_LOSS = re.compile(r"'loss':|\bloss[=:]\s*\d|Loss \d")
+_FRAME_LINE = re.compile(r"^\s*File \"")
+
+# (phase, frame pattern) checked against every frame, in this order
+_ANYWHERE = (
+    ("checkpoint_save", re.compile(
+        r"save_checkpoint|_save_checkpoint|\bsave_model\b|:_save\b|save_pretrained|consolidated_16bit_state_dict|save_16bit_model"
+        r"|full_state_dict|_full_pre_state_dict_hook|_common_unshard_pre_state_dict_hook|_full_post_state_dict_hook|get_state_dict"
+        r"|fsdp_save|save_fsdp_model|save_fsdp_optimizer|save_model_checkpoint|save_optimizer_checkpoint|save_state\b|_save_to_state_dict"
+        r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora")),
+    ("checkpoint_load", re.compile(
+        r"_load_optimizer_and_scheduler|_load_from_checkpoint|load_checkpoint\b|_load_zero_checkpoint|load_fsdp_optimizer|load_fsdp_model"
+        r"|_load_rng_state|load_model_checkpoint|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer")),
+    ("eval", re.compile(
+        r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
+        r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b")),
+)
+_TRAINING = re.compile(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b")
+_MODEL_LOAD = re.compile(
+    r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
+    r"|set_module_tensor_to_device|dispatch_model|load_model\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
+    r"|partition_parameters.py:__init__|_post_init_method|prepare_model|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
+    r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|_broadcast_model|_sync_module_states|sync_module_states"
+    # an OOM inside a trainer's constructor is the model being placed on the device
+    r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model")
+_DATA = re.compile(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz")
+# innermost first
+_STEP = (
+    ("optimizer_step", re.compile(
+        r"optim/\w+\.py|optimizer\.py:(?:step|wrapper)|:_init_group\b|_multi_tensor_adam|_fused_adam|_single_tensor_adam|:_optimizer_step\b"
+        r"|stage_1_and_2\.py:step\b|stage3\.py:step\b|unscale_and_clip_grads|_take_model_step|initialize_optimizer_states|_create_fp32_partitions"
+        r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer")),
+    ("backward", re.compile(r"backward|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
+    ("forward", re.compile(r"\bforward\b|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
+)
+
+
+def _frame_text(fr: Frame) -> str:
+    # the function, not the code line: code lines name arguments such as
+    # resume_from_checkpoint=... or eval_dataset=... that say nothing about where we are
+    return f"{fr.file}:{fr.function}"
+
+
+def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Frame]]:
+    texts = [(_frame_text(fr), fr) for fr in frames]
+    for phase, rx in _ANYWHERE:
+        for text, fr in texts:
+            if rx.search(text):
+                return phase, fr
+    training = any(_TRAINING.search(t) for t, _ in texts)
+    if not training:
+        for text, fr in texts:
+            if _MODEL_LOAD.search(text):
+                return "model_load", fr
+    for text, fr in reversed(texts[-6:]):
+        if _DATA.search(text):
+            return "data_loading", fr
+    for text, fr in reversed(texts):
+        for phase, rx in _STEP:
+            if rx.search(text):
+                return phase, fr
+    return None, None
+
+
+def _markers(ctx: ParseContext) -> None:
+    seen_epochs: list[float] = []
+    for i, ln in enumerate(ctx.lines):
+        text = ln.text
+        if not text or _FRAME_LINE.match(text):
+            continue
+        for name, rx in MARKERS.items():
+            if rx.search(text):
+                ctx.mark(name, ln)
+        m = _EPOCH_DICT.search(text)
+        if m:
+            e = float(m.group("e"))
+            if e >= 1 and abs(e - round(e)) < 0.011 and (not seen_epochs or seen_epochs[-1] < e):
+                ctx.mark("epoch_boundary", ln)
+            seen_epochs.append(e)
+            continue
+        m = _EPOCH_TEXT.search(text) if "poch" in text else None
+        if m:
+            e = float(m.group("e"))
+            it = m.group("i")
+            if seen_epochs and e > seen_epochs[-1] or (it is not None and e >= 1 and int(it) <= 3):
+                ctx.mark("epoch_boundary", ln)
+            seen_epochs.append(e)
+
+
+def _progress_before(ctx: ParseContext, idx: int) -> None:
+    ph = ctx.facts.phase
+    for j in range(idx, max(-1, idx - 3000), -1):
+        text = ctx.lines[j].text
+        if ph.step is None:
+            bars = list(_BAR.finditer(text))
+            if bars:
+                ph.step, ph.total_steps = int(bars[-1].group("n")), int(bars[-1].group("m"))
+        if ph.epoch is None:
+            m = _EPOCH_DICT.search(text)
+            if m:
+                ph.epoch = float(m.group("e"))
+        if ph.step is not None and ph.epoch is not None:
+            break
+
+
+def _failure_anchor(ctx: ParseContext) -> tuple[Optional[int], Optional[int]]:
+    """(line number, rank) of the failure the report is about."""
+    ev = primary_event(ctx.facts)
+    if ev is not None:
+        return ev.line, (ev.ranks[0] if ev.ranks else None)
+    prim = [f for f in ctx.facts.failures if not f.secondary]
+    if prim:
+        f = min(prim, key=lambda f: f.line)
+        idx = ctx.index_of(f.line)
+        return f.line, (ctx.lines[idx].rank if idx is not None else None)
+    return None, None
 
 
 def parse(ctx: ParseContext) -> None:
+    _markers(ctx)
+    line, rank = _failure_anchor(ctx)
+    ph = ctx.facts.phase
+    if line is None:
+        return
+    frames = frames_for(ctx, line, rank)
+    if not frames and rank is not None:
+        frames = frames_for(ctx, line, None)
+    ctx.facts.frames = frames
+    idx = ctx.index_of(line) or 0
+    _progress_before(ctx, idx)
+    ev = primary_event(ctx.facts)
+    phase, frame = phase_from_frames(frames)
+    if not phase:
+        # several failures (ranks, notebook cells): the first whose traceback tells
+        for other in ctx.facts.oom_events:
+            if other is ev:
+                continue
+            phase, frame = phase_from_frames(frames_for(ctx, other.line, None))
+            if phase:
+                break
+    if phase:
+        ph.phase, ph.line = phase, frame.line
+        ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
+    elif ev is not None and ev.kind == "dataloader_killed":
+        ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
+    elif _code_hint(ctx, idx):
+        ph.phase, ph.line, ph.reason = _code_hint(ctx, idx)
+    else:
+        _phase_from_markers(ctx, line)
+    markers = [(n, name) for name, ns in ctx.facts.markers.items() for n in ns if n <= line]
+    ph.markers = [ctx.evidence(ctx.index_of(n)) for n, _ in sorted(markers)[-5:] if ctx.index_of(n) is not None]
+    trained = any(n <= line for n in ctx.facts.markers.get("running_training", []))
+    stepped = any(_LOSS.search(ctx.lines[j].text) for j in range(max(0, idx - 3000), idx))
+    if trained and not stepped and (ph.step in (None, 0)):
+        ctx.mark("first_step", ctx.lines[idx])
+
+
+_CODE = (
+    ("optimizer_step", re.compile(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
+    ("backward", re.compile(r"\.backward\(|autograd\.grad\(")),
+    ("forward", re.compile(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|self\.(?:attn|mlp|lm_head)\(|logits")),
+)
+
+
+def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
+    """No frames at all, but the code line printed just above the error says enough."""
+    for j in range(idx - 1, max(-1, idx - 4), -1):
+        text = ctx.lines[j].text.strip().strip("`")
+        if not text:
+            continue
+        for phase, rx in _CODE:
+            if rx.search(text):
+                return phase, ctx.lines[j].no, f"code line: {text[:60]}"
     return None
+
+
+def _phase_from_markers(ctx: ParseContext, line: int) -> None:
+    """No frames: the last progress marker before the failure decides."""
+    ph = ctx.facts.phase
+    best: Optional[tuple[int, str]] = None
+    order = {"saving_checkpoint": "checkpoint_save", "epoch_boundary": "epoch_end",
+             "running_evaluation": "eval", "running_prediction": "eval",
+             "loading_checkpoint_shards": "model_load", "resuming": "checkpoint_load",
+             "running_training": None}
+    for name, phase in order.items():
+        for n in ctx.facts.markers.get(name, []):
+            if n <= line and (best is None or n > best[0]):
+                best = (n, name)
+    if best is None:
+        return
+    n, name = best
+    phase = order[name]
+    if phase is None:
+        return
+    # a marker far above the failure says little: training went on after it
+    if line - n > 400:
+        return
+    ph.phase, ph.line, ph.reason = phase, n, f"last marker before the failure: {name.replace('_', ' ')}"

@@ -1,8 +1,381 @@
-"""runtime parser family (in progress)."""
+"""GPU out-of-memory failures that do not come from PyTorch's caching allocator
+(log-formats.md §2.1-2.4, §1.5, §1.6, §3.6, §3.7).
+
+``CUDA error: out of memory`` means a CUDA call outside the allocator failed: the CUDA
+context, pinned host memory, cuBLAS/cuDNN workspaces, NCCL buffers, an extension. The
+remedies differ from the allocator's, so these get their own kinds. NCCL usually says
+"out of memory" only in its NCCL_DEBUG lines, while the exception says "unhandled cuda
+error"; both are folded into one event. Wrappers that hide the cause (the DataLoader
+pin-memory thread, FSDP's state-dict ``clone()``) are recorded in ``detail``.
+"""
 from __future__ import annotations
 
+from typing import Callable, Optional
+
+import regex as re
+
+from ..facts import OomEvent
+from ..sizes import to_bytes
 from .base import ParseContext
+
+_NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
+_UNIT = r"(?:[KMGTPE]i?B|bytes?|B|[KMGTPE])(?![A-Za-z])"
+_SIZE_PARTS = re.compile(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
+_EXC_AT_START = re.compile(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
+
+# -- CUDA runtime / driver -----------------------------------------------------------------
+_CUDA_ERROR = re.compile(r"CUDA error: out of memory|cuda runtime error \(2\) : out of memory"
+                         r"|CUDA driver error: out of memory")
+_CUDA_DRIVER_OOM = re.compile(
+    r"(?:failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80})?"
+    r"CUDA_ERROR_OUT_OF_MEMORY")
+_CUDA_ENUM = re.compile(r"cudaErrorMemoryAllocation")
+# The lines C10_CUDA_CHECK appends to the message; their wording dates the torch release.
+_SUFFIX = re.compile(r"CUDA kernel errors might be asynchronously reported|For debugging consider passing"
+                     r"|TORCH_USE_CUDA_DSA|Search for `cuda\w+' in|AMD_SERIALIZE_KERNEL")
+_HIP_ERROR = re.compile(r"HIP error: out of memory|hipErrorOutOfMemory")
+
+# -- cuBLAS / cuDNN / other CUDA libraries --------------------------------------------------
+_LIB_ALLOC = re.compile(r"(?P<status>CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED"
+                        r"|CUFFT_ALLOC_FAILED|HIPBLAS_STATUS_ALLOC_FAILED|rocblas_status_memory_error)")
+_CUBLAS_CREATE = re.compile(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas(?:Lt)?Create")
+_CUDNN_NO_ALGO = re.compile(r"Unable to find a valid cuDNN algorithm to run convolution"
+                            r"|(?:GET|FIND) was unable to find an engine to execute this computation")
+_WHEN_CALLING = re.compile(r"when calling `(?P<call>[^`]{1,200})`")
+
+# -- NCCL ----------------------------------------------------------------------------------
+_NCCL_OOM = re.compile(r"Cuda failure (?:\d{1,4} )?'out of memory'"
+                       r"|NCCL WARN (?:Failed to CUDA (?:calloc|malloc|host alloc)|Failed to cuMem\w{0,40})[^\n]{0,200}")
+_NCCL_DEV = re.compile(r"(?:^|\s)[\w.-]{0,80}:\d{1,9}:\d{1,9} \[(?P<dev>\d{1,3})\]")
+_NCCL_UNHANDLED = re.compile(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
+
+# -- bitsandbytes: its C code prints "Error <cuda string> at line N in file F" and exits ----
+_BNB_CHECK = re.compile(r"Error out of memory at line \d{1,7} in file (?P<file>\S{1,300})")
+_BNB_FRAME = re.compile(r"bitsandbytes")
+
+# -- wrappers ------------------------------------------------------------------------------
+_FSDP_CLONE = re.compile(r"Failed to clone\(\) tensor with name (?P<name>\S{1,300}) on rank (?P<rank>\d{1,6})")
+_PIN_THREAD = re.compile(r"Caught (?P<exc>\w{1,60}) in pin memory thread(?: for device (?P<dev>\d{1,3}))?")
+
+# -- Ascend NPU and Intel XPU ------------------------------------------------------------
+_NPU_WORKSPACE = re.compile(r"NPU out of memory\.\s*NPUWorkspaceAllocator tried to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")"
+                            r"(?:\s*\(NPU (?P<dev>\d{1,3});[^)]{0,200}?(?P<free>" + _NUM + r"\s*" + _UNIT + r") free)?")
+_NPU_PIN = re.compile(r"Malloc pin memory failed, host out of memory(?:, \w?ried to allocate size:\s*(?P<size>" + _NUM + r"(?:\s*" + _UNIT + r")?))?")
+_NPU_DEVICE = re.compile(r"NPU out of memory\.\s*device id:\s*(?P<dev>\d{1,3})")
+_NPU_REJECTED = re.compile(r"NPU out of memory\.\s*Allocation was preemptively rejected[^\n]{0,200}?"
+                           r"(?:Requested size:\s*(?P<size>" + _NUM + r"(?:\s*" + _UNIT + r")?))?")
+_NPU_ACL = re.compile(r"ACL_ERROR_RT_MEMORY_ALLOCATION")
+_XPU = re.compile(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"
+                  r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
+
+_MAX_EVIDENCE = 12
+_QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED",
+          "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
+          "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
+          "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION")
+
+
+def _size(text: Optional[str]) -> Optional[int]:
+    if not text:
+        return None
+    m = _SIZE_PARTS.search(text)
+    if m:
+        return to_bytes(m.group("num"), m.group("unit"))
+    digits = text.replace(",", "").strip()
+    return int(digits) if digits.isdigit() else None
+
+
+class _Events:
+    """This family's events, one per distinct message; later copies fold into it."""
+
+    def __init__(self, ctx: ParseContext):
+        self.ctx = ctx
+        self.by_key: dict[tuple, OomEvent] = {}
+        # lines that earlier families (the allocator, accelerators) already explained
+        self.taken: set[int] = set()
+        for ev in ctx.facts.oom_events:
+            self.taken.add(ev.line)
+            self.taken.update(e.line for e in ev.evidence)
+
+    def add(self, key: tuple, idx: int, make: Callable[[], OomEvent]) -> OomEvent:
+        line = self.ctx.lines[idx]
+        ev = self.by_key.get(key)
+        if ev is None:
+            ev = make()
+            ev.line = line.no
+            self.by_key[key] = ev
+            self.ctx.facts.oom_events.append(ev)
+        else:
+            ev.count += 1
+        if line.rank is not None and line.rank not in ev.ranks:
+            ev.ranks.append(line.rank)
+        self.cover(ev, idx)
+        return ev
+
+    def cover(self, ev: OomEvent, idx: int) -> None:
+        no = self.ctx.lines[idx].no
+        self.taken.add(no)
+        if len(ev.evidence) < _MAX_EVIDENCE and all(e.line != no for e in ev.evidence):
+            ev.evidence.append(self.ctx.evidence(idx))
+
+
+def _exception(ctx: ParseContext, text: str) -> Optional[str]:
+    m = ctx.search(_EXC_AT_START, text)
+    return m.group(1) if m else None
+
+
+def _message(text: str, start: int) -> str:
+    """The message from the match on, without the exception class: the folding key."""
+    return re.sub(r"\s+", " ", text[start:start + 300]).strip()
+
+
+def _cuda_suffix(ctx: ParseContext, i: int, exc: Optional[str]) -> tuple[Optional[str], list[int]]:
+    """Which torch wording the lines after ``CUDA error: ...`` use, and those lines."""
+    seen: list[int] = []
+    texts = []
+    rank = ctx.lines[i].rank
+    for j in range(i + 1, min(len(ctx.lines), i + 8)):
+        ln = ctx.lines[j]
+        if ln.rank != rank or not ctx.search(_SUFFIX, ln.text):
+            if ln.text.strip() and ln.rank == rank:
+                break
+            continue
+        seen.append(j)
+        texts.append(ln.text)
+    joined = "\n".join(texts)
+    if "Search for `" in joined:
+        fmt = "torch>=2.9"
+    elif exc and exc.endswith("AcceleratorError"):
+        fmt = "torch>=2.8"
+    elif "CUDA_LAUNCH_BLOCKING=1." in joined:
+        fmt = "torch2.0-2.3" if "TORCH_USE_CUDA_DSA" in joined else "torch1.9-1.13"
+    elif "API call,so" in joined:
+        fmt = "torch1.9-1.13"
+    elif "CUDA_LAUNCH_BLOCKING=1" in joined:
+        fmt = "torch2.4-2.8"
+    elif "AMD_SERIALIZE_KERNEL" in joined:
+        fmt = "rocm"
+    else:
+        fmt = None
+    return fmt, seen
+
+
+def _in_bitsandbytes(ctx: ParseContext, i: int) -> bool:
+    """Do the traceback frames right above line ``i`` run inside bitsandbytes?"""
+    for j in range(i - 1, max(-1, i - 30), -1):
+        t = ctx.lines[j].text
+        if "Traceback (most recent call last)" in t:
+            return False
+        if t.lstrip().startswith("File ") and _BNB_FRAME.search(t):
+            return True
+    return False
+
+
+def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
+    ln = ctx.lines[i]
+    text = ln.text
+    if ln.no in events.taken or not any(q in text for q in _QUICK):
+        return
+    exc = _exception(ctx, text)
+
+    m = ctx.search(_CUDA_ERROR, text)
+    if m:
+        fmt, suffix = _cuda_suffix(ctx, i, exc)
+        if m.group(0).startswith("cuda runtime error"):
+            fmt = "thc-cuda-runtime-error"
+        elif m.group(0).startswith("CUDA driver"):
+            fmt = "cuda-driver-error"
+        kind, detail = "cuda_runtime_error", None
+        if _in_bitsandbytes(ctx, i):
+            kind, detail = "bitsandbytes", "CUDA call inside bitsandbytes failed"
+        ev = events.add((kind, _message(text, m.start())), i, lambda: OomEvent(
+            kind=kind, backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0))
+        for j in suffix:
+            events.taken.add(ctx.lines[j].no)
+        if ev.message_format is None and fmt:
+            ev.message_format = fmt
+        return
+    m = ctx.search(_HIP_ERROR, text)
+    if m:
+        events.add(("hip", _message(text, m.start())), i, lambda: OomEvent(
+            kind="hip", backend="HIP", exception=exc, message_format="hip-runtime-error", line=0))
+        return
+    m = ctx.search(_CUDA_DRIVER_OOM, text)
+    if m:
+        n = int(m.group("n")) if m.group("n") else None
+        events.add(("cuda_runtime_error", "driver", n), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="cuda-driver-api",
+            tried_to_allocate_bytes=n, line=0, detail="CUDA_ERROR_OUT_OF_MEMORY"))
+        return
+    m = ctx.search(_LIB_ALLOC, text)
+    if m:
+        call = ctx.search(_WHEN_CALLING, text)
+        status = m.group("status")
+        backend = "HIP" if status.lower().startswith(("hip", "roc")) else "CUDA"
+        detail = status + (f" when calling {call.group('call')}" if call else "")
+        events.add(("cublas_alloc", _message(text, m.start())), i, lambda: OomEvent(
+            kind="cublas_alloc", backend=backend, exception=exc, detail=detail, line=0))
+        return
+    m = ctx.search(_CUBLAS_CREATE, text)
+    if m:
+        events.add(("cublas_alloc", "create"), i, lambda: OomEvent(
+            kind="cublas_alloc", strength="likely", backend="CUDA", exception=exc, line=0,
+            detail="CUBLAS_STATUS_NOT_INITIALIZED in cublasCreate: the handle's device memory could not be allocated"))
+        return
+    m = ctx.search(_CUDNN_NO_ALGO, text)
+    if m:
+        events.add(("cublas_alloc", "cudnn-no-algorithm"), i, lambda: OomEvent(
+            kind="cublas_alloc", strength="weak", backend="CUDA", exception=exc, line=0,
+            detail="cuDNN found no algorithm; workspaces that cannot be allocated are dropped silently"))
+        return
+    m = ctx.search(_CUDA_ENUM, text)
+    if m:
+        events.add(("cuda_runtime_error", "cudaErrorMemoryAllocation"), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, detail="cudaErrorMemoryAllocation"))
+        return
+    m = ctx.search(_NCCL_OOM, text)
+    if m:
+        dev = ctx.search(_NCCL_DEV, text)
+        d = int(dev.group("dev")) if dev else None
+        ev = events.add(("nccl",), i, lambda: OomEvent(
+            kind="nccl", backend="CUDA", line=0, device_index=d,
+            detail="NCCL could not allocate GPU memory for its buffers: " + m.group(0).strip()))
+        if d is not None and ev.device_index is not None and d != ev.device_index and "devices" not in (ev.detail or ""):
+            ev.detail = f"{ev.detail} (also on other devices)"
+        return
+    m = ctx.search(_BNB_CHECK, text)
+    if m:
+        events.add(("bitsandbytes", m.group("file")), i, lambda: OomEvent(
+            kind="bitsandbytes", backend="CUDA", line=0,
+            detail=f"bitsandbytes CUDA allocation failed ({m.group('file')})"))
+        return
+    _npu_xpu(ctx, events, i, text, exc)
+
+
+def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optional[str]) -> None:
+    m = ctx.search(_NPU_WORKSPACE, text)
+    if m:
+        events.add(("npu", "workspace", m.group("size")), i, lambda: OomEvent(
+            kind="npu", backend="NPU", exception=exc, line=0, message_format="npu-workspace-allocator",
+            tried_to_allocate_bytes=_size(m.group("size")), free_bytes=_size(m.group("free")),
+            device_index=int(m.group("dev")) if m.group("dev") else None,
+            detail="operator workspace (NPUWorkspaceAllocator)"))
+        return
+    m = ctx.search(_NPU_PIN, text)
+    if m:
+        events.add(("npu", "pin", m.group("size")), i, lambda: OomEvent(
+            kind="npu", backend="NPU", exception=exc, line=0, message_format="npu-pin-memory",
+            host_bytes=_size(m.group("size")), detail="pinned host memory could not be allocated"))
+        return
+    m = ctx.search(_NPU_DEVICE, text)
+    if m:
+        events.add(("npu", "device", m.group("dev")), i, lambda: OomEvent(
+            kind="npu", backend="NPU", exception=exc, line=0, device_index=int(m.group("dev")),
+            message_format="npu-device-id"))
+        return
+    m = ctx.search(_NPU_REJECTED, text)
+    if m:
+        events.add(("npu", "rejected", m.group("size")), i, lambda: OomEvent(
+            kind="npu", backend="NPU", exception=exc, line=0, message_format="npu-preemptive-reject",
+            tried_to_allocate_bytes=_size(m.group("size")), detail="per_process_memory_fraction limit"))
+        return
+    m = ctx.search(_NPU_ACL, text)
+    if m:
+        events.add(("npu", "acl"), i, lambda: OomEvent(
+            kind="npu", strength="likely", backend="NPU", exception=exc, line=0,
+            detail="ACL_ERROR_RT_MEMORY_ALLOCATION"))
+        return
+    m = ctx.search(_XPU, text)
+    if m:
+        code = m.group("code")
+        certain = "OUT_OF_DEVICE_MEMORY" in code
+        events.add(("xpu", code), i, lambda: OomEvent(
+            kind="xpu", strength="certain" if certain else "likely", backend="XPU", exception=exc,
+            line=0, detail=code))
+
+
+def _fold_nccl_errors(ctx: ParseContext, events: _Events) -> None:
+    """The torch-side "unhandled cuda error" is the same failure as NCCL's OOM WARN."""
+    ev = events.by_key.get(("nccl",))
+    if ev is None:
+        return
+    for i, ln in enumerate(ctx.lines):
+        if ln.no in events.taken or "nhandled" not in ln.text:
+            continue
+        if ctx.search(_NCCL_UNHANDLED, ln.text):
+            events.cover(ev, i)
+            exc = _exception(ctx, ln.text)
+            if exc and ev.exception is None:
+                ev.exception = exc
+            if ln.rank is not None and ln.rank not in ev.ranks:
+                ev.ranks.append(ln.rank)
+
+
+def _wrappers(ctx: ParseContext, events: _Events) -> None:
+    """FSDP's clone() failure and the DataLoader pin-memory thread hide the OOM they wrap."""
+    for i, ln in enumerate(ctx.lines):
+        text = ln.text
+        if "Failed to clone()" in text:
+            m = ctx.search(_FSDP_CLONE, text)
+            if m:
+                _fsdp_clone(ctx, events, i, m)
+        elif "pin memory thread" in text:
+            m = ctx.search(_PIN_THREAD, text)
+            if m:
+                _pin_thread(ctx, events, i, m)
+
+
+def _event_near(ctx: ParseContext, no: int, after: int) -> Optional[OomEvent]:
+    """The first OOM event whose message is on line ``no`` or within ``after`` lines below."""
+    best = None
+    for ev in ctx.facts.oom_events:
+        lines = [ev.line] + [e.line for e in ev.evidence]
+        hits = [x for x in lines if no <= x <= no + after]
+        if hits and (best is None or min(hits) < best[0]):
+            best = (min(hits), ev)
+    return best[1] if best else None
+
+
+def _add_detail(ev: OomEvent, note: str) -> None:
+    if ev.detail is None:
+        ev.detail = note
+    elif note not in ev.detail:
+        ev.detail = f"{ev.detail}; {note}"
+
+
+def _fsdp_clone(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
+    note = f"FSDP state-dict cloning: clone() of {m.group('name')} on rank {m.group('rank')} failed"
+    ev = _event_near(ctx, ctx.lines[i].no, 0)
+    if ev is not None:
+        _add_detail(ev, note)
+        return
+    rank = int(m.group("rank"))
+    ev = events.add(("fsdp-clone", m.group("name")), i, lambda: OomEvent(
+        kind="cuda_runtime_error", strength="likely", backend="CUDA", line=0,
+        exception=_exception(ctx, ctx.lines[i].text), detail=note))
+    if rank not in ev.ranks:
+        ev.ranks.append(rank)
+
+
+def _pin_thread(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
+    ev = _event_near(ctx, ctx.lines[i].no, 80)
+    dev = int(m.group("dev")) if m.group("dev") else None
+    if ev is None:
+        if "OutOfMemory" not in m.group("exc"):
+            return
+        ev = events.add(("pin-thread", dev), i, lambda: OomEvent(
+            kind="cuda_runtime_error", strength="likely", backend="CUDA", line=0,
+            exception=m.group("exc"), detail="pin memory thread"))
+    else:
+        events.cover(ev, i)
+        _add_detail(ev, "pin memory thread")
+    if ev.device_index is None and dev is not None:
+        ev.device_index = dev
 
 
 def parse(ctx: ParseContext) -> None:
-    return None
+    events = _Events(ctx)
+    for i in range(len(ctx.lines)):
+        _line_events(ctx, events, i)
+    _fold_nccl_errors(ctx, events)
+    _wrappers(ctx, events)

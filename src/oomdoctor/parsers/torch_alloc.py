@@ -1,8 +1,274 @@
-"""torch_alloc parser family (in progress)."""
+"""PyTorch caching-allocator OOM messages, every format from torch 1.0 to 2.15.
+
+One message, several shapes (log-formats.md §1.3-1.6):
+  F1  1.0-1.3   "... (GPU 0; T total capacity; A already allocated; F free; C cached)"
+  F2  1.4-2.0   "... ; R reserved in total by PyTorch)" [+ "L allowed;" 1.8+, hint 1.10+]
+  F4  2.1       "GPU 0 has a total capacty of T of which F is free. ..." (sic)
+  F5+ 2.2-2.15  typo fixed, expandable_segments hint, private pools (2.4+)
+  NPU / XPU / MLU / GCU / HIP forks of the same code.
+
+Real logs break these messages: hard wraps mid-number or mid-word ("4" / "0.30 GiB",
+"GPU  has a to" / "tal capacity"), the exception class on the previous line, two ranks'
+messages glued or interleaved on one line. So we join a window of lines without a
+separator, cut it at each "out of memory. Tried to allocate" anchor, and match every
+sentence independently with whitespace-tolerant patterns: a sentence that is missing
+(another version, or a truncated copy) leaves its field empty instead of failing the
+whole message. Identical copies (two ranks, a logger echo) fold into one event.
+"""
 from __future__ import annotations
 
+from typing import Optional
+
+import regex as re
+
+from ..facts import Evidence, OomEvent, ProcessUse
+from ..sizes import to_bytes
 from .base import ParseContext
+
+_S = r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTPE]i?B)"  # a size, unit maybe glued (wraps)
+
+ANCHOR = re.compile(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*Tried\s*to\s*allocate\s*(?!more\s*than\s*1EB)")
+# a cheap per-line test before the real anchor search
+_QUICK = re.compile(r"ut of memory|ried to alloc|capacity of|total capacity|OutOfMemoryError")
+# The exception class with its message lost: IPython's "OutOfMemoryError   Traceback (most
+# recent call last)" header of a truncated paste, or "torch.OutOfMemoryError:" alone at the
+# end of a log. torch.OutOfMemoryError is raised only by the caching allocator.
+_CLASS_ONLY = re.compile(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3,}Traceback \(most recent call last\)|:?\s*$)")
+
+_F = {
+    "req": re.compile(r"Tried\s*to\s*allocate\s*" + _S),
+    "total_new": re.compile(r"(?:GPU|Device|MLU|GCU|NPU|XPU)\s*(?P<dev>\d*)\s*has\s*a\s*total\s*capac(?:i)?ty\s*of\s*" + _S),
+    "free_new": re.compile(r"of\s*which\s*" + _S + r"\s*is\s*free"),
+    "self": re.compile(r"Including\s*non-PyTorch\s*memory,\s*this\s*process\s*has\s*" + _S + r"\s*memory\s*in\s*use"),
+    "proc": re.compile(r"Process\s*(?P<pid>\d+)\s*has\s*" + _S + r"\s*memory\s*in\s*use"),
+    "allowed": re.compile(_S + r"\s*allowed\s*;"),
+    "alloc_new": re.compile(r"Of\s*the\s*allocated\s*memory\s*" + _S + r"\s*is\s*allocated\s*by\s*PyTorch"),
+    "priv": re.compile(r"with\s*" + _S + r"\s*allocated\s*in\s*private\s*pools"),
+    "unalloc": re.compile(r"and\s*" + _S + r"\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated"),
+    "total_old": re.compile(r"\(?\s*(?:GPU|NPU|XPU)\s*(?P<dev>\d+)\s*;\s*" + _S + r"\s*total\s*capacity"),
+    "already": re.compile(_S + r"\s*already\s*allocated"),
+    "active": re.compile(_S + r"\s*current\s*active"),
+    "free_old": re.compile(_S + r"\s*free\s*[;)]"),
+    "reserved": re.compile(_S + r"\s*reserved\s*in\s*total\s*by\s*PyTorch"),
+    "cached": re.compile(_S + r"\s*cached\s*\)"),
+    "hint": re.compile(r"If\s*reserved\s*(?:but\s*unallocated\s*)?memory\s*is.{0,200}?(?:fragmentation\.|PYTORCH_\w*ALLOC_CONF(?:=expandable_segments:True)?)", re.S),
+}
+_EXC = ("torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "torch.AcceleratorError",
+        "torch.distributed.DistBackendError", "OutOfMemoryError", "RuntimeError")
+# lines that cannot continue a wrapped message
+_STOP = re.compile(r"^\s*(?:File \"|Traceback \(|During handling|The above exception|\[?\d{4}-\d{2}-\d{2}|\s{2,}\S)")
+_END = re.compile(r"PYTORCH_\w*ALLOC_CONF|notes/cuda\.html[#\w-]*\)|empty_cache`|fragmentation\.\s*$|cached\s*\)|by\s*PyTorch\s*\)\s*\.?\s*$")
+
+# sizes no GPU has: NVML reports garbage in some containers / WSL (16 EiB "in use")
+_ABSURD = 2**50
+
+
+def _bytes(m: Optional[re.Match], num: int = 1, unit: int = 2) -> Optional[int]:
+    if not m:
+        return None
+    return to_bytes(m.group(num), m.group(unit))
+
+
+def _exception_before(prefix: str) -> Optional[str]:
+    """The exception class printed before the message; tolerant of interleaving."""
+    tail = prefix[-160:]
+    for name in _EXC:
+        if name in tail:
+            return name
+    if "OutOfMemoryError" in tail:  # interleaved copies: "torch.cudatorch.cuda..OutOfMemoryError..."
+        return "torch.cuda.OutOfMemoryError" if "cuda" in tail else "torch.OutOfMemoryError"
+    return None
+
+
+def _format(text: str, backend: Optional[str]) -> str:
+    if backend == "NPU":
+        if "current active" in text.replace("\n", ""):
+            return "torch_npu-2.10+" if re.search(r"PyTorch\)\.\s*If", text) else "torch_npu-2.1-2.9"
+        return "torch_npu-old"
+    if backend == "XPU":
+        return "xpu"
+    if re.search(r"cached\s*\)", text):
+        return "torch-1.0-1.3"
+    if "reserved in total" in text or re.search(r"already\s*allocated", text):
+        return "torch-1.10-2.0" if "max_split_size_mb" in text else "torch-1.4-2.0"
+    if re.search(r"capac\s*ty\b", text) and not re.search(r"capaci\s*ty", text):
+        return "torch-2.1"
+    if "PYTORCH_ALLOC_CONF" in text:
+        return "torch-2.10"
+    if "docs.pytorch.org" in text:
+        return "torch-2.11+"
+    if "private pools" in text:
+        return "torch-2.4-2.9"
+    if "expandable_segments" in text:
+        return "torch-2.2-2.9"
+    return "torch-2.1+"
+
+
+def _message_window(ctx: ParseContext, i: int) -> str:
+    """The anchor line plus the lines a hard wrap may have pushed the rest onto."""
+    text = ctx.lines[i].text
+    if _END.search(text):
+        return text
+    parts = [text]
+    for j in range(i + 1, min(len(ctx.lines), i + 10)):
+        nxt = ctx.lines[j].text
+        if not nxt.strip() or _STOP.search(nxt) or ANCHOR.search(nxt):
+            break
+        parts.append(nxt.strip("\r"))
+        if _END.search(nxt) or sum(len(p) for p in parts) > 6000:
+            break
+    return "".join(parts)
+
+
+def parse_message(body: str, backend: Optional[str]) -> dict:
+    """Fields of one allocator message (``body`` starts at "Tried to allocate")."""
+    f: dict = {}
+    get = lambda key: _F[key].search(body, timeout=0.5)  # noqa: E731
+    f["tried_to_allocate_bytes"] = _bytes(get("req"))
+    m = get("total_new")
+    if m:
+        f["device_index"] = int(m.group("dev")) if m.group("dev") else None
+        f["total_capacity_bytes"] = _bytes(m, 2, 3)
+        f["free_bytes"] = _bytes(get("free_new"))
+        f["allocated_by_pytorch_bytes"] = _bytes(get("alloc_new"))
+        f["private_pool_bytes"] = _bytes(get("priv"))
+        f["reserved_unallocated_bytes"] = _bytes(get("unalloc"))
+    else:
+        m = get("total_old")
+        if m:
+            f["device_index"] = int(m.group("dev"))
+            f["total_capacity_bytes"] = _bytes(m, 2, 3)
+        f["already_allocated_bytes"] = _bytes(get("already"))
+        f["current_active_bytes"] = _bytes(get("active"))
+        f["free_bytes"] = _bytes(get("free_old"))
+        f["reserved_total_bytes"] = _bytes(get("reserved"))
+        f["cached_unallocated_bytes"] = _bytes(get("cached"))
+    f["allowed_bytes"] = _bytes(get("allowed"))
+    procs: list[ProcessUse] = []
+    m = get("self")
+    if m:
+        procs.append(ProcessUse(pid=None, bytes=_bytes(m) or 0, is_self=True))
+    for pm in _F["proc"].finditer(body, timeout=0.5):
+        procs.append(ProcessUse(pid=int(pm.group("pid")), bytes=_bytes(pm, 2, 3) or 0))
+    f["processes"] = [p for p in procs if p.bytes < _ABSURD]
+    f["dropped_processes"] = len(procs) - len(f["processes"])
+    h = get("hint")
+    f["hint"] = " ".join(h.group(0).split()) if h else None
+    return f
+
+
+def _process_in_use(f: dict) -> Optional[int]:
+    """This process's memory: stated ("this process has"), or in a container the
+    ``Process N has`` entry that matches what PyTorch holds plus a context's worth."""
+    own = next((p.bytes for p in f["processes"] if p.is_self), None)
+    if own is not None:
+        return own
+    pytorch = (f.get("allocated_by_pytorch_bytes") or 0) + (f.get("reserved_unallocated_bytes") or 0)
+    if not pytorch or not f["processes"]:
+        return None
+    candidates = [p.bytes for p in f["processes"] if pytorch <= p.bytes <= pytorch + 4 * 2**30]
+    return min(candidates, key=lambda b: b - pytorch) if candidates else None
+
+
+_KIND = {"HIP": "hip", "NPU": "npu", "XPU": "xpu"}
+_COMPARE = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "allocated_by_pytorch_bytes",
+            "reserved_unallocated_bytes", "already_allocated_bytes", "reserved_total_bytes")
+
+
+def _same(a: OomEvent, b: OomEvent) -> bool:
+    if a.kind != b.kind or a.device_index != b.device_index:
+        return False
+    for name in _COMPARE:
+        x, y = getattr(a, name), getattr(b, name)
+        if x is not None and y is not None and x != y:
+            return False
+    return a.tried_to_allocate_bytes == b.tried_to_allocate_bytes
+
+
+def _merge(into: OomEvent, new: OomEvent, ev: Evidence) -> None:
+    into.count += 1
+    for name, value in new:
+        if name in ("count", "line", "evidence", "ranks"):
+            continue
+        if getattr(into, name) in (None, []) and value not in (None, []):
+            setattr(into, name, value)
+    for r in new.ranks:
+        if r not in into.ranks:
+            into.ranks.append(r)
+    if len(into.evidence) < 8:
+        into.evidence.append(ev)
+
+
+def _message_later(ctx: ParseContext, i: int) -> bool:
+    """True when the IPython header's own message appears further down (its traceback ends in it)."""
+    if "Traceback" not in ctx.lines[i].text:
+        return False
+    for j in range(i + 1, min(len(ctx.lines), i + 400)):
+        text = ctx.lines[j].text
+        if ANCHOR.search(text):
+            return True
+        if _CLASS_ONLY.match(text) and "Traceback" in text:
+            return False
+    return False
 
 
 def parse(ctx: ParseContext) -> None:
-    return None
+    events: list[OomEvent] = []
+    seen_lines: set[int] = set()
+    for i, ln in enumerate(ctx.lines):
+        if not _QUICK.search(ln.text) or i in seen_lines:
+            continue
+        if not ANCHOR.search(ln.text):
+            m = _CLASS_ONLY.match(ln.text)
+            if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
+                    and not _message_later(ctx, i):
+                events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
+                                       message_format="class only (message not in the log)",
+                                       ranks=[ln.rank] if ln.rank is not None else [],
+                                       line=ln.no, evidence=[ctx.evidence(ln)]))
+            continue
+        window = _message_window(ctx, i)
+        anchors = list(ANCHOR.finditer(window))
+        for k, m in enumerate(anchors):
+            end = anchors[k + 1].start() if k + 1 < len(anchors) else len(window)
+            body = window[m.start():end]
+            backend = m.group("backend")
+            f = parse_message(body, backend)
+            if f["tried_to_allocate_bytes"] is None:
+                continue
+            prefix = window[:m.start()]
+            exc = _exception_before(prefix)
+            if exc is None and not prefix.strip() and i > 0:
+                exc = _exception_before(ctx.lines[i - 1].text)  # "torch.OutOfMemoryError:" on its own line
+            if f["dropped_processes"]:
+                ctx.note(f"line {ln.no}: ignored {f['dropped_processes']} impossible 'memory in use' figure(s) from NVML")
+            ev = OomEvent(
+                kind=_KIND.get(backend or "", "cuda_caching_allocator"),
+                backend=backend or ("CUDA" if "CUDA" in prefix[-40:] else None),
+                exception=exc,
+                message_format=_format(body, backend),
+                device_index=f.get("device_index"),
+                tried_to_allocate_bytes=f["tried_to_allocate_bytes"],
+                total_capacity_bytes=f.get("total_capacity_bytes"),
+                free_bytes=f.get("free_bytes"),
+                process_in_use_bytes=_process_in_use(f),
+                allocated_by_pytorch_bytes=f.get("allocated_by_pytorch_bytes"),
+                reserved_unallocated_bytes=f.get("reserved_unallocated_bytes"),
+                reserved_total_bytes=f.get("reserved_total_bytes"),
+                already_allocated_bytes=f.get("already_allocated_bytes"),
+                cached_unallocated_bytes=f.get("cached_unallocated_bytes"),
+                current_active_bytes=f.get("current_active_bytes"),
+                private_pool_bytes=f.get("private_pool_bytes"),
+                allowed_bytes=f.get("allowed_bytes"),
+                processes=f["processes"],
+                hint=f["hint"],
+                ranks=[ln.rank] if ln.rank is not None else [],
+                line=ln.no,
+                evidence=[ctx.evidence(ln)],
+            )
+            twin = next((e for e in events if _same(e, ev)), None)
+            if twin is not None:
+                _merge(twin, ev, ctx.evidence(ln))
+            else:
+                events.append(ev)
+    ctx.facts.oom_events.extend(events)

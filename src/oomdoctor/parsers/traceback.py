@@ -1,8 +1,131 @@
-"""traceback parser family (in progress)."""
+"""Traceback frames: plain Python, IPython/Jupyter, rank-prefixed and interleaved.
+
+Every frame line is parsed once into ``ctx.all_frames`` (with the code line under it and
+the rank that printed it). Which frames belong to *the* failure is decided later by
+``frames_for()``, once the failure families have said where the failure is: the frames
+printed by the same rank between the last "Traceback" header and the failure line.
+Interleaved ranks print the same frames in a different order; keeping the rank and the
+order of first appearance is enough to tell the innermost frames.
+"""
 from __future__ import annotations
 
+from typing import Optional
+
+import regex as re
+
+from ..facts import Frame
 from .base import ParseContext
+
+_PY = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+), in (?P<func>\S.*?)\s*$")
+# IPython 8: "File ~/x/torch/nn/modules/module.py:1501, in Module._call_impl(self, ...)"
+_IPY = re.compile(r"^\s*File (?P<file>[^\s,]+?):(?P<lineno>\d+),? in (?P<func>[\w.<>]+)")
+# IPython 7: "/path/to/file.py in func(args)"
+_IPY7 = re.compile(r"^\s*(?P<file>[/~][^\s]+\.py) in (?P<func>[\w.<>]+)\(")
+# a frame whose 'File "..."' part was cut off when the log was pasted: "line 3479, in cross_entropy"
+_BARE = re.compile(r"^\s*line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
+_CELL = re.compile(r"^\s*(?:Cell In\s*\[\d*\]|Input In \[\d*\]), line (?P<lineno>\d+)")
+_HEADER = re.compile(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Exception)\s+Traceback \(most recent call last\)")
+_CARET = re.compile(r"^\s*[\^~\s]+$")
 
 
 def parse(ctx: ParseContext) -> None:
-    return None
+    frames: list[Frame] = []
+    headers: list[int] = []
+    lines = ctx.lines
+    for i, ln in enumerate(lines):
+        text = ln.text
+        if "File" not in text and "Traceback" not in text and "Cell In" not in text and ".py in " not in text \
+                and not (i < 3 and "line " in text):
+            continue
+        if _HEADER.search(text):
+            headers.append(i)
+            continue
+        m = _PY.match(text) or _IPY.match(text)
+        if m is None and 'File "' in text and i + 1 < len(lines):
+            # a frame hard-wrapped by the terminal or the issue tracker: rejoin it
+            joined = text
+            for j in range(i + 1, min(len(lines), i + 3)):
+                joined += lines[j].text
+                m = _PY.match(joined)
+                if m:
+                    break
+        func = file = None
+        lineno: Optional[int] = None
+        if m:
+            file, func = m.group("file"), m.group("func")
+            lineno = int(m.group("lineno"))
+        else:
+            m = _IPY7.match(text)
+            bare = _BARE.match(text) if not m and i < 3 else None
+            if m:
+                file, func = m.group("file"), m.group("func")
+            elif bare:
+                file, func, lineno = "<unknown>", bare.group("func"), int(bare.group("lineno"))
+            else:
+                m = _CELL.match(text)
+                if not m:
+                    continue
+                file, func, lineno = "<cell>", "<cell>", int(m.group("lineno"))
+        code = None
+        if i + 1 < len(lines):
+            nxt = lines[i + 1].text
+            if nxt.strip() and not _PY.match(nxt) and not _CARET.match(nxt) and nxt[:1].isspace():
+                code = nxt.strip()[:300]
+        frames.append(Frame(file=file, lineno=lineno, function=func.strip()[:200], code=code, line=ln.no))
+        # remember which logical line index this frame came from (for rank lookup)
+        ctx.frame_index.append(i)
+    ctx.all_frames = frames
+    ctx.tb_headers = headers
+
+
+def frames_for(ctx: ParseContext, failure_line: int, rank: Optional[int] = None, limit: int = 400) -> list[Frame]:
+    """Frames of the traceback that ends at ``failure_line`` (outermost first)."""
+    idx = ctx.index_of(failure_line)
+    if idx is None:
+        return []
+    start = max(0, idx - limit)
+    # the last traceback header before the failure bounds it, unless frames of the same
+    # failure are interleaved with another header (several ranks): then widen to the
+    # earliest header in a contiguous block of tracebacks
+    if idx in ctx.tb_headers:
+        # IPython prints the header first and the message last: the frames follow it
+        nxt = [h for h in ctx.tb_headers if h > idx]
+        start, idx = idx, (nxt[0] - 1 if nxt else min(len(ctx.lines) - 1, idx + limit))
+    hdrs = [h for h in ctx.tb_headers if start <= h <= idx]
+    if not hdrs and not any(start <= li <= idx for li in ctx.frame_index):
+        # the error was posted above its traceback: take the traceback that follows
+        nxt = [li for li in ctx.frame_index if idx < li <= idx + limit]
+        if nxt:
+            start, idx = idx, _traceback_end(ctx, nxt[0])
+    if hdrs:
+        start = hdrs[0] if rank is None and len(hdrs) > 1 and _contiguous(ctx, hdrs, idx) else hdrs[-1]
+    out: list[Frame] = []
+    seen: set[tuple[str, str, Optional[int]]] = set()
+    for fr, li in zip(ctx.all_frames, ctx.frame_index):
+        if li < start or li > idx:
+            continue
+        if rank is not None and ctx.lines[li].rank is not None and ctx.lines[li].rank != rank:
+            continue
+        key = (fr.file, fr.function, fr.lineno)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(fr)
+    return out
+
+
+def _contiguous(ctx: ParseContext, hdrs: list[int], idx: int) -> bool:
+    """True when the headers are close together (interleaved ranks), not separate errors."""
+    return hdrs[-1] - hdrs[0] < 200 and idx - hdrs[0] < 400
+
+
+_EXC_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
+
+
+def _traceback_end(ctx: ParseContext, first_frame: int) -> int:
+    """Index of the line that ends the traceback starting at ``first_frame`` (its exception)."""
+    for j in range(first_frame, min(len(ctx.lines), first_frame + 600)):
+        text = ctx.lines[j].text
+        if j > first_frame and (_EXC_LINE.match(text) or _HEADER.search(text)):
+            return j
+    return min(len(ctx.lines) - 1, first_frame + 600)
