@@ -53,7 +53,7 @@ _TIME = r"\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
 _PREFIXES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"^\s{0,3}>\s?"), "quote"),
     # ISO / shipper timestamps: "2024-01-01T10:00:00.123Z ", "[2024-01-01 10:00:00,123] "
-    (re.compile(rf"^\[?{_DATE}[ T]{_TIME}(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?(?: ?(?:\[{_LEVEL}\]|{_LEVEL}:?))?\s?"), "time"),
+    (re.compile(rf"^\[?{_DATE}[ T]{_TIME}(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?\s?"), "time"),
     # dmesg "[12345.678901] " and syslog "Mar  1 10:00:00 host kernel: "
     (re.compile(r"^\[\s*\d+\.\d+\]\s?"), "time"),
     (re.compile(rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?P<host>\S+) (?:kernel|slurmstepd|slurmd)(?:\[\d+\])?: (?:\[\s*\d+\.\d+\] )?"), "time"),
@@ -94,6 +94,8 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     (re.compile(rf"^{_LEVEL}:[\w.]+:(?=\S)"), "logger"),
     # a bare "[2024-01-01 10:00:00] " after a rank prefix
     (re.compile(rf"^\[{_DATE} {_TIME}\]\s?"), "time"),
+    # a level left alone once its timestamp is gone: "[INFO] ", "ERROR: ", "WARNING - "
+    (re.compile(rf"^(?:\[{_LEVEL}\]|{_LEVEL}:|{_LEVEL} -) "), "logger"),
 ]
 
 # Cheap test: does this line possibly carry any prefix at all?

@@ -72,11 +72,15 @@ def _bytes(m: Optional[re.Match], num: int = 1, unit: int = 2) -> Optional[int]:
 def _exception_before(prefix: str) -> Optional[str]:
     """The exception class printed before the message; tolerant of interleaving."""
     tail = prefix[-160:]
-    for name in _EXC:
+    for name in _EXC[:4]:
         if name in tail:
             return name
-    if "OutOfMemoryError" in tail:  # interleaved copies: "torch.cudatorch.cuda..OutOfMemoryError..."
+    if "OutOfMemoryError" in tail and "torch." in tail:
+        # interleaved copies: "torch.cudatorch.cuda..OutOfMemoryErrorOutOfMemoryError"
         return "torch.cuda.OutOfMemoryError" if "cuda" in tail else "torch.OutOfMemoryError"
+    for name in _EXC[4:]:
+        if name in tail:
+            return name
     return None
 
 
@@ -218,7 +222,9 @@ def parse(ctx: ParseContext) -> None:
     for i, ln in enumerate(ctx.lines):
         if not _QUICK.search(ln.text) or i in seen_lines:
             continue
-        if not ANCHOR.search(ln.text):
+        if not ANCHOR.search(ln.text) and i + 1 < len(ctx.lines) and ANCHOR.search(ln.text + ctx.lines[i + 1].text):
+            pass  # the anchor itself is hard-wrapped ("Tried t" / "o allocate"): the window rejoins it
+        elif not ANCHOR.search(ln.text):
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
                     and not _message_later(ctx, i):
