@@ -44,6 +44,8 @@ _GLUE = re.compile(
     r"|(?<=\S)\s{2,}(?=File \"[^\"]+\", line \d+)"
 )
 
+_MAYBE_GLUE = re.compile(r"it/s\]|s/it\]|Traceback|\d\[\d{4}-|\S\[\d{4}-|\S  +File \"")
+
 _LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|SUCCESS)"
 _DATE = r"\d{4}[-/]\d{2}[-/]\d{2}"
 _TIME = r"\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
@@ -164,7 +166,7 @@ def normalise_line(no: int, physical: str) -> list[Line]:
     for seg in segments:
         if not seg.strip():
             continue
-        parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
+        parts = _GLUE.split(seg) if len(seg) > 20 and _MAYBE_GLUE.search(seg) else [seg]
         for part in parts:
             if not part or not part.strip():
                 continue

@@ -102,18 +102,23 @@ def read_view(stream: BinaryIO, name: Optional[str] = None, *, full_limit: int =
     try:
         head = _peek(stream)
         stream = _Prefixed(head, stream)
+        salvage: Optional[_Salvaging] = None
         for magic, _ in _MAGIC:
             if head.startswith(magic):
-                stream = open_decompressed(stream, head)
-                head = stream.read(65536)
-                stream = _Prefixed(head, stream)
+                salvage = _Salvaging(open_decompressed(stream, head))
+                head = salvage.read(65536)
+                stream = _Prefixed(head, salvage)
                 break
         if looks_binary(head):
             raise InputError(f"{name or 'input'}: looks like binary data, not a text log")
         first = stream.read(full_limit + 1)
-        if len(first) <= full_limit:
-            return _full_view(first)
-        return _region_view(first, stream)
+        view = _full_view(first) if len(first) <= full_limit else _region_view(first, stream)
+        if salvage is not None and salvage.error:
+            if not view.bytes_read:
+                raise InputError(f"{name or 'input'}: cannot decompress ({salvage.error})")
+            view.notes.append(f"the compressed input is damaged after {view.bytes_read} bytes ({salvage.error}); "
+                              "the report covers what came before")
+        return view
     except (EOFError, OSError, lzma.LZMAError, ValueError) as exc:
         if isinstance(exc, InputError):
             raise
@@ -127,6 +132,30 @@ def _one_line(exc: BaseException) -> str:
 
 def _peek(stream: BinaryIO) -> bytes:
     return stream.read(65536)
+
+
+class _Salvaging(io.RawIOBase):
+    """A decompressing stream that ends cleanly at a truncated or corrupt tail, noting
+    why, so that what was read before the damage is still diagnosed."""
+
+    def __init__(self, inner: BinaryIO):
+        self._inner = inner
+        self.error: Optional[str] = None
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+        if self.error:
+            return b""
+        try:
+            return self._inner.read(n) or b""
+        except (EOFError, OSError, lzma.LZMAError, ValueError) as exc:
+            self.error = _one_line(exc)
+            return b""
+        except Exception as exc:  # zstandard.ZstdError and friends
+            self.error = _one_line(exc)
+            return b""
 
 
 class _Prefixed(io.RawIOBase):
