@@ -58,7 +58,10 @@ def main() -> None:
 
 def _load_kb(kb_dirs: tuple[str, ...]):
     from .knowledge import default_knowledge, load_knowledge
-    return load_knowledge(list(kb_dirs)) if kb_dirs else default_knowledge()
+    kb = load_knowledge(list(kb_dirs)) if kb_dirs else default_knowledge()
+    for problem in kb.problems:
+        click.echo(f"oomdoctor: warning: knowledge file skipped: {problem}", err=True)
+    return kb
 
 
 def render(report, fmt: str, *, top: Optional[int] = None, color: Optional[bool] = None) -> str:
@@ -105,8 +108,10 @@ def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Op
         paths = ("-",)
     kb = _load_kb(kb_dirs)
     report = diagnose_many(list(paths), knowledge=kb, framework=framework)
-    out = render(report, fmt, top=top, color=use_color() if color is None else color)
-    click.echo(out, nl=not out.endswith("\n"))
+    colored = use_color() if color is None else color
+    out = render(report, fmt, top=top, color=colored)
+    # click strips ANSI when stdout is not a TTY; --color (e.g. into `less -R`) must win
+    click.echo(out, nl=not out.endswith("\n"), color=colored or None)
     sys.exit(1 if report.found_anything else 0)
 
 

@@ -199,9 +199,11 @@ class Incident(_Strict):
 
 
 class KnowledgeBase:
-    def __init__(self, incidents: dict[str, Incident], files: dict[str, Path]):
+    def __init__(self, incidents: dict[str, Incident], files: dict[str, Path], problems: Optional[list[str]] = None):
         self.incidents = incidents
         self.files = files
+        # files that were skipped because they are broken ('file: field: reason')
+        self.problems = problems or []
 
     def __iter__(self):
         return iter(self.incidents.values())
@@ -260,18 +262,31 @@ def kb_dirs(extra: Optional[list[Union[str, Path]]] = None) -> list[Path]:
     return dirs
 
 
-def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_shipped: bool = True) -> KnowledgeBase:
+def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_shipped: bool = True,
+                   strict: bool = False) -> KnowledgeBase:
+    """Load every incident. A broken file is skipped and listed in ``problems`` (so one bad
+    file of a team's KB does not cost the user their diagnosis), or raised when ``strict``."""
     incidents: dict[str, Incident] = {}
     files: dict[str, Path] = {}
+    problems: list[str] = []
     dirs = kb_dirs(extra) if include_shipped else [Path(p) for p in (extra or [])]
     for d in dirs:
         if not d.is_dir():
-            raise KnowledgeError(f"{d}: (directory): not a directory")
+            if strict:
+                raise KnowledgeError(f"{d}: (directory): not a directory")
+            problems.append(f"{d}: (directory): not a directory")
+            continue
         for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
-            inc = load_file(path)
+            try:
+                inc = load_file(path)
+            except KnowledgeError as exc:
+                if strict:
+                    raise
+                problems.append(str(exc))
+                continue
             incidents[inc.id] = inc
             files[inc.id] = path
-    return KnowledgeBase(incidents, files)
+    return KnowledgeBase(incidents, files, problems)
 
 
 @lru_cache(maxsize=1)

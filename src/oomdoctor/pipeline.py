@@ -35,6 +35,7 @@ def report_from_facts(facts: Facts, lines: list[Line], *, source: Optional[str] 
     kb = knowledge if knowledge is not None else default_knowledge()
     report = Report.from_facts(facts, tool_version=__version__, source=source)
     report.diagnoses = classify(facts, kb, lines=lines, framework=framework)
+    report.notes.extend(f"knowledge file skipped: {p}" for p in kb.problems)
     try:
         from .memory import memory_section
     except ImportError:  # arithmetic module not present

@@ -1,0 +1,67 @@
+"""Normalisation: decorations stripped, message and line numbers kept."""
+from __future__ import annotations
+
+import pytest
+
+from oomdoctor.normalise import normalise, strip_ansi, strip_prefixes
+
+CASES = [
+    # (physical line, expected text, expected rank)
+    ("[rank3]: torch.OutOfMemoryError: CUDA out of memory.", "torch.OutOfMemoryError: CUDA out of memory.", 3),
+    ("[default1]:[rank1]: Traceback (most recent call last):", "Traceback (most recent call last):", 1),
+    ("0: [rank0]:   File \"train.py\", line 3, in <module>", "  File \"train.py\", line 3, in <module>", 0),
+    ("12: RuntimeError: boom", "RuntimeError: boom", 12),
+    ("node2: [rank9]: torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", 9),
+    ("worker-1: [2024-01-01 10:00:00,000] [INFO] [launch.py:12:main] dist_world_size=8", "dist_world_size=8", None),
+    ("[2024-03-10 00:20:24,052] [INFO] [logging.py:77:log_dist] [Rank 0] DeepSpeed info: version=0.9.2",
+     "DeepSpeed info: version=0.9.2", 0),
+    ("[INFO|2025-01-01 12:00:00] loader.py:143 >> trainable params: 4,194,304", "trainable params: 4,194,304", None),
+    ("[INFO|trainer.py:2134] 2025-01-01 12:00:00,123 >> ***** Running training *****", "***** Running training *****", None),
+    ("06/01/2024 12:00:00 - INFO - llamafactory.model.loader - all params: 7B", "all params: 7B", None),
+    ("E0325 20:57:27.620000 2606 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9)",
+     "failed (exitcode: -9)", None),
+    ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899505 closing signal SIGTERM",
+     "Sending process 899505 closing signal SIGTERM", None),
+    ("[1,3]<stderr>:RuntimeError: x", "RuntimeError: x", 3),
+    ("(RayWorker pid=123, ip=10.0.0.1) ERROR: out", "out", None),
+    ("> torch.cuda.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.", None),
+    ("[ 7063.247407] Memory cgroup out of memory: Killed process 63214 (python)", "Memory cgroup out of memory: Killed process 63214 (python)", None),
+    ("Mar  1 10:00:00 node1 kernel: [2059991.491542] Out of memory: Killed process 25315 (python3)",
+     "Out of memory: Killed process 25315 (python3)", None),
+    ("ERROR    | 2024-08-21 22:56:04 | autotrain.trainers.common:wrapper:121 - HIP out of memory.", "HIP out of memory.", None),
+    ("[XTuner][2024-01-01 10:00:00][INFO] Start training", "Start training", None),
+    ("2024-05-01T10:00:00.123456Z torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", None),
+    # not prefixes: exception names, code, plain text
+    ("RuntimeError: Expected all tensors to be on the same device", "RuntimeError: Expected all tensors to be on the same device", None),
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.", None),
+    ("    loss.backward()", "    loss.backward()", None),
+]
+
+
+@pytest.mark.parametrize("raw,text,rank", CASES)
+def test_prefixes(raw, text, rank):
+    got, got_rank, _host = strip_prefixes(raw)
+    assert (got, got_rank) == (text, rank)
+
+
+def test_ansi_and_escape_remnants():
+    assert strip_ansi("\x1b[31mred\x1b[0m and \x1b]0;title\x07x") == "red and x"
+    assert strip_ansi("[32m[OKAY][0m") == "[OKAY]"
+
+
+def test_carriage_return_bars_and_glued_records_keep_line_numbers():
+    text = ("first\n"
+            "  0%|          | 0/180 [00:00<?, ?it/s]\r 10%|#         | 18/180 [00:10<01:30, 1.80it/s]Traceback (most recent call last):\n"
+            "6:48<1:56:20, 48.14s/it[2024-04-11 11:19:56,682] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 214\n"
+            "    ret_val = func(*args, **kwargs)  File \".../stage3.py\", line 2117, in unscale_and_clip_grads\n")
+    lines = normalise(text)
+    texts = [(ln.no, ln.text) for ln in lines]
+    assert (2, "Traceback (most recent call last):") in texts
+    assert (3, "Killing subprocess 214") in texts
+    assert (4, 'File ".../stage3.py", line 2117, in unscale_and_clip_grads') in texts
+    assert [ln.no for ln in lines] == sorted(ln.no for ln in lines)
+
+
+def test_indentation_of_traceback_lines_is_kept():
+    (ln,) = normalise("[rank0]:     return forward_call(*args, **kwargs)")
+    assert ln.text == "    return forward_call(*args, **kwargs)" and ln.rank == 0
