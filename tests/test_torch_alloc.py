@@ -215,6 +215,6 @@ def test_arbitrary_bytes_never_raise(data):
     try:
         report = oomdoctor.diagnose(data)
     except InputError as exc:
-        assert "\n" not in str(exc) and "binary" in str(exc)
+        assert "\n" not in str(exc) and str(exc)
         return
     assert report.lines_read >= 0

@@ -1,10 +1,15 @@
 """Read a log (path, stdin, bytes, text) into the lines worth parsing, in bounded memory.
 
-Small logs (the pasted-log case) are read whole. Large ones are streamed in chunks: a
+Small logs (the pasted-log case) are read whole. Large ones are streamed in blocks: a
 multi-literal prefilter (``prefilter.py``) finds failure anchors and context lines, and
 only windows around anchors, context lines, the head (banners) and the tail (the final
 failure) are kept, so a multi-GB log needs a bounded amount of memory. The same
 function serves ``scan``, so both commands see the same lines.
+
+Speed matters here (``scan`` reads whole archives): the prefilter runs over whole blocks
+in C (Hyperscan, or ``re``), newlines are counted with ``bytes.count``, and a block is
+split into lines only where something is kept from it. ``has_anchor`` is the cheaper
+first pass of a scan: it only says whether a log holds any anchor at all.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import io
 import lzma
 import os
 import sys
+import zlib
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator, Optional, Union
 
@@ -28,6 +34,10 @@ BEFORE = 250                  # lines of context kept before an anchor (the trac
 AFTER = 60                    # and after it (wrapped message, cascade)
 MAX_KEPT = 250_000            # lines kept in region mode, whatever the input size
 MAX_KEPT_LINE = 8 * 1024      # characters kept of one line in region mode
+MAX_KEPT_BYTES = 32 * 2**20   # bytes kept in region mode, whatever the input size
+RING_BYTES = 16 * 2**20       # recent blocks held for windows before an anchor and the tail
+BLOCK = 2**20                 # read size of the region pass
+PASS_BLOCK = 128 * 1024       # read size of the anchor-only pass (stays in the CPU cache)
 
 
 class InputError(Exception):
@@ -39,40 +49,104 @@ class LogView:
     pairs: list[tuple[int, str]]          # (original line number, physical line)
     lines_read: int = 0
     bytes_read: int = 0
-    mode: str = "full"
+    mode: str = "full"                    # full | regions | clean (no anchor: nothing kept)
     notes: list[str] = field(default_factory=list)
+    anchor_lines: Optional[int] = None    # lines holding an anchor literal (region mode only)
+
+
+@dataclass(frozen=True)
+class Regions:
+    """What region mode keeps of a large log."""
+
+    head_lines: int = HEAD_LINES
+    tail_lines: int = TAIL_LINES
+    before: int = BEFORE
+    after: int = AFTER
+    context: bool = True        # keep context-literal lines anywhere (else only in head and windows)
+    skip_clean: bool = False    # a log without any anchor: keep nothing (mode "clean")
+    head_progress: bool = True  # keep progress-bar lines (many carriage returns) in the head
+    head_all: Optional[int] = None  # past this line the head keeps only context-literal lines
+
+
+DIAGNOSE_REGIONS = Regions()
+# A scan parses only the logs that hold an anchor, and of those the banners at the head,
+# the windows around anchors and a short tail. The bulk of each log costs one prefilter pass.
+# Progress bars (hundreds of carriage-return updates on one line) are never banners and
+# are the costliest lines to parse, so the head of a scanned log goes without them.
+SCAN_REGIONS = Regions(head_lines=1000, head_all=200, tail_lines=50, before=100, context=False,
+                       skip_clean=True, head_progress=False)
+PROGRESS_CR = 8                # a line with more carriage returns than this is a progress bar
 
 
 Source = Union[str, bytes, os.PathLike, BinaryIO]
 
 _MAGIC = ((b"\x1f\x8b", "gz"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zst"))
+# bytes that are not control characters for looks_binary
+_NOT_CONTROL = bytes(range(0x20, 256)) + bytes((9, 10, 13, 27, 8, 12, 0))
+
+
+def _decompress_errors() -> tuple[type, ...]:
+    errors: list[type] = [EOFError, OSError, lzma.LZMAError, ValueError, zlib.error]
+    try:
+        from isal import isal_zlib
+        errors.append(isal_zlib.error)
+    except ImportError:
+        pass
+    try:
+        import zstandard
+        errors.append(zstandard.ZstdError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+READ_ERRORS = _decompress_errors()
 
 
 def looks_binary(head: bytes) -> bool:
-    """True for data that is not a text log (NUL-filled, executables, images)."""
+    """True for data that is not a text log (NUL-filled, executables, images, model files).
+
+    Logs may carry stray NULs, ANSI escapes and some invalid UTF-8; binaries carry many
+    NULs, many control bytes and mostly invalid UTF-8.
+    """
     if not head:
         return False
     sample = head[:8192]
-    if sample.count(0) > len(sample) * 0.3:
+    n = len(sample)
+    if sample.count(0) > n * 0.3:
         return True
-    text_bytes = sum(1 for b in sample if b >= 0x20 or b in (9, 10, 13, 27, 0))
-    return text_bytes < len(sample) * 0.85
+    control = len(sample.translate(None, _NOT_CONTROL))   # in C: a scan calls this per file
+    if control > n * 0.05:
+        return True
+    invalid = sample.decode("utf-8", errors="replace").count("\ufffd")
+    return invalid > n * 0.2
+
+
+def compression_of(head: bytes) -> Optional[str]:
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    return None
 
 
 def open_decompressed(fh: BinaryIO, head: bytes) -> BinaryIO:
-    for magic, kind in _MAGIC:
-        if head.startswith(magic):
-            if kind == "gz":
-                return gzip.GzipFile(fileobj=fh)  # type: ignore[return-value]
-            if kind == "bz2":
-                return bz2.BZ2File(fh)  # type: ignore[return-value]
-            if kind == "xz":
-                return lzma.LZMAFile(fh)  # type: ignore[return-value]
-            try:
-                import zstandard
-            except ImportError as exc:
-                raise InputError("zstd-compressed input needs the 'zstandard' package (pip install 'oomdoctor[zstd]')") from exc
-            return zstandard.ZstdDecompressor().stream_reader(fh)  # type: ignore[return-value]
+    kind = compression_of(head)
+    if kind == "gz":
+        try:  # ISA-L inflates about three times faster than zlib (optional extra)
+            from isal import igzip
+            return igzip.IGzipFile(fileobj=fh)  # type: ignore[return-value]
+        except ImportError:
+            return gzip.GzipFile(fileobj=fh)  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.BZ2File(fh)  # type: ignore[return-value]
+    if kind == "xz":
+        return lzma.LZMAFile(fh)  # type: ignore[return-value]
+    if kind == "zst":
+        try:
+            import zstandard
+        except ImportError as exc:
+            raise InputError("zstd-compressed input needs the 'zstandard' package (pip install 'oomdoctor[zstd]')") from exc
+        return zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)  # type: ignore[return-value]
     return fh
 
 
@@ -97,31 +171,59 @@ def open_source(src: Source) -> tuple[BinaryIO, Optional[str]]:
     return src, getattr(src, "name", None)
 
 
-def read_view(stream: BinaryIO, name: Optional[str] = None, *, full_limit: int = FULL_LIMIT) -> LogView:
+def _text_stream(stream: BinaryIO, name: Optional[str]) -> tuple[BinaryIO, bytes]:
+    """Decompress if needed and check the start is text; return (rest of stream, start)."""
+    head = _peek(stream)
+    if compression_of(head):
+        stream = open_decompressed(_Prefixed(head, stream), head)
+        head = stream.read(65536)
+    if looks_binary(head):
+        raise InputError(f"{name or 'input'}: looks like binary data, not a text log")
+    return stream, head
+
+
+def read_view(stream: BinaryIO, name: Optional[str] = None, *, full_limit: int = FULL_LIMIT,
+              regions: Regions = DIAGNOSE_REGIONS) -> LogView:
     """Read a binary stream (possibly compressed) into a LogView."""
     try:
-        head = _peek(stream)
-        stream = _Prefixed(head, stream)
-        salvage: Optional[_Salvaging] = None
-        for magic, _ in _MAGIC:
-            if head.startswith(magic):
-                salvage = _Salvaging(open_decompressed(stream, head))
-                head = salvage.read(65536)
-                stream = _Prefixed(head, salvage)
-                break
-        if looks_binary(head):
-            raise InputError(f"{name or 'input'}: looks like binary data, not a text log")
-        first = stream.read(full_limit + 1)
-        view = _full_view(first) if len(first) <= full_limit else _region_view(first, stream)
-        if salvage is not None and salvage.error:
-            if not view.bytes_read:
-                raise InputError(f"{name or 'input'}: cannot decompress ({salvage.error})")
-            view.notes.append(f"the compressed input is damaged after {view.bytes_read} bytes ({salvage.error}); "
-                              "the report covers what came before")
-        return view
-    except (EOFError, OSError, lzma.LZMAError, ValueError) as exc:
-        if isinstance(exc, InputError):
-            raise
+        stream, head = _text_stream(stream, name)
+        if len(head) > full_limit:
+            return _region_view(head, stream, regions)
+        first = head + stream.read(full_limit + 1 - len(head))
+        if len(first) <= full_limit:
+            return _full_view(first)
+        return _region_view(first, stream, regions)
+    except InputError:
+        raise
+    except READ_ERRORS as exc:
+        raise InputError(f"{name or 'input'}: cannot read ({_one_line(exc)})") from None
+
+
+def has_anchor(stream: BinaryIO, name: Optional[str] = None) -> tuple[bool, int]:
+    """First pass of a scan: does the (decompressed) log hold any anchor literal?
+
+    Returns (found, bytes read); stops reading at the first block with a hit. Costs one
+    read and one prefilter pass over the bytes, in blocks small enough to stay in cache.
+    """
+    matcher = prefilter.anchor_matcher()
+    overlap = matcher.longest - 1
+    try:
+        stream, block = _text_stream(stream, name)
+        total = 0
+        prev = b""
+        while block:
+            total += len(block)
+            if matcher.search(block):
+                return True, total
+            # a literal may straddle two blocks: look at the seam
+            if prev and matcher.search(prev + block[:overlap]):
+                return True, total
+            prev = block[-overlap:]
+            block = stream.read(PASS_BLOCK)
+        return False, total
+    except InputError:
+        raise
+    except READ_ERRORS as exc:
         raise InputError(f"{name or 'input'}: cannot read ({_one_line(exc)})") from None
 
 
@@ -132,30 +234,6 @@ def _one_line(exc: BaseException) -> str:
 
 def _peek(stream: BinaryIO) -> bytes:
     return stream.read(65536)
-
-
-class _Salvaging(io.RawIOBase):
-    """A decompressing stream that ends cleanly at a truncated or corrupt tail, noting
-    why, so that what was read before the damage is still diagnosed."""
-
-    def __init__(self, inner: BinaryIO):
-        self._inner = inner
-        self.error: Optional[str] = None
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
-        if self.error:
-            return b""
-        try:
-            return self._inner.read(n) or b""
-        except (EOFError, OSError, lzma.LZMAError, ValueError) as exc:
-            self.error = _one_line(exc)
-            return b""
-        except Exception as exc:  # zstandard.ZstdError and friends
-            self.error = _one_line(exc)
-            return b""
 
 
 class _Prefixed(io.RawIOBase):
@@ -199,81 +277,186 @@ def _full_view(data: bytes) -> LogView:
     return LogView(pairs=list(enumerate(physical, 1)), lines_read=len(physical), bytes_read=len(data), mode="full")
 
 
-def _iter_chunks(first: bytes, stream: BinaryIO) -> Iterator[bytes]:
+def _iter_blocks(first: bytes, stream: BinaryIO) -> Iterator[bytes]:
     yield first
     while True:
-        chunk = stream.read(CHUNK)
+        chunk = stream.read(BLOCK)
         if not chunk:
             return
         yield chunk
 
 
-def _region_view(first: bytes, stream: BinaryIO) -> LogView:
-    anchors = prefilter.anchor_pattern()
-    context = prefilter.context_pattern()
-    kept: dict[int, str] = {}
-    recent: collections.deque[tuple[int, bytes]] = collections.deque(maxlen=BEFORE)
-    tail: collections.deque[tuple[int, bytes]] = collections.deque(maxlen=TAIL_LINES)
-    after_until = 0
-    no = 0
-    total = 0
+def _region_view(first: bytes, stream: BinaryIO, regions: Regions = DIAGNOSE_REGIONS) -> LogView:
+    builder = RegionBuilder(regions, prefilter.anchor_matcher(),
+                            prefilter.context_matcher() if regions.context else None)
     carry = b""
-    dropped = False
-
-    def keep(n: int, raw: bytes) -> None:
-        nonlocal dropped
-        if n in kept:
-            return
-        if len(kept) >= MAX_KEPT:
-            dropped = True
-            return
-        kept[n] = _decode(raw[:MAX_KEPT_LINE])
-
-    for chunk in _iter_chunks(first, stream):
-        total += len(chunk)
-        data = carry + chunk
+    long_line = False
+    for chunk in _iter_blocks(first, stream):
+        builder.bytes += len(chunk)
+        data = carry + chunk if carry else chunk
         cut = data.rfind(b"\n")
         if cut < 0:
             # one enormous line: keep its start only, count it once it ends
-            carry = data[: MAX_KEPT_LINE * 2]
+            if len(data) > 2 * MAX_KEPT_LINE:
+                data, long_line = data[: 2 * MAX_KEPT_LINE], True
+            carry = data
             continue
-        body, carry = data[: cut + 1], data[cut + 1:]
-        # Where in this body do anchors and context hits fall? One pass each, in bulk.
-        hit_anchor = {m.start() for m in anchors.finditer(body)}
-        hit_context = {m.start() for m in context.finditer(body)} if len(kept) < MAX_KEPT else set()
-        pos = 0
-        anchor_iter = sorted(hit_anchor)
-        context_iter = sorted(hit_context)
-        ai = ci = 0
-        while pos < len(body):
-            end = body.find(b"\n", pos)
-            line = body[pos:end]
-            no += 1
-            is_anchor = False
-            while ai < len(anchor_iter) and anchor_iter[ai] < end:
-                is_anchor = is_anchor or anchor_iter[ai] >= pos
-                ai += 1
-            is_context = False
-            while ci < len(context_iter) and context_iter[ci] < end:
-                is_context = is_context or context_iter[ci] >= pos
-                ci += 1
-            if no <= HEAD_LINES or is_context or no <= after_until:
-                keep(no, line)
-            if is_anchor:
-                for n, raw in recent:
-                    keep(n, raw)
-                keep(no, line)
-                after_until = no + AFTER
-            recent.append((no, line))
-            tail.append((no, line))
-            pos = end + 1
-    if carry:
-        no += 1
-        keep(no, carry)
-        tail.append((no, carry))
-    for n, raw in tail:
-        keep(n, raw)
-    view = LogView(pairs=sorted(kept.items()), lines_read=no, bytes_read=total, mode="regions")
-    if dropped:
-        view.notes.append(f"only {MAX_KEPT} lines of interest were kept from this log")
+        carry = data[cut + 1:]
+        if len(carry) > 2 * MAX_KEPT_LINE:
+            carry, long_line = carry[: 2 * MAX_KEPT_LINE], True
+        builder.feed(data[: cut + 1] if cut + 1 < len(data) else data)
+    view = builder.finish(carry)
+    if long_line:
+        view.notes.append(f"lines longer than {2 * MAX_KEPT_LINE} bytes were cut (anchors past the cut are not seen)")
     return view
+
+
+
+class _Block:
+    """Complete lines read together: the first line's number, the bytes, the line count."""
+
+    __slots__ = ("first", "data", "count", "_lines")
+
+    def __init__(self, first: int, data: bytes):
+        self.first = first
+        self.data = data
+        self.count = data.count(b"\n")
+        self._lines: Optional[list[bytes]] = None
+
+    @property
+    def last(self) -> int:
+        return self.first + self.count - 1
+
+    def lines(self) -> list[bytes]:
+        """The block split into lines, done once and only for blocks something is kept from."""
+        if self._lines is None:
+            self._lines = self.data.split(b"\n")[: self.count]
+        return self._lines
+
+
+class RegionBuilder:
+    """Region mode: fed blocks of complete lines, keeps what ``Regions`` asks for."""
+
+    def __init__(self, regions: Regions, anchors: "prefilter.Matcher",
+                 context: Optional["prefilter.Matcher"] = None):
+        self.regions = regions
+        self.anchors = anchors
+        self.context = context
+        self.bytes = 0
+        self.lines = 0                     # complete lines fed so far
+        self.anchor_lines = 0
+        self.head: list[bytes] = []        # raw blocks of lines 1..head_lines
+        self.kept: dict[int, bytes] = {}
+        self.kept_bytes = 0
+        self.dropped = False
+        self.ring: collections.deque[_Block] = collections.deque()
+        self.ring_bytes = 0
+        self.after_until = 0               # lines up to this number follow an anchor
+        self.window_through = 0            # windows already cover every line up to this one
+        self._reach = max(regions.before, regions.tail_lines)
+
+    # -- keeping ----------------------------------------------------------------------
+    def _keep(self, no: int, raw: bytes) -> None:
+        if no in self.kept:
+            return
+        if len(self.kept) >= MAX_KEPT or self.kept_bytes >= MAX_KEPT_BYTES:
+            self.dropped = True
+            return
+        raw = raw[:MAX_KEPT_LINE]
+        self.kept[no] = raw
+        self.kept_bytes += len(raw) + 64
+
+    def _keep_range(self, lo: int, hi: int) -> None:
+        """Keep lines lo..hi that the ring still holds."""
+        for blk in self.ring:
+            if blk.last < lo or blk.first > hi:
+                continue
+            lines = blk.lines()
+            for no in range(max(lo, blk.first), min(hi, blk.last) + 1):
+                self._keep(no, lines[no - blk.first])
+
+    # -- feeding ----------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """Add a block of complete lines (ending with a newline)."""
+        blk = _Block(self.lines + 1, data)
+        self.ring.append(blk)
+        self.ring_bytes += len(data)
+        r = self.regions
+        if self.lines < r.head_lines:
+            need = r.head_lines - self.lines
+            lines = None if blk.count <= need and len(data) <= need * MAX_KEPT_LINE else blk.lines()[:need]
+            # very long lines are cut here already, so the head stays bounded in bytes
+            self.head.append(data if lines is None else b"\n".join(x[:MAX_KEPT_LINE] for x in lines) + b"\n")
+        if self.after_until >= blk.first:   # the rest of a window opened in an earlier block
+            self._keep_range(blk.first, self.after_until)
+        ends = self.anchors.ends(data)
+        if ends:
+            self._anchors(blk, ends)
+        if self.context is not None:
+            ends = self.context.ends(data)
+            if ends:
+                lines = blk.lines()
+                for no in self._line_numbers(blk, ends):
+                    self._keep(no, lines[no - blk.first])
+        self.lines += blk.count
+        # keep enough recent blocks for the next window's "before" lines and the tail
+        while len(self.ring) > 1 and (self.lines - self.ring[0].last >= self._reach or self.ring_bytes > RING_BYTES):
+            self.ring_bytes -= len(self.ring.popleft().data)
+
+    @staticmethod
+    def _line_numbers(blk: _Block, ends: list[int]) -> list[int]:
+        """Distinct line numbers of hits ending at the given (ascending) offsets."""
+        out: list[int] = []
+        data = blk.data
+        pos = 0
+        idx = 0
+        for e in ends:
+            idx += data.count(b"\n", pos, e)
+            pos = e
+            no = blk.first + idx
+            if not out or out[-1] != no:
+                out.append(no)
+        return out
+
+    def _anchors(self, blk: _Block, ends: list[int]) -> None:
+        r = self.regions
+        for no in self._line_numbers(blk, ends):
+            self.anchor_lines += 1
+            lo = max(1, no - r.before, self.window_through + 1)
+            hi = no + r.after
+            if lo <= hi:
+                self._keep_range(lo, hi)
+            self.window_through = max(self.window_through, min(hi, blk.last))
+            self.after_until = max(self.after_until, hi)
+
+    # -- result -----------------------------------------------------------------------
+    def finish(self, carry: bytes) -> LogView:
+        """The view; ``carry`` is an unterminated last line, if any."""
+        r = self.regions
+        last_no = self.lines + (1 if carry else 0)
+        if r.skip_clean and self.anchor_lines == 0 and not (carry and self.anchors.search(carry)):
+            return LogView(pairs=[], lines_read=last_no, bytes_read=self.bytes, mode="clean", anchor_lines=0)
+        if carry:
+            if self.anchors.search(carry):
+                self.anchor_lines += 1
+                self._keep_range(max(1, last_no - r.before), self.lines)
+            if last_no <= r.head_lines:
+                self.head.append(carry)
+            self._keep(last_no, carry)
+        pairs: dict[int, bytes] = {}
+        head = b"".join(self.head).split(b"\n")
+        context = prefilter.context_matcher() if r.head_all is not None else None
+        for no, raw in enumerate(head[: r.head_lines], 1):
+            if no > last_no or (not r.head_progress and raw.count(b"\r") > PROGRESS_CR):
+                continue
+            if context is None or no <= r.head_all or context.search(raw):
+                pairs[no] = raw[:MAX_KEPT_LINE]
+        if r.tail_lines:
+            tail_from = self.lines - r.tail_lines + 1
+            self._keep_range(tail_from, self.lines)
+        pairs.update(self.kept)
+        view = LogView(pairs=[(no, _decode(pairs[no])) for no in sorted(pairs)], lines_read=last_no,
+                       bytes_read=self.bytes, mode="regions", anchor_lines=self.anchor_lines)
+        if self.dropped:
+            view.notes.append(f"only {len(self.kept)} lines of interest were kept from this log")
+        return view
