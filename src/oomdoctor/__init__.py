@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 from typing import Optional, Union
 import os
 
-__all__ = ["__version__", "diagnose", "Report"]
+__all__ = ["__version__", "diagnose", "Report", "watch", "install_excepthook"]
 
 
 def diagnose(source: Union[str, bytes, "os.PathLike[str]"], *, framework: Optional[str] = None,
@@ -35,4 +35,13 @@ def __getattr__(name):  # lazy: keep `import oomdoctor` cheap for job wrappers
     if name == "Report":
         from .report import Report
         return Report
+    if name == "scan":  # the subpackage is callable: oomdoctor.scan(paths, ...) yields records
+        import importlib
+        return importlib.import_module(".scan", __name__)
+    if name in ("watch", "install_excepthook"):
+        import importlib
+        module = importlib.import_module(".watch", __name__)
+        value = getattr(module, name)
+        globals()[name] = value  # replaces the submodule binding that the import just made
+        return value
     raise AttributeError(name)

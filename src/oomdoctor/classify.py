@@ -60,7 +60,8 @@ FRAMEWORK_ALIASES = {
 
 _SIZE_FACTS = {"oom.tried_to_allocate", "oom.total_capacity", "oom.free", "oom.process_in_use",
                "oom.allocated", "oom.reserved_unallocated", "oom.reserved_total", "oom.unallocated",
-               "oom.non_pytorch", "oom.other_process_bytes", "oom.host_bytes", "env.gpu_capacity_bytes"}
+               "oom.non_pytorch", "oom.other_process_bytes", "oom.host_bytes", "env.gpu_capacity_bytes",
+               "oom.unaccounted", "memory.missing", "memory.model_states", "memory.activations", "memory.logits_fp32"}
 _PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[a-z0-9_]+)+)\}")
 
 
@@ -281,7 +282,7 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
             id=spec.id, rank=0, title=spec.title, knob=knob, other_knobs=others,
             memory_effect=spec.memory_effect, cost=spec.cost, caveats=list(spec.caveats),
             min_versions=dict(spec.min_versions), applicable=why is None, why_not=why,
-            auto_env=dict(spec.auto_env),
+            auto_env=dict(spec.auto_env), saving=spec.saving,
         )
         if why is None:
             boosted = any(ev.holds(b) for b in spec.boost_when)

@@ -116,6 +116,10 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         t["oom.request_share"] = _ratio(req, cap)
         t["oom.free_share"] = _ratio(ev.free_bytes, cap)
         t["oom.free_over_request"] = _ratio(ev.free_bytes, req)
+        # free + reserved-but-unallocated against the request: >= 1 means the memory existed
+        # (the allocator releases wholly free segments before it raises), only fragmented
+        t["oom.reclaimable_over_request"] = (_ratio(ev.free_bytes + unalloc, req)
+                                             if ev.free_bytes is not None and unalloc is not None else None)
         alloc = t["oom.allocated"]
         t["oom.allocated_share"] = _ratio(alloc, cap)
         # memory of this process outside PyTorch's allocator (NCCL, context, cuBLAS, ...)
@@ -142,6 +146,16 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         t["oom.other_process_bytes"] = sum(p.bytes for p in foreign)
         t["oom.other_process_count"] = len(foreign)
         t["oom.other_process_share"] = _ratio(sum(p.bytes for p in foreign), cap)
+        # GPU memory in use that this process's own figures do not account for: capacity
+        # minus free minus this process (its NVML entry, else what PyTorch reserved). For
+        # messages without a process list (torch <= 2.0, ROCm) it is the only trace of
+        # another process holding the device; it includes this process's CUDA context.
+        own = self_use if self_use is not None else (
+            ev.reserved_total_bytes if ev.reserved_total_bytes is not None
+            else ((alloc + unalloc) if (alloc is not None and unalloc is not None) else None))
+        if cap and ev.free_bytes is not None and own is not None and not foreign:
+            t["oom.unaccounted"] = max(0, cap - ev.free_bytes - own)
+            t["oom.unaccounted_share"] = _ratio(t["oom.unaccounted"], cap)
         # this process's footprint when the allocator's own figures are not there
         t["oom.absurd_request"] = bool(req and req >= 2**60)
     t["oom.devices"] = sorted({e.device_index for e in facts.oom_events if e.device_index is not None})
@@ -185,6 +199,8 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     t["stats.alloc_retries"] = max((s.alloc_retries or 0 for s in samples), default=None) if samples else None
     for name, lines in facts.markers.items():
         t[f"marker.{name}"] = len(lines)
+    from .memory import fingerprint_facts  # lazy: the memory package imports this module
+    t.update(fingerprint_facts(facts))
     return t
 
 

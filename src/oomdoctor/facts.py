@@ -133,6 +133,7 @@ class Environment(Model):
     pin_memory: Optional[bool] = None
     fsdp: Optional[bool] = None
     fsdp_state_dict_type: Optional[str] = None
+    fsdp_sharding_strategy: Optional[str] = Field(default=None, description="FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, NO_SHARD")
     world_size: Optional[int] = None
     num_nodes: Optional[int] = None
     # Echoed hyper-parameters
@@ -177,7 +178,7 @@ class PhaseInfo(Model):
 class MemorySample(Model):
     """One allocator-statistics reading (memory_summary, see_memory_usage, nvidia-smi, trainer logs)."""
 
-    source: str = Field(description="memory_summary, see_memory_usage, nvidia_smi, mmengine, axolotl, trainer_log")
+    source: str = Field(description="memory_summary, see_memory_usage, nvidia_smi, list_gpu_processes, mmengine, axolotl, deepspeed_flush, user_print")
     line: int
     label: Optional[str] = None
     allocated_bytes: Optional[int] = None
@@ -186,6 +187,8 @@ class MemorySample(Model):
     max_reserved_bytes: Optional[int] = None
     host_used_bytes: Optional[int] = None
     host_percent: Optional[float] = None
+    used_bytes: Optional[int] = Field(default=None, description="device memory in use as the driver sees it (nvidia-smi: the GPU, or one process)")
+    total_bytes: Optional[int] = Field(default=None, description="device capacity as the driver reports it (nvidia-smi)")
     device_index: Optional[int] = None
     pid: Optional[int] = None
     alloc_retries: Optional[int] = None

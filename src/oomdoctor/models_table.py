@@ -28,7 +28,7 @@ CARD_URL = "https://huggingface.co/{repo}/blob/main/config.json"
 # them ("qwen2.5" -> "qwen", "2.5"; "r1" -> "r", "1"), keeping sizes ("8b", "0.5b",
 # "8x7b") whole. Bounded patterns on short strings only.
 _WORD = re.compile(r"[a-z0-9.]+")
-_LETTER_DIGIT = re.compile(r"(?<=[a-z])(?=\d)")
+_LETTER_DIGIT = re.compile(r"(?<=[a-z])(?<!\dx)(?=\d)")   # but "8x7b" stays whole
 
 
 @dataclass(frozen=True)
@@ -261,7 +261,7 @@ def resolve_shape(env: Environment) -> ResolvedShape:
     origin: dict[str, str] = {}
     for name in _SHAPE_FIELDS:
         logged = getattr(env, name, None)
-        if logged:
+        if isinstance(logged, int) and logged > 0:
             values[name] = int(logged)
             origin[name] = "log"
         elif entry is not None and getattr(entry, name):
@@ -279,7 +279,7 @@ def resolve_shape(env: Environment) -> ResolvedShape:
         shape = ModelShape(**{**entry.__dict__, **values, "params": entry.params if agrees else None})
     else:
         shape = ModelShape(name=env.model_name or "model", **values)
-    params = env.total_params
+    params = env.total_params if (env.total_params or 0) > 0 else None
     if params:
         origin["params"] = "log"
     elif shape.params:

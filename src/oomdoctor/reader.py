@@ -73,8 +73,8 @@ DIAGNOSE_REGIONS = Regions()
 # the windows around anchors and a short tail. The bulk of each log costs one prefilter pass.
 # Progress bars (hundreds of carriage-return updates on one line) are never banners and
 # are the costliest lines to parse, so the head of a scanned log goes without them.
-SCAN_REGIONS = Regions(head_lines=1000, head_all=200, tail_lines=50, before=100, context=False,
-                       skip_clean=True, head_progress=False)
+SCAN_REGIONS = Regions(head_lines=1000, tail_lines=50, before=100, context=False, skip_clean=True,
+                       head_progress=False)
 PROGRESS_CR = 8                # a line with more carriage returns than this is a progress bar
 
 
@@ -218,7 +218,7 @@ def has_anchor(stream: BinaryIO, name: Optional[str] = None) -> tuple[bool, int]
             # a literal may straddle two blocks: look at the seam
             if prev and matcher.search(prev + block[:overlap]):
                 return True, total
-            prev = block[-overlap:]
+            prev = (prev + block)[-overlap:] if len(block) < overlap else block[-overlap:]
             block = stream.read(PASS_BLOCK)
         return False, total
     except InputError:

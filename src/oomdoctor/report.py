@@ -11,6 +11,7 @@ from pydantic import Field
 
 from .facts import (Environment, Evidence, Facts, Failure, Frame, MemorySample, Model,
                     OomEvent, PhaseInfo, RankSummary)
+from .memory.models import MemoryReport
 
 SCHEMA_VERSION = "1.0"
 
@@ -45,6 +46,7 @@ class Remediation(Model):
     why_not: Optional[str] = Field(default=None, description="why it does not apply to this log (hardware, versions)")
     auto_env: dict[str, str] = Field(default_factory=dict, description="environment-only change that is safe to apply automatically")
     fit: Optional[Fit] = None
+    saving: Optional[str] = Field(default=None, description="name of the memory-arithmetic estimate of its saving (docs/memory.md)")
 
 
 class Diagnosis(Model):
@@ -62,6 +64,18 @@ class Diagnosis(Model):
     references: list[str] = Field(default_factory=list)
 
 
+class RunAttempt(Model):
+    """One run of a command wrapped by ``oomdoctor run`` (several with ``--retry``)."""
+
+    attempt: int = Field(description="1 for the first run")
+    env_changes: dict[str, str] = Field(default_factory=dict, description="environment set by --retry for this run, on top of the caller's")
+    exit_status: int = Field(description="what the shell saw: the exit code, or 128+N for signal N")
+    signal: Optional[str] = Field(default=None, description="the signal that ended the job, e.g. SIGKILL")
+    duration_s: float
+    incident: Optional[str] = Field(default=None, description="top diagnosis of this run's failure")
+    lines: int = Field(default=0, description="lines of output the run printed")
+
+
 class Report(Model):
     schema_version: str = SCHEMA_VERSION
     tool_version: str
@@ -75,11 +89,12 @@ class Report(Model):
     frames: list[Frame] = Field(default_factory=list)
     memory_samples: list[MemorySample] = Field(default_factory=list)
     ranks: RankSummary = Field(default_factory=RankSummary)
-    memory: Optional[dict] = Field(default=None, description="memory arithmetic: budget, request fingerprint, fit of fixes")
+    memory: Optional[MemoryReport] = Field(default=None, description="memory arithmetic: budget, request fingerprint, fit of fixes")
     fingerprint: Optional[str] = Field(default=None, description="stable id of this failure for fleets (no PIDs, times, sizes)")
     lines_read: int = 0
     bytes_read: int = 0
     notes: list[str] = Field(default_factory=list)
+    attempts: list[RunAttempt] = Field(default_factory=list, description="oomdoctor run: every run of the command, first to last")
 
     @property
     def top(self) -> Optional[Diagnosis]:

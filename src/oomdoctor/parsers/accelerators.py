@@ -104,9 +104,9 @@ class _Events:
     def __init__(self, ctx: ParseContext):
         self.ctx = ctx
         self.by_key: dict[tuple, OomEvent] = {}
-        self.covered: set[int] = set()
 
-    def add(self, key: tuple, idx: int, make, extra_idx: tuple[int, ...] = ()) -> OomEvent:
+    def add(self, key: tuple, idx: int, make, extra_idx: tuple[int, ...] = (),
+            exception: Optional[str] = None) -> OomEvent:
         ctx = self.ctx
         line = ctx.lines[idx]
         ev = self.by_key.get(key)
@@ -117,6 +117,8 @@ class _Events:
             ctx.facts.oom_events.append(ev)
         else:
             ev.count += 1
+        if ev.exception is None and exception:
+            ev.exception = exception  # a log line first, the raised exception later
         if line.rank is not None and line.rank not in ev.ranks:
             ev.ranks.append(line.rank)
         for j in (idx, *extra_idx):
@@ -125,7 +127,6 @@ class _Events:
 
     def cover(self, ev: OomEvent, idx: int) -> None:
         no = self.ctx.lines[idx].no
-        self.covered.add(no)
         if len(ev.evidence) < _MAX_EVIDENCE and all(e.line != no for e in ev.evidence):
             ev.evidence.append(self.ctx.evidence(idx))
 
@@ -140,13 +141,30 @@ def _lines_of(offsets: list[int], start: int, end: int) -> list[int]:
     return out
 
 
+def _mps_start(ctx: ParseContext, i: int) -> Optional[int]:
+    """Where on line ``i`` an MPS OOM message starts, even when a wrap splits its first words."""
+    text = ctx.lines[i].text
+    if "MPS" in text:
+        m = ctx.search(_MPS_START, text)
+        if m:
+            return m.start()
+    tail = text[-30:]
+    if "M" not in tail or i + 1 >= len(ctx.lines):
+        return None
+    joined = tail + ctx.lines[i + 1].text[:40]
+    m = ctx.search(_MPS_START, joined)
+    if m and m.start() < len(tail):
+        return len(text) - len(tail) + m.start()
+    return None
+
+
 def _parse_mps(ctx: ParseContext, events: _Events) -> None:
     i = 0
     n = len(ctx.lines)
     while i < n:
         text = ctx.lines[i].text
-        start = ctx.search(_MPS_START, text) if "MPS" in text or "mps" in text else None
-        if not start:
+        start = _mps_start(ctx, i)
+        if start is None:
             i += 1
             continue
         joined, offsets = ctx.join(i, max_lines=6, max_chars=3000)
@@ -155,7 +173,7 @@ def _parse_mps(ctx: ParseContext, events: _Events) -> None:
             # the words without the figures: still an MPS OOM, sizes unknown
             key = ("mps", "bare")
             events.add(key, i, lambda: OomEvent(kind="mps", backend="MPS", line=0,
-                                                exception=exception_before(ctx, text, start.start())))
+                                                exception=exception_before(ctx, text, start)))
             i += 1
             continue
         hint = ctx.search(_MPS_HINT, joined, m.end())
@@ -176,7 +194,7 @@ def _parse_mps(ctx: ParseContext, events: _Events) -> None:
         if m.group("max") is None:
             details.append("no max allowed: high-watermark limit disabled")
 
-        def make(m=m, text=text, hint=hint, fmt=fmt, details=details, pos=start.start()):
+        def make(m=m, text=text, hint=hint, fmt=fmt, details=details, pos=start):
             return OomEvent(
                 kind="mps", backend="MPS", line=0, message_format=fmt,
                 exception=exception_before(ctx, text, pos),
@@ -234,18 +252,19 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
         m = ctx.search(_XLA_OOM_BYTES, text)
         if m:
             n = int(m.group("n").replace(",", ""))
+            exc = _xla_exception(ctx, text, m.start())
             ev = events.add(("xla", "bytes", n), i, lambda: OomEvent(
                 kind="xla", backend="XLA", line=0, message_format="xla-out-of-memory-bytes",
-                exception=_xla_exception(ctx, text, m.start()), tried_to_allocate_bytes=n))
+                tried_to_allocate_bytes=n), exception=exc)
             _attach_hint(ctx, ev, i)
             return
         m = ctx.search(_XLA_REQUEST, text)
         if m:
             n = int(m.group("n"))
             dev = int(m.group("dev"))
-            ev = events.add(("xla", "request", n), i, lambda: OomEvent(
+            events.add(("xla", "request", n), i, lambda: OomEvent(
                 kind="xla", backend="XLA", line=0, message_format="xla-failed-to-allocate-request",
-                exception=_xla_exception(ctx, text, m.start()), tried_to_allocate_bytes=n, device_index=dev))
+                tried_to_allocate_bytes=n, device_index=dev), exception=_xla_exception(ctx, text, m.start()))
             return
     if "not possible" in text:
         m = ctx.search(_XLA_ATTEMPT, text)
@@ -255,9 +274,8 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
                 detail = f"only {m.group('reservable')} reservable of {m.group('free')} free"
             ev = events.add(("xla", "attempt", m.group("req"), m.group("free")), i, lambda: OomEvent(
                 kind="xla", backend="XLA", line=0, message_format=f"tpu-attempting-to-{m.group('verb')}",
-                exception=_xla_exception(ctx, text, m.start()),
                 tried_to_allocate_bytes=size_of(m.group("req")), free_bytes=size_of(m.group("free")),
-                detail=detail))
+                detail=detail), exception=_xla_exception(ctx, text, m.start()))
             _attach_hint(ctx, ev, i)
             return
     if "Used " in text:
@@ -268,18 +286,16 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
                 detail += f", over by {m.group('over')}"
             events.add(("xla", "used", m.group("used"), m.group("cap")), i, lambda: OomEvent(
                 kind="xla", backend="XLA", line=0, message_format="xla-compile-memory-space",
-                exception=_xla_exception(ctx, text, m.start()),
                 tried_to_allocate_bytes=size_of(m.group("used")), total_capacity_bytes=size_of(m.group("cap")),
-                detail=detail))
+                detail=detail), exception=_xla_exception(ctx, text, m.start()))
             return
     # A RESOURCE_EXHAUSTED status about memory that none of the forms above describes.
     st = ctx.search(_XLA_STATUS, text) if ("ESOURCE" in text or "esource" in text) else None
     if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) and "OOM when allocating" not in text:
         msg = text[st.start():st.start() + 200].strip()
         key = ("xla", "status", re.sub(r"\d+", "N", msg))
-        events.add(key, i, lambda: OomEvent(kind="xla", backend="XLA", line=0,
-                                            exception=_xla_exception(ctx, text, st.start()),
-                                            detail=msg))
+        events.add(key, i, lambda: OomEvent(kind="xla", backend="XLA", line=0, detail=msg),
+                   exception=_xla_exception(ctx, text, st.start()))
 
 
 def _xla_exception(ctx: ParseContext, text: str, pos: int) -> Optional[str]:
@@ -300,16 +316,25 @@ def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
         for d in dims:
             req *= int(d)
     dev = _DEVICE_IN_NAME.search(device.rsplit("/", 1)[-1]) if device else None
-    exc = _xla_exception(ctx, text, m.start())
+    exc = _xla_exception(ctx, text, m.start()) or _graph_execution_error(ctx, i)
     key = ("tensorflow", shape, dtype, re.sub(r"\d+", "N", device), m.group("alloc"))
     ev = events.add(key, i, lambda: OomEvent(
-        kind="tensorflow", backend="TF", line=0, exception=exc,
+        kind="tensorflow", backend="TF", line=0,
         message_format="tf-oom-when-allocating" if dtype else "tf-oom-when-allocating-shape-only",
         tried_to_allocate_bytes=req, device_index=int(dev.group("d")) if dev else None,
-        detail=f"tensor {shape} {dtype or ''} by allocator {m.group('alloc') or '?'}".replace("  ", " ")))
-    if ev.exception is None and exc:
-        ev.exception = exc
+        detail=f"tensor {shape} {dtype or ''} by allocator {m.group('alloc') or '?'}".replace("  ", " ")),
+        exception=exc)
     _attach_hint(ctx, ev, i)
+
+
+def _graph_execution_error(ctx: ParseContext, i: int) -> Optional[str]:
+    """Keras raises "ResourceExhaustedError: Graph execution error:" and prints the OOM below it."""
+    for j in range(i - 1, max(-1, i - 4), -1):
+        t = ctx.lines[j].text
+        if "Graph execution error" in t:
+            m = ctx.search(_EXC_AT_START, t)
+            return m.group(1) if m else None
+    return None
 
 
 def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:

@@ -23,6 +23,9 @@ from ..sizes import to_bytes
 from .base import ParseContext
 
 _STRENGTH_ORDER = {"certain": 0, "likely": 1, "weak": 2}
+# A SIGKILL with nothing saying why (a scheduler's kill -9 looks the same) is only
+# consistent with a host OOM; kernel, Slurm, Kubernetes or Ray lines make it certain.
+_SIGKILL_ONLY = "weak"
 _EPISODE_GAP = 1000   # lines: kill evidence further apart than this is another kill
 _MAX_EVIDENCE = 20
 
@@ -39,11 +42,16 @@ _SYSTEMD_OOMD = re.compile(r"systemd-oomd(?:\[\d{1,9}\])?: Killed [^\n]{0,300}? 
 _SLURM_EVENT = re.compile(r"Detected (?P<n>\d{1,6}) oom[-_ ]kill events?(?:\(s\))? in (?P<step>StepId=[\w.+]{1,60}|step [\w.+]{1,60})", re.I)
 _SLURM_SRUN = re.compile(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]{1,60}): Out Of Memory")
 _SLURM_SCRIPT = re.compile(r"slurm_script: line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed")
-_SLURM_LIMIT = re.compile(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}\),? being killed", re.I)
+_SLURM_LIMIT = re.compile(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}\),? being killed"
+                          r"|slurmstepd: error: Exceeded (?:job|step) memory limit", re.I)
 _SLURM_STATE = re.compile(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
 _K8S = re.compile(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
 _RAY = re.compile(r"Task was killed due to the node running low on memory|Memory on the node \(IP:"
                   r"|ray\.exceptions\.OutOfMemoryError|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")
+# Hosted notebooks and Kubernetes evictions say it in words.
+_NOTEBOOK = re.compile(r"Your session crashed after using all available RAM"
+                       r"|Your notebook tried to allocate more memory than is available"
+                       r"|The node was low on resource: memory")
 _RAY_MAYBE = re.compile(r"killed by SIGKILL by OOM killer due to high memory usage")
 
 # -- launchers and shells (§3.2) -------------------------------------------------------------
@@ -56,8 +64,13 @@ _SIGNAL_PID = re.compile(r"Signal (?P<sig>\d{1,2}) \((?P<name>SIG\w{1,8})\) rece
 _DS_KILLING = re.compile(r"Killing subprocess (?P<pid>\d{1,9})")
 _DS_RC = re.compile(r"exits with return code = (?P<code>-?\d{1,4})")
 _DS_SIGNALLED = re.compile(r"Main process received (?P<sig>SIG\w{1,8}), exit")
-_SHELL_JOB = re.compile(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s")
-_BARE_KILLED = re.compile(r"^\s*Killed\s*$|(?<=[\]|%])\s*Killed\s*$")
+_TORCHRUN_SIGTERM = re.compile(r"Sending process \d{1,9} closing signal SIGTERM")
+_DEATH_SIGNAL = re.compile(r"Received (?:Signals\.)?SIG\w{1,8} death signal")
+_SHELL_JOB = re.compile(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
+                        r"|^zsh: killed\s")
+_BARE_KILLED = re.compile(r"^\s*Killed(?:: 9)?\s*$|(?<=[\]|%])\s*Killed\s*$")
+# torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
+_SPAWN_SIGNAL = re.compile(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 _DIED_WITH = re.compile(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
 _EXIT_STATUS = re.compile(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code)"
                           r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
@@ -67,7 +80,8 @@ _CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enou
 _CPU_LEGACY = re.compile(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
 _TH_RAM = re.compile(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
 _PY_MEMORY = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
-_NUMPY_SIZE = re.compile(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{1,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
+# numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
+_NUMPY_SIZE = re.compile(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
 _ERRNO12 = re.compile(r"\[Errno 12\] Cannot allocate memory")
 _WIN_PAGING = re.compile(r"The paging file is too small for this operation to complete")
 
@@ -90,8 +104,16 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign")
 
 
+def _has_any(text: str, words: tuple[str, ...]) -> bool:
+    for w in words:  # a plain loop beats a regex alternation of literals here
+        if w in text:
+            return True
+    return False
+
+
 @dataclass
 class _Kill:
+    """One line saying a process was killed (or why); the kills of one episode make one event."""
     idx: int
     strength: str
     source: str
@@ -110,6 +132,9 @@ class _Block:
 
 
 class _Scan:
+    """What one pass over the lines collected; launcher lines are judged after the pass,
+    once it is known whether a Python exception came before them."""
+
     def __init__(self, ctx: ParseContext):
         self.ctx = ctx
         self.kills: list[_Kill] = []
@@ -117,7 +142,10 @@ class _Scan:
         self.ds_kills: list[int] = []          # "Killing subprocess" lines
         self.ds_codes: list[tuple[int, int]] = []  # (idx, return code)
         self.ds_signalled: list[int] = []
-        self.dl: list[tuple[int, str, str]] = []   # (idx, strength, detail)
+        self.sigterms: list[int] = []             # torchrun stopping the surviving ranks
+        self.launcher_codes: list[tuple[int, int]] = []  # (idx, code) of torchrun's first failure
+        self.death_signals: list[int] = []
+        self.dl: list[tuple[int, str, str, Optional[str]]] = []   # (idx, strength, detail, exception)
         self.shm: list[int] = []
         self.sigbus: list[int] = []
         self.exit_137: list[int] = []
@@ -126,9 +154,9 @@ class _Scan:
         for ev in ctx.facts.oom_events:
             j = ctx.index_of(ev.line)
             if j is not None:
-                self._failure_at(j)
+                self.failure_at(j)
 
-    def _failure_at(self, idx: int) -> None:
+    def failure_at(self, idx: int) -> None:
         if self.first_failure is None or idx < self.first_failure:
             self.first_failure = idx
 
@@ -151,13 +179,13 @@ def _kb(text: Optional[str]) -> Optional[int]:
 def _scan_line(s: _Scan, i: int) -> None:
     ctx = s.ctx
     text = ctx.lines[i].text
-    if not any(q in text for q in _QUICK):
+    if not _has_any(text, _QUICK):
         return
     if "Traceback" in text and ctx.search(_TRACEBACK, text):
-        s._failure_at(i)
+        s.failure_at(i)
     exc = ctx.search(_EXC_LINE, text) if ("Error" in text or "Exception" in text) else None
     if exc and not exc.group("exc").endswith(_WRAPPER_EXC):
-        s._failure_at(i)
+        s.failure_at(i)
     if _kernel(s, i, text) or _scheduler(s, i, text) or _memory_errors(s, i, text, exc):
         return
     _dataloader(s, i, text)
@@ -194,7 +222,7 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
     ctx = s.ctx
     m = ctx.search(_SLURM_EVENT, text) if ("oom" in text.lower()) else None
     if m:
-        s.kill(i, "certain", "slurm", f"Slurm: {m.group('n')} oom-kill event(s) in {m.group('step')}")
+        s.kill(i, "certain", "slurm", f"Slurm: {m.group('n')} oom-kill event(s) in {m.group('step').rstrip('.')}")
         return True
     if "Out Of Memory" in text:
         m = ctx.search(_SLURM_SRUN, text)
@@ -217,6 +245,10 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         return True
     if ("emory" in text or "OutOfMemoryError" in text) and ctx.search(_RAY, text):
         s.kill(i, "certain", "ray", "Ray memory monitor killed a worker: the node ran low on memory")
+        return True
+    if ("RAM" in text or "memory" in text) and ctx.search(_NOTEBOOK, text):
+        s.kill(i, "certain", "kubernetes" if "node was low" in text else "notebook",
+               "the host or container ran out of memory: " + text.strip()[:120])
         return True
     if "OOM killer" in text and ctx.search(_RAY_MAYBE, text):
         if s.first_failure is None or s.first_failure >= i:
@@ -272,18 +304,20 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
         ev.ranks.append(ln.rank)
     if len(ev.evidence) < _MAX_EVIDENCE:
         ev.evidence.append(ctx.evidence(i))
-    s._failure_at(i)
+    s.failure_at(i)
     return True
 
 
 def _dataloader(s: _Scan, i: int, text: str) -> None:
     ctx = s.ctx
     if "DataLoader worker" in text:
+        e = ctx.search(_EXC_LINE, text)
+        exc = e.group("exc") if e else None
         m = ctx.search(_DL_SIGNAL, text)
         if m:
             sig = m.group("sig").strip()
             if sig == "Killed":
-                s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGKILL"))
+                s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGKILL", exc))
             elif sig == "Bus error":
                 s.shm.append(i)
             return
@@ -292,7 +326,7 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
             pids = re.sub(r"\s+", "", m.group("pids"))
             code = m.group("code")
             s.dl.append((i, "likely", f"DataLoader worker(s) (pid {pids}) exited unexpectedly"
-                         + (f" with exit code {code}" if code else "")))
+                         + (f" with exit code {code}" if code else ""), exc))
             return
     if ctx.search(_SHM, text) or ("No space left" in text and ctx.search(_SHM_DISK, text) and ctx.search(_SHM_PATH, text)):
         s.shm.append(i)
@@ -307,8 +341,9 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if m:
         code = int(m.group("code"))
         s.exit_code(code)
+        s.launcher_codes.append((i, code))
         if code == -9:
-            s.kill(i, "likely", "torchrun", f"local_rank {m.group('lr')} (pid {m.group('pid')}) received SIGKILL (exit -9)",
+            s.kill(i, _SIGKILL_ONLY, "torchrun", f"local_rank {m.group('lr')} (pid {m.group('pid')}) received SIGKILL (exit -9)",
                    pid=int(m.group("pid")), ranks=[int(m.group("lr"))])
         return
     block = s.blocks[-1]
@@ -327,6 +362,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if m:
         code = int(m.group("code"))
         s.exit_code(code)
+        s.launcher_codes.append((i, code))
         block.entries.append((block.section, code, int(m.group("pid")), block.pending_rank, i))
         block.pending_rank = None
         return
@@ -334,8 +370,15 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if m:
         code = -int(m.group("sig"))
         s.exit_code(code)
-        if not any(e[2] == int(m.group("pid")) for e in block.entries):  # 1.9 layout: msg after exitcode
-            block.entries.append((block.section, code, int(m.group("pid")), block.pending_rank, i))
+        # the same entry's exitcode line came first (the 1.9 layout prints msg after it too)
+        same = any(e[2] == int(m.group("pid")) for e in block.entries)
+        block.entries.append((block.section, code, int(m.group("pid")), None if same else block.pending_rank, i))
+        return
+    if "closing signal SIGTERM" in text and ctx.search(_TORCHRUN_SIGTERM, text):
+        s.sigterms.append(i)
+        return
+    if "death signal" in text and ctx.search(_DEATH_SIGNAL, text):
+        s.death_signals.append(i)
         return
     if "Killing subprocess" in text and ctx.search(_DS_KILLING, text):
         s.ds_kills.append(i)
@@ -349,21 +392,32 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if "Main process received" in text and ctx.search(_DS_SIGNALLED, text):
         s.ds_signalled.append(i)
         return
+    m = ctx.search(_SPAWN_SIGNAL, text) if "terminated with signal" in text else None
+    if m:
+        name = m.group("name")
+        if name == "SIGKILL":
+            s.exit_code(-9)
+            s.kill(i, _SIGKILL_ONLY, "launcher", f"process {m.group('rank')} terminated with SIGKILL",
+                   ranks=[int(m.group("rank"))])
+        elif name == "SIGBUS":
+            s.exit_code(-7)
+            s.sigbus.append(i)
+        return
     m = ctx.search(_DIED_WITH, text) if "died with" in text else None
     if m:
         code = -int(m.group("sig"))
         s.exit_code(code)
         if code == -9:
-            s.kill(i, "likely", "launcher", "the launched process died with SIGKILL")
+            s.kill(i, _SIGKILL_ONLY, "launcher", "the launched process died with SIGKILL")
         return
-    if "Killed" in text:
+    if "Killed" in text or "zsh: killed" in text:
         m = ctx.search(_SHELL_JOB, text)
         if m:
             pid = m.groupdict().get("pid")
-            s.kill(i, "likely", "shell", "the shell reports the job was Killed (SIGKILL)", pid=int(pid) if pid else None)
+            s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)", pid=int(pid) if pid else None)
             return
         if ctx.search(_BARE_KILLED, text):
-            s.kill(i, "likely", "shell", "the shell reports the job was Killed (SIGKILL)")
+            s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)")
             return
     if "DataLoader" not in text and ("xit" in text or "status" in text):
         m = ctx.search(_EXIT_STATUS, text)
@@ -372,6 +426,16 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
             s.exit_code(code)
             if code == 137:
                 s.exit_137.append(i)
+
+
+def _groups(idxs: list[int], gap: int) -> list[list[int]]:
+    out: list[list[int]] = []
+    for idx in idxs:
+        if out and idx - out[-1][-1] <= gap:
+            out[-1].append(idx)
+        else:
+            out.append([idx])
+    return out
 
 
 def _resolve_launchers(s: _Scan) -> None:
@@ -384,25 +448,19 @@ def _resolve_launchers(s: _Scan) -> None:
                 continue
             if sec == "other" and root_code not in (None, -9):
                 continue  # a survivor killed after the first failure
-            s.kill(idx, "likely", "torchrun", f"rank {rank if rank is not None else '?'} (pid {pid}) received SIGKILL (exit -9)",
+            s.kill(idx, _SIGKILL_ONLY, "torchrun", f"rank {rank if rank is not None else '?'} (pid {pid}) received SIGKILL (exit -9)",
                    pid=pid, ranks=[rank] if rank is not None else [])
     # DeepSpeed launcher: "Killing subprocess N" (one per child) then, when a child failed,
     # "exits with return code = X" with the first failed child's code.
-    groups: list[list[int]] = []
-    for idx in s.ds_kills:
-        if groups and idx - groups[-1][-1] <= 50:
-            groups[-1].append(idx)
-        else:
-            groups.append([idx])
-    for g in groups:
+    for g in _groups(s.ds_kills, 50):
         codes = [(j, c) for j, c in s.ds_codes if g[0] - 5 <= j <= g[-1] + 50]
         signalled = [j for j in s.ds_signalled if g[0] - 5 <= j <= g[-1] + 50]
         if codes:
             j, code = codes[0]
             if code == -9:
-                s.kill(j, "likely", "deepspeed", "DeepSpeed launcher: a rank exited with return code -9 (SIGKILL)")
+                s.kill(j, _SIGKILL_ONLY, "deepspeed", "DeepSpeed launcher: a rank exited with return code -9 (SIGKILL)")
                 for k in g:
-                    s.kill(k, "likely", "deepspeed", "DeepSpeed launcher killed its subprocesses")
+                    s.kill(k, _SIGKILL_ONLY, "deepspeed", "DeepSpeed launcher killed its subprocesses")
             continue
         if signalled:
             continue  # the launcher itself was stopped (Ctrl-C, scancel)
@@ -413,17 +471,28 @@ def _resolve_launchers(s: _Scan) -> None:
     # A -9 return code printed on its own (no "Killing subprocess" around it)
     for j, code in s.ds_codes:
         if code == -9 and not any(k.idx == j for k in s.kills):
-            s.kill(j, "likely", "deepspeed", "DeepSpeed launcher: a rank exited with return code -9 (SIGKILL)")
+            s.kill(j, _SIGKILL_ONLY, "deepspeed", "DeepSpeed launcher: a rank exited with return code -9 (SIGKILL)")
+    # torchrun: survivors are sent SIGTERM *before* the "failed (exitcode: X)" line. With
+    # no such line (a cut log) and no exception before, a rank died silently.
+    for g in _groups(s.sigterms, 50):
+        after = [c for j, c in s.launcher_codes if g[0] <= j <= g[-1] + 100]
+        stopped = [j for j in s.death_signals if g[0] - 20 <= j <= g[-1]]
+        if after or stopped or (s.first_failure is not None and s.first_failure < g[0]):
+            continue
+        s.kill(g[0], "weak", "torchrun-survivors",
+               "torchrun stopped the surviving ranks after one died without a Python exception")
     for j in s.exit_137:
         if s.first_failure is None or s.first_failure > j:
             s.kill(j, "weak", "exit-137", "exit code 137 (128 + SIGKILL)")
 
 
 _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "kubernetes": "kubernetes-oomkilled",
-                  "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill", "deepspeed": "deepspeed-launcher",
-                  "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137"}
-_SOURCE_RANK = {"kernel": 0, "slurm": 1, "kubernetes": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,
-                "launcher": 6, "shell": 7, "exit-137": 8}
+                  "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill",
+                  "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",
+                  "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137",
+                  "notebook": "notebook-out-of-ram"}
+_SOURCE_RANK = {"kernel": 0, "slurm": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,
+                "launcher": 6, "shell": 7, "torchrun-survivors": 8, "exit-137": 9}
 
 
 def _episodes(kills: list[_Kill]) -> list[list[_Kill]]:
@@ -440,10 +509,15 @@ def _host_events(s: _Scan) -> None:
     ctx = s.ctx
     for ep in _episodes(s.kills):
         best = min(ep, key=lambda k: (_STRENGTH_ORDER[k.strength], _SOURCE_RANK.get(k.source, 9)))
-        details: list[str] = []
+        # one phrase per source, the kernel's victim first: "kernel oom-killer killed python
+        # (41235); local_rank 3 (pid 41235) received SIGKILL (exit -9)"
         victims = [k for k in ep if k.source == "kernel" and k.pid is not None and "killed" in k.detail]
+        details: list[str] = []
+        said: set[tuple] = set()  # (source, pid): the kernel's lines and a rank's lines say it once
         for k in ([victims[0]] if victims else []) + [best] + ep:
-            if k.detail not in details and len(details) < 4:
+            key = ("kernel",) if k.source == "kernel" else (k.source, k.pid) if k.pid is not None else (k.detail,)
+            if key not in said and k.detail not in details and len(details) < 4:
+                said.add(key)
                 details.append(k.detail)
         ranks: list[int] = []
         for k in ep:
@@ -468,7 +542,7 @@ def _dataloader_events(s: _Scan) -> None:
     if not s.dl:
         return
     shm_seen = bool(s.shm)
-    groups: list[list[tuple[int, str, str]]] = []
+    groups: list[list[tuple[int, str, str, Optional[str]]]] = []
     for item in s.dl:
         if groups and item[0] - groups[-1][-1][0] <= _EPISODE_GAP:
             groups[-1].append(item)
@@ -479,9 +553,10 @@ def _dataloader_events(s: _Scan) -> None:
         if not strong and shm_seen:
             continue  # "exited unexpectedly" after a bus error: shared memory, recorded as such
         first = strong[0] if strong else g[0]
+        exc = first[3] or next((x[3] for x in g if x[3]), None)
         ev = OomEvent(kind="dataloader_killed", strength="certain" if strong else "likely", backend="host",
-                      detail=first[2], line=ctx.lines[g[0][0]].no, count=len(g))
-        for idx, _strength, _detail in g:
+                      exception=exc, detail=first[2], line=ctx.lines[g[0][0]].no, count=len(g))
+        for idx, _strength, _detail, _exc in g:
             ln = ctx.lines[idx]
             if ln.rank is not None and ln.rank not in ev.ranks:
                 ev.ranks.append(ln.rank)

@@ -10,8 +10,6 @@ Nothing is marked secondary here; the ranks family decides that.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import regex as re
 
 from ..facts import Failure
@@ -73,20 +71,35 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
                 r"|\bLoss is (?:nan|NaN)\b|\bloss is nan\b|\b(?:nan|NaN) loss\b", re.I)),
 ]
 
-# Kinds whose copies are one failure however much the numbers in them vary.
-_ONE_PER_LOG = {"device_side_assert", "nan_loss", "bfc_not_failure"}
+_GLUED_PROGRESS = re.compile(r"\d%\||it/s|s/it|\]\s*$")
+
+# Every rule's literals: a line with none of them needs no regex (most lines).
+_ALL_LITERALS = tuple(lit for _kind, lits, _pat in _RULES for lit in lits)
+
+# Kinds whose line, when an OOM event already holds it, is that event's wording.
+_OOM_EXPLAINED = {"nccl_error"}
+
+# Copies of a look-alike (every rank, every retry, the C++ "what():" echo) are one failure
+# with several evidence lines; only python_exception keeps one failure per distinct line.
+_ONE_PER_LOG = {kind for kind, _lits, _pat in _RULES}
 
 # The last line of a traceback: "ValueError: ...", "torch.distributed.DistBackendError: ...".
 _EXCEPTION_LINE = re.compile(
     r"^(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)|KeyboardInterrupt|SystemExit|StopIteration)"
     r"(?::\s?(?P<msg>[^\n]{0,2000}))?\s*$")
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 # Messages of the memory families: never a python_exception even when no event took them.
 _MEMORY_WORDS = re.compile(
     r"out of memory|OutOfMemory|MemoryError|RESOURCE_EXHAUSTED|Resource exhausted|ResourceExhausted|OOM when allocating"
     r"|killed by signal|exited unexpectedly|ALLOC_FAILED|DefaultCPUAllocator|not enough memory|Cannot allocate memory"
     r"|paging file is too small|Failed to clone\(\) tensor", re.I)
 _WRAPPERS = re.compile(r"ChildFailedError|CalledProcessError|Caught \w{1,60} in (?:DataLoader worker process|pin memory thread)")
+
+
+def _has_any(text: str, words: tuple[str, ...]) -> bool:
+    for w in words:  # a plain loop beats a regex alternation of literals here
+        if w in text:
+            return True
+    return False
 
 
 class _Failures:
@@ -98,6 +111,8 @@ class _Failures:
         for ev in ctx.facts.oom_events:
             self.taken.add(ev.line)
             self.taken.update(e.line for e in ev.evidence)
+        # lines another family already named as a failure (shared memory, SIGBUS)
+        self.failed: set[int] = {e.line for f in ctx.facts.failures for e in f.evidence}
 
     def add(self, kind: str, key: str, message: str, idx: int) -> None:
         ctx = self.ctx
@@ -127,7 +142,7 @@ def _rules(ctx: ParseContext, fs: _Failures) -> None:
     has_nccl_oom = any(ev.kind == "nccl" for ev in ctx.facts.oom_events)
     for i, ln in enumerate(ctx.lines):
         text = ln.text
-        if not text or ln.no in fs.taken:
+        if not text or not _has_any(text, _ALL_LITERALS):
             continue
         for kind, literals, pattern in _RULES:
             if not any(lit in text for lit in literals):
@@ -135,38 +150,29 @@ def _rules(ctx: ParseContext, fs: _Failures) -> None:
             m = ctx.search(pattern, text)
             if not m:
                 continue
-            if kind == "nccl_error" and has_nccl_oom and "unhandled cuda error" in text.lower():
-                break  # the NCCL OOM event explains it
-            message = _device_mismatch_message(ctx, i) if kind == "device_mismatch" else text.strip()
-            fs.add(kind, re.sub(r"\d+", "N", message), message, i)
+            if (kind in _OOM_EXPLAINED and ln.no in fs.taken) or (
+                    kind == "nccl_error" and has_nccl_oom and "unhandled cuda error" in text.lower()):
+                fs.named.add(i)  # an OOM event's own wording, not another failure
+                break
+            if kind == "device_mismatch":
+                message = _device_mismatch_message(ctx, i)
+            elif m.start() > 0 and ctx.search(_GLUED_PROGRESS, text[:m.start()]):
+                message = text[m.start():].strip()  # a progress bar glued in front
+            else:
+                message = text.strip()
+            fs.add(kind, re.sub(r"\d+", "N", text[m.start():m.start() + 300]), message, i)
             break
-
-
-def _recent_traceback(ctx: ParseContext, i: int, window: int = 400) -> bool:
-    rank = ctx.lines[i].rank
-    for j in range(i - 1, max(-1, i - window), -1):
-        ln = ctx.lines[j]
-        if "Traceback" in ln.text and (ln.rank == rank or rank is None or ln.rank is None) \
-                and ctx.search(_TRACEBACK, ln.text):
-            return True
-    return False
 
 
 def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
     for i, ln in enumerate(ctx.lines):
         text = ln.text
-        if (i in fs.named or ln.no in fs.taken or not text or text[0].isspace()
+        if (i in fs.named or ln.no in fs.taken or ln.no in fs.failed or not text or text[0].isspace()
                 or ("Error" not in text and "Exception" not in text and "Interrupt" not in text
                     and "SystemExit" not in text and "StopIteration" not in text)):
             continue
         m = ctx.search(_EXCEPTION_LINE, text)
         if not m or ctx.search(_MEMORY_WORDS, text) or ctx.search(_WRAPPERS, text):
-            continue
-        exc = m.group("exc")
-        dotted_or_error = "." in exc or exc.endswith(("Error", "Exception"))
-        # A bare "SomeError: ..." printed outside a traceback is usually a log line; accept
-        # it only when a traceback precedes it or it names a qualified exception class.
-        if not (_recent_traceback(ctx, i) or ("." in exc and dotted_or_error)):
             continue
         message = text.strip()
         fs.add("python_exception", message, message, i)
@@ -176,12 +182,5 @@ def parse(ctx: ParseContext) -> None:
     fs = _Failures(ctx)
     _rules(ctx, fs)
     _python_exceptions(ctx, fs)
+    ctx.facts.failures.sort(key=lambda f: f.line)  # stable: log order, then discovery order
 
-
-def failure_kinds(ctx: ParseContext) -> list[str]:
-    """The kinds recorded so far (for callers that only need the names)."""
-    return sorted({f.kind for f in ctx.facts.failures})
-
-
-def _unused(_: Optional[str]) -> None:  # pragma: no cover - keeps Optional imported for type hints
-    return None

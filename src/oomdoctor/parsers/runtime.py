@@ -25,7 +25,7 @@ _EXC_AT_START = re.compile(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(
 
 # -- CUDA runtime / driver -----------------------------------------------------------------
 _CUDA_ERROR = re.compile(r"CUDA error: out of memory|cuda runtime error \(2\) : out of memory"
-                         r"|CUDA driver error: out of memory")
+                         r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
 _CUDA_DRIVER_OOM = re.compile(
     r"(?:failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80})?"
     r"CUDA_ERROR_OUT_OF_MEMORY")
@@ -45,7 +45,8 @@ _WHEN_CALLING = re.compile(r"when calling `(?P<call>[^`]{1,200})`")
 
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = re.compile(r"Cuda failure (?:\d{1,4} )?'out of memory'"
-                       r"|NCCL WARN (?:Failed to CUDA (?:calloc|malloc|host alloc)|Failed to cuMem\w{0,40})[^\n]{0,200}")
+                       r"|NCCL WARN (?:Failed to CUDA (?:calloc|malloc|host alloc)|Failed to cuMem\w{0,40})[^\n]{0,200}"
+                       r"|NCCL WARN [^\n]{0,200}?out of memory")
 _NCCL_DEV = re.compile(r"(?:^|\s)[\w.-]{0,80}:\d{1,9}:\d{1,9} \[(?P<dev>\d{1,3})\]")
 _NCCL_UNHANDLED = re.compile(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
 
@@ -73,6 +74,13 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION")
+
+
+def _has_any(text: str, words: tuple[str, ...]) -> bool:
+    for w in words:  # a plain loop beats a regex alternation of literals here
+        if w in text:
+            return True
+    return False
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -107,6 +115,8 @@ class _Events:
             self.ctx.facts.oom_events.append(ev)
         else:
             ev.count += 1
+        if ev.exception is None:  # a log line first, the raised exception later
+            ev.exception = _exception(self.ctx, line.text)
         if line.rank is not None and line.rank not in ev.ranks:
             ev.ranks.append(line.rank)
         self.cover(ev, idx)
@@ -174,21 +184,22 @@ def _in_bitsandbytes(ctx: ParseContext, i: int) -> bool:
 def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     ln = ctx.lines[i]
     text = ln.text
-    if ln.no in events.taken or not any(q in text for q in _QUICK):
+    if ln.no in events.taken or not _has_any(text, _QUICK):
         return
     exc = _exception(ctx, text)
 
     m = ctx.search(_CUDA_ERROR, text)
     if m:
         fmt, suffix = _cuda_suffix(ctx, i, exc)
-        if m.group(0).startswith("cuda runtime error"):
-            fmt = "thc-cuda-runtime-error"
+        key_text = _message(text, m.start())
+        if m.group(0).startswith(("cuda runtime error", "THCudaCheck")):
+            fmt, key_text = "thc-cuda-runtime-error", "thc"  # THC logs the failure, then raises it
         elif m.group(0).startswith("CUDA driver"):
             fmt = "cuda-driver-error"
         kind, detail = "cuda_runtime_error", None
         if _in_bitsandbytes(ctx, i):
             kind, detail = "bitsandbytes", "CUDA call inside bitsandbytes failed"
-        ev = events.add((kind, _message(text, m.start())), i, lambda: OomEvent(
+        ev = events.add((kind, key_text), i, lambda: OomEvent(
             kind=kind, backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0))
         for j in suffix:
             events.taken.add(ctx.lines[j].no)
@@ -239,7 +250,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         d = int(dev.group("dev")) if dev else None
         ev = events.add(("nccl",), i, lambda: OomEvent(
             kind="nccl", backend="CUDA", line=0, device_index=d,
-            detail="NCCL could not allocate GPU memory for its buffers: " + m.group(0).strip()))
+            detail="NCCL could not allocate GPU memory for its buffers: "
+                   + text[m.start():m.start() + 200].replace("NCCL WARN ", "", 1).strip()))
         if d is not None and ev.device_index is not None and d != ev.device_index and "devices" not in (ev.detail or ""):
             ev.detail = f"{ev.detail} (also on other devices)"
         return

@@ -1,0 +1,125 @@
+"""How much slower is a job under ``oomdoctor run``? A job that prints 1 GB, side by side.
+
+    python bench/bench_run.py                      # 1 GiB, 3 rounds, both children
+    python bench/bench_run.py --size 256M --repeat 1 --child print
+
+Two children:
+- ``print``: a Python loop that prints training-log lines with print() (metrics dicts,
+  progress lines, logger records), the way a trainer's output is produced. This is the
+  case the target is about: throughput of ``oomdoctor run -- job > /dev/null`` within
+  1.2x of ``job > /dev/null``.
+- ``bulk``: writes 1 MiB blocks straight to fd 1 (memory-bandwidth output). Written to
+  /dev/null directly nothing is ever copied, so any pipe in between costs far more than
+  the job itself; it is shown next to ``job | cat > /dev/null`` as the floor for a pipe.
+
+Each round runs the commands one after the other (order alternating between rounds) and
+records wall time and the peak RSS of each run's processes. The median of the rounds is
+reported, with the throughput ratio wrapped/direct.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FLOOD = os.path.join(HERE, "..", "tests", "helpers", "flood.py")
+
+PRINT_CHILD = textwrap.dedent("""
+    import sys
+    lines = [
+        "{'loss': 1.2345, 'grad_norm': 0.87, 'learning_rate': 1.9e-05, 'epoch': 0.12}",
+        " 45%|####5     | 900/2000 [10:00<12:13,  1.50it/s]",
+        "[INFO|2025-01-01 12:00:00] trainer.py:2134 >> step 100/2000 throughput 12.3 samples/s",
+        "2025-01-01 12:00:00,123 - INFO - data - processed shard 17 of 128 in 3.2s",
+        "[2025-01-01 12:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=100, skipped=0, lr=[1.9e-05]",
+    ]
+    total = int(sys.argv[1])
+    written = i = 0
+    while written < total:
+        line = lines[i % 5]
+        print(line)
+        written += len(line) + 1
+        i += 1
+""")
+
+MEASURE = textwrap.dedent("""
+    import resource, subprocess, sys, time
+    shell = sys.argv[1] == "shell"
+    start = time.perf_counter()
+    res = subprocess.run(sys.argv[2] if shell else sys.argv[2:], shell=shell,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    print(res.returncode, elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+""")
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().rstrip("B").rstrip("I")
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def measure(cmd: list[str], shell: bool = False) -> tuple[float, int]:
+    args = [sys.executable, "-c", MEASURE, "shell" if shell else "argv"] + ([" ".join(cmd)] if shell else cmd)
+    out = subprocess.run(args, capture_output=True, check=True, timeout=3600).stdout.decode().split()
+    if out[0] != "0":
+        raise SystemExit(f"command failed ({out[0]}): {cmd}")
+    return float(out[1]), int(out[2])
+
+
+def bench(child: str, size: int, repeat: int) -> list[tuple[str, float, int]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        if child == "print":
+            script = os.path.join(tmp, "print_child.py")
+            with open(script, "w") as fh:
+                fh.write(PRINT_CHILD)
+        else:
+            script = FLOOD
+        job = [sys.executable, script, str(size)]
+        runs = {"direct": (job, False),
+                "oomdoctor run": ([sys.executable, "-m", "oomdoctor", "run", "--", *job], False)}
+        if child == "bulk":
+            runs["| cat (a bare pipe)"] = ([*job, "|", "cat"], True)
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        rss: dict[str, list[int]] = {k: [] for k in runs}
+        for r in range(repeat):
+            order = list(runs) if r % 2 == 0 else list(reversed(list(runs)))
+            for name in order:
+                cmd, shell = runs[name]
+                seconds, peak = measure(cmd, shell)
+                times[name].append(seconds)
+                rss[name].append(peak)
+        return [(name, statistics.median(times[name]), max(rss[name])) for name in runs]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="1G", help="bytes the job prints (e.g. 1G, 256M)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", choices=("print", "bulk", "both"), default="both")
+    args = ap.parse_args()
+    size = parse_size(args.size)
+    try:
+        import hyperscan  # noqa: F401
+        engine = "hyperscan"
+    except ImportError:
+        engine = "re (pure Python)"
+    print(f"job output: {size / 2**20:.0f} MiB, rounds: {args.repeat}, cores: {os.cpu_count()}, "
+          f"prefilter: {engine}")
+    for child in (("print", "bulk") if args.child == "both" else (args.child,)):
+        results = bench(child, size, args.repeat)
+        direct = results[0][1]
+        print(f"\nchild: {child}")
+        print(f"  {'command':<22} {'seconds':>8} {'MB/s':>8} {'ratio':>7} {'peak RSS':>10}")
+        for name, seconds, peak in results:
+            print(f"  {name:<22} {seconds:8.2f} {size / seconds / 1e6:8.1f} {seconds / direct:6.2f}x "
+                  f"{peak / 1024:8.1f} MB")
+
+
+if __name__ == "__main__":
+    main()

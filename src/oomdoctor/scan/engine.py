@@ -1,0 +1,281 @@
+"""Running the tasks: in this process, in a local process pool, or on a Dask cluster.
+
+Every engine runs the same ``run_task`` and yields its records in task order, so the
+output is the same whatever the engine and the number of workers.
+
+One log costs, when it holds no failure anchor, one read and one prefilter pass
+(``reader.has_anchor``). Only a log with an anchor is read a second time, in region mode
+(head, windows around anchors, a short tail), and goes through the same pipeline as
+``oomdoctor diagnose`` (``pipeline.diagnose_view``).
+"""
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from typing import Callable, Iterable, Iterator, Optional, Sequence
+
+from ..reader import SCAN_REGIONS, InputError, has_anchor, read_view
+from . import records
+from .sources import MEMBER_SEP, Task, open_task, wanted
+
+SPOOL_LIMIT = 32 * 2**20   # a tar member up to this size is held in memory for the two passes
+
+
+def _kb():
+    from ..knowledge import default_knowledge
+    return default_knowledge()
+
+
+def warm_up() -> None:
+    """Load what every worker needs (knowledge base, prefilter) before forking."""
+    from .. import prefilter, pipeline  # noqa: F401
+    prefilter.anchor_matcher()
+    _kb()
+
+
+# -- one log -------------------------------------------------------------------------------
+
+def scan_log(name: str, size: Optional[int], mtime: Optional[float],
+             opener: Callable[[], io.RawIOBase]) -> dict:
+    """The record of one log. ``opener`` returns a fresh raw stream (called twice for a
+    log that holds an anchor). Never raises."""
+    try:
+        with opener() as fh:
+            found, nbytes = has_anchor(fh, name)
+        if nbytes == 0:
+            return records.error_record(name, size, mtime, "empty file")
+        if not found:
+            return records.clean_record(name, size, mtime, nbytes)
+        with opener() as fh:
+            view = read_view(fh, name, full_limit=0, regions=SCAN_REGIONS)
+        if view.mode == "clean":
+            return records.clean_record(name, size, mtime, view.bytes_read)
+        from ..pipeline import diagnose_view
+        report = diagnose_view(view, source=name, knowledge=_kb())
+        return records.report_record(name, size, mtime, report)
+    except InputError as exc:
+        msg = str(exc)
+        if msg.startswith(name + ": "):
+            msg = msg[len(name) + 2:]
+        return records.error_record(name, size, mtime, msg)
+    except PermissionError:
+        return records.error_record(name, size, mtime, "permission denied")
+    except FileNotFoundError:
+        return records.error_record(name, size, mtime, "no such file (removed during the scan?)")
+    except IsADirectoryError:
+        return records.error_record(name, size, mtime, "is a directory")
+    except MemoryError:
+        return records.error_record(name, size, mtime, "out of memory while reading this log")
+    except Exception as exc:  # noqa: BLE001 - one bad log never stops a scan
+        text = (str(exc) or "").splitlines()[0][:200] if str(exc) else ""
+        return records.error_record(name, size, mtime, f"internal error: {type(exc).__name__}: {text}")
+
+
+class _Closing:
+    """Context manager over a stream that does not close what it wraps (tar members)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def _file_records(task: Task) -> Iterator[dict]:
+    yield scan_log(task.path, task.size, task.mtime, lambda: open_task(task))
+
+
+# -- tar archives --------------------------------------------------------------------------
+
+def _unsafe_member(name: str) -> bool:
+    parts = name.replace("\\", "/").split("/")
+    return name.startswith(("/", "\\")) or ".." in parts or (len(name) > 1 and name[1] == ":")
+
+
+def _open_tar(task: Task):
+    raw = open_task(task)
+    low = task.path.lower()
+    if low.endswith((".tar.zst", ".tzst")):
+        try:
+            import zstandard
+        except ImportError:
+            raw.close()
+            raise InputError("zstd-compressed archives need the 'zstandard' package (pip install 'oomdoctor[zstd]')")
+        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        return raw, tarfile.open(fileobj=stream, mode="r|")
+    if low.endswith((".tar.gz", ".tgz")):
+        from ..reader import open_decompressed
+        stream = open_decompressed(raw, b"\x1f\x8b")   # ISA-L when installed
+        return raw, tarfile.open(fileobj=stream, mode="r|")
+    return raw, tarfile.open(fileobj=raw, mode="r|*")   # streaming: members in order, no seeks
+
+
+def _tar_records(task: Task) -> Iterator[dict]:
+    """One record per member; members are read as streams, never written to disk."""
+    try:
+        raw, tf = _open_tar(task)
+    except InputError as exc:
+        yield records.error_record(task.path, task.size, task.mtime, str(exc))
+        return
+    except Exception as exc:  # noqa: BLE001
+        yield records.error_record(task.path, task.size, task.mtime, f"cannot read archive ({_first_line(exc)})")
+        return
+    seen = 0
+    try:
+        with raw, tf:
+            while True:
+                try:
+                    member = tf.next()
+                except Exception as exc:  # noqa: BLE001 - truncated or corrupt archive
+                    yield records.error_record(task.path, task.size, task.mtime,
+                                               f"archive is truncated or corrupt after {seen} members ({_first_line(exc)})")
+                    return
+                if member is None:
+                    break
+                seen += 1
+                name = f"{task.path}{MEMBER_SEP}{member.name}"
+                mtime = float(member.mtime) if member.mtime is not None else None
+                if member.isdir():
+                    continue
+                if not wanted(member.name, task.include, task.exclude):
+                    continue
+                if (name, member.size, mtime) in task.done:
+                    continue
+                if _unsafe_member(member.name):
+                    yield records.error_record(name, member.size, mtime, "unsafe member path (absolute or '..'), not read")
+                    continue
+                if member.issym() or member.islnk():
+                    yield records.error_record(name, member.size, mtime,
+                                               f"link member (to {member.linkname!r}), not followed")
+                    continue
+                if not member.isfile():
+                    yield records.error_record(name, member.size, mtime, "not a regular file")
+                    continue
+                yield _member_record(tf, member, name, mtime)
+    except Exception as exc:  # noqa: BLE001
+        yield records.error_record(task.path, task.size, task.mtime, f"cannot read archive ({_first_line(exc)})")
+
+
+def _member_record(tf: tarfile.TarFile, member: tarfile.TarInfo, name: str, mtime) -> dict:
+    try:
+        fh = tf.extractfile(member)
+        if fh is None:
+            return records.error_record(name, member.size, mtime, "not a regular file")
+        if member.size <= SPOOL_LIMIT:
+            # held in memory: the two passes of scan_log read it twice at no cost
+            data = fh.read()
+            if len(data) < member.size:
+                return records.error_record(name, member.size, mtime, "member is truncated")
+            return scan_log(name, member.size, mtime, lambda: _Closing(io.BytesIO(data)))
+        # larger: one pass in region mode (a stream cannot be read twice)
+        view = read_view(fh, name, full_limit=0, regions=SCAN_REGIONS)
+        if view.bytes_read == 0:
+            return records.error_record(name, member.size, mtime, "empty file")
+        if view.mode == "clean":
+            return records.clean_record(name, member.size, mtime, view.bytes_read)
+        from ..pipeline import diagnose_view
+        return records.report_record(name, member.size, mtime, diagnose_view(view, source=name, knowledge=_kb()))
+    except InputError as exc:
+        msg = str(exc)
+        return records.error_record(name, member.size, mtime, msg[len(name) + 2:] if msg.startswith(name + ": ") else msg)
+    except Exception as exc:  # noqa: BLE001
+        return records.error_record(name, member.size, mtime, f"cannot read member ({_first_line(exc)})")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]
+
+
+def run_task(task: Task) -> list[dict]:
+    """All records of one task (a worker's unit of work). Never raises."""
+    if task.kind == "error":
+        return [records.error_record(task.path, task.size, task.mtime, task.error or "cannot read")]
+    if task.kind == "tar":
+        return list(_tar_records(task))
+    return list(_file_records(task))
+
+
+def run_batch(tasks: Sequence[Task]) -> list[list[dict]]:
+    return [run_task(t) for t in tasks]
+
+
+# -- engines -------------------------------------------------------------------------------
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def run_local(tasks: Iterable[Task], jobs: int = 1) -> Iterator[list[dict]]:
+    """Records of each task, in task order; ``jobs`` > 1 uses a process pool."""
+    if jobs <= 1:
+        for task in tasks:
+            yield run_task(task)
+        return
+    import multiprocessing as mp
+    task_list = list(tasks)
+    if not task_list:
+        return
+    methods = mp.get_all_start_methods()
+    # fork shares the warmed-up knowledge base and prefilter with the workers
+    ctx = mp.get_context("fork" if "fork" in methods else "spawn")
+    if ctx.get_start_method() == "fork":
+        warm_up()
+    chunk = max(1, min(8, len(task_list) // (jobs * 16)))
+    with ctx.Pool(min(jobs, len(task_list))) as pool:
+        yield from pool.imap(run_task, task_list, chunksize=chunk)
+
+
+def run_dask(tasks: Iterable[Task], jobs: Optional[int] = None, scheduler: Optional[str] = None,
+             batch_bytes: int = 64 * 2**20, batch_tasks: int = 64) -> Iterator[list[dict]]:
+    """Records of each task, in task order, computed on a Dask cluster.
+
+    ``scheduler`` is the address of a running scheduler (the workers must see the same
+    paths: a shared file system or URLs); without it a LocalCluster of ``jobs`` worker
+    processes is started for the scan and closed after it.
+    """
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("--engine dask needs dask.distributed (pip install 'oomdoctor[dask]')") from None
+    batches = _batches(list(tasks), batch_bytes, batch_tasks)
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(n_workers=jobs or default_jobs(), threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futures = client.map(run_batch, batches, pure=False)
+        for fut in futures:
+            for recs in fut.result():
+                yield recs
+            fut.release()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _batches(tasks: list[Task], batch_bytes: int, batch_tasks: int) -> list[list[Task]]:
+    """Group small tasks so that scheduling costs little next to the work."""
+    out: list[list[Task]] = []
+    cur: list[Task] = []
+    size = 0
+    for t in tasks:
+        cur.append(t)
+        size += t.size or 0
+        if len(cur) >= batch_tasks or size >= batch_bytes:
+            out.append(cur)
+            cur, size = [], 0
+    if cur:
+        out.append(cur)
+    return out

@@ -1,0 +1,194 @@
+"""Scan records: one per log, written as JSON Lines (or CSV) as each log finishes.
+
+A record is the log's ``path``, ``size`` and ``mtime`` (what ``--resume`` compares) and
+the same fields as ``oomdoctor diagnose --format json``. A log that could not be read
+gives ``{"path", "size", "mtime", "error"}`` with a one-line reason instead. A log with
+no failure anchor at all is not parsed: its record has empty diagnoses and events, and
+``lines_read`` 0 (its lines were never counted).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from typing import IO, Any, Iterable, Iterator, Optional
+
+FORMATS = ("jsonl", "csv")
+
+CSV_FIELDS = ("path", "size", "mtime", "error", "failure", "incident", "title", "confidence",
+              "memory_failure", "oom_kinds", "line", "phase", "framework", "framework_version",
+              "torch_version", "deepspeed_version", "zero_stage", "fingerprint", "bytes_read")
+
+_CLEAN_TEMPLATE: Optional[dict] = None
+
+
+def report_record(path: str, size: Optional[int], mtime: Optional[float], report) -> dict:
+    rec: dict[str, Any] = {"path": path, "size": size, "mtime": mtime}
+    rec.update(report.model_dump(mode="json"))
+    return rec
+
+
+def clean_record(path: str, size: Optional[int], mtime: Optional[float], bytes_read: int) -> dict:
+    """Record of a log without any anchor: what an empty report looks like, built once."""
+    global _CLEAN_TEMPLATE
+    if _CLEAN_TEMPLATE is None:
+        from .. import __version__
+        from ..report import Report
+        _CLEAN_TEMPLATE = Report(tool_version=__version__).model_dump(mode="json")
+    rec: dict[str, Any] = {"path": path, "size": size, "mtime": mtime}
+    rec.update(_CLEAN_TEMPLATE)   # shallow: records are only ever serialised, never changed
+    rec["source"] = path
+    rec["bytes_read"] = bytes_read
+    return rec
+
+
+def error_record(path: str, size: Optional[int], mtime: Optional[float], error: str) -> dict:
+    line = (error or "cannot read").replace("\r", " ").split("\n")[0].strip()
+    return {"path": path, "size": size, "mtime": mtime, "error": line[:300]}
+
+
+def is_failure(rec: dict) -> bool:
+    """Did the log fail? Same test as diagnose's exit code: any diagnosis or OOM event."""
+    return not rec.get("error") and bool(rec.get("diagnoses") or rec.get("oom_events"))
+
+
+def key(rec: dict) -> tuple:
+    return (rec.get("path"), rec.get("size"), rec.get("mtime"))
+
+
+# -- writing -------------------------------------------------------------------------------
+
+def to_json_line(rec: dict) -> str:
+    return json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def csv_row(rec: dict) -> dict:
+    env = rec.get("environment") or {}
+    diags = rec.get("diagnoses") or []
+    top = diags[0] if diags else {}
+    events = rec.get("oom_events") or []
+    first_line = None
+    if events:
+        first_line = events[0].get("line")
+    elif top.get("evidence"):
+        first_line = top["evidence"][0].get("line")
+    return {
+        "path": rec.get("path"), "size": rec.get("size"), "mtime": rec.get("mtime"),
+        "error": rec.get("error") or "", "failure": int(is_failure(rec)) if not rec.get("error") else "",
+        "incident": top.get("incident", ""), "title": top.get("title", ""), "confidence": top.get("confidence", ""),
+        "memory_failure": "" if not top else int(bool(top.get("memory_failure"))),
+        "oom_kinds": ";".join(sorted({e.get("kind", "") for e in events})), "line": first_line or "",
+        "phase": rec.get("phase") or "", "framework": env.get("framework") or "",
+        "framework_version": env.get("framework_version") or "", "torch_version": env.get("torch_version") or "",
+        "deepspeed_version": env.get("deepspeed_version") or "",
+        "zero_stage": "" if env.get("zero_stage") is None else env.get("zero_stage"),
+        "fingerprint": rec.get("fingerprint") or "", "bytes_read": rec.get("bytes_read", ""),
+    }
+
+
+class RecordWriter:
+    """Streams records to a file or stdout, flushing each so an interrupted scan keeps them."""
+
+    def __init__(self, out: IO[str], fmt: str = "jsonl", *, header: bool = True):
+        self.out = out
+        self.fmt = fmt
+        self._csv = None
+        if fmt == "csv":
+            self._csv = csv.DictWriter(out, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
+            if header:
+                self._csv.writeheader()
+
+    def write(self, rec: dict) -> None:
+        if self._csv is not None:
+            self._csv.writerow(csv_row(rec))
+        else:
+            self.out.write(to_json_line(rec))
+        self.out.flush()
+
+
+# -- reading (summarize, resume) -----------------------------------------------------------
+
+def read_records(path: str) -> Iterator[dict]:
+    """Records of a JSONL or CSV results file; an unfinished last line is ignored."""
+    with open(path, "r", encoding="utf-8", errors="replace", newline="") as fh:
+        first = fh.readline()
+        fh.seek(0)
+        if first.startswith("path,") or first.startswith('"path"'):
+            yield from _read_csv(fh)
+            return
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and "path" in rec:
+                yield rec
+
+
+def _read_csv(fh) -> Iterator[dict]:
+    for row in csv.DictReader(fh):
+        if not row.get("path"):
+            continue
+        rec: dict[str, Any] = {"path": row["path"], "size": _num(row.get("size"), int),
+                               "mtime": _num(row.get("mtime"), float)}
+        if row.get("error"):
+            rec["error"] = row["error"]
+            yield rec
+            continue
+        env = {"framework": row.get("framework") or None, "framework_version": row.get("framework_version") or None,
+               "torch_version": row.get("torch_version") or None,
+               "deepspeed_version": row.get("deepspeed_version") or None}
+        rec["environment"] = env
+        rec["fingerprint"] = row.get("fingerprint") or None
+        rec["phase"] = row.get("phase") or None
+        if row.get("incident"):
+            rec["diagnoses"] = [{"incident": row["incident"], "title": row.get("title") or "",
+                                 "memory_failure": row.get("memory_failure") == "1"}]
+        elif row.get("failure") == "1":
+            rec["oom_events"] = [{"kind": k} for k in (row.get("oom_kinds") or "").split(";") if k]
+        yield rec
+
+
+def _num(text: Optional[str], kind):
+    if text in (None, ""):
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        return None
+
+
+def done_keys(path: str) -> set:
+    """(path, size, mtime) of the logs an earlier run wrote records for (not error records:
+    those are tried again)."""
+    if not os.path.exists(path):
+        return set()
+    return {key(r) for r in read_records(path) if not r.get("error")}
+
+
+def trim_partial_line(path: str) -> None:
+    """Drop an unfinished last line (a scan killed mid-write) before appending to a file."""
+    try:
+        with open(path, "rb+") as fh:
+            fh.seek(0, io.SEEK_END)
+            size = fh.tell()
+            if size == 0:
+                return
+            back = min(size, 1 << 20)
+            fh.seek(size - back)
+            tail = fh.read(back)
+            if tail.endswith(b"\n"):
+                return
+            cut = tail.rfind(b"\n")
+            fh.truncate(size - back + cut + 1 if cut >= 0 else (0 if back == size else size))
+    except OSError:
+        pass
+
+
+def iter_lines(records: Iterable[dict]) -> Iterator[str]:
+    for rec in records:
+        yield to_json_line(rec)

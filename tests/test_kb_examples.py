@@ -1,0 +1,46 @@
+"""Every example log of every knowledge-base incident, run through the whole pipeline.
+
+One parametrised test: adding an incident (or an example) is adding YAML, nothing here.
+``expect`` says where the incident must end up for that log:
+
+* ``top``     - it is the first diagnosis;
+* ``ranked``  - it is among the first three;
+* ``absent``  - it is not diagnosed at all;
+* ``not-top`` - it may be listed, but not first.
+"""
+from __future__ import annotations
+
+import pytest
+
+from oomdoctor.knowledge import default_knowledge
+from oomdoctor.pipeline import diagnose_source
+
+KB = default_knowledge()
+CASES = [(inc.id, ex) for inc in sorted(KB, key=lambda i: i.id) for ex in inc.examples]
+
+
+def _ranking(report) -> str:
+    return ", ".join(f"{d.incident} ({d.score:g})" for d in report.diagnoses) or "nothing"
+
+
+@pytest.mark.parametrize("incident_id,example", CASES, ids=[f"{i}:{ex.name}" for i, ex in CASES])
+def test_example(incident_id, example):
+    report = diagnose_source(example.log.encode("utf-8"), knowledge=KB)
+    ranked = [d.incident for d in report.diagnoses]
+    seen = f"diagnosed: {_ranking(report)}"
+    if example.expect == "top":
+        assert ranked[:1] == [incident_id], seen
+    elif example.expect == "ranked":
+        assert incident_id in ranked[:3], seen
+    elif example.expect == "absent":
+        assert incident_id not in ranked, seen
+    else:  # not-top
+        assert ranked[:1] != [incident_id], seen
+
+
+def test_every_incident_has_examples_both_ways():
+    # the schema enforces it per file; this guards the shipped set as a whole
+    assert len(KB) >= 20
+    for inc in KB:
+        expects = {ex.expect for ex in inc.examples}
+        assert expects & {"top", "ranked"} and expects & {"absent", "not-top"}, inc.id

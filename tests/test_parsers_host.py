@@ -1,0 +1,206 @@
+"""Host-memory failures: kernel oom-killer, Slurm, Kubernetes, Ray, launcher SIGKILLs,
+the CPU allocator, MemoryError, DataLoader workers, shared memory (parsers/host.py).
+
+Each ``host-*.log`` fixture has a sibling ``.yaml`` with the expected facts, checked
+through ``extract(normalise(text))`` and through the whole pipeline.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import oomdoctor
+from oomdoctor.facts import Evidence, OomEvent
+from oomdoctor.normalise import normalise
+from oomdoctor.parsers import extract, host
+from oomdoctor.parsers.base import ParseContext
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+FIXTURES = sorted(LOGS.glob("host-*.log"))
+
+
+def assert_facts(found, expected: dict) -> None:
+    """Compare events, failures and exit codes with a fixture's expectations."""
+    want_events = expected.get("events", [])
+    assert [(e.kind, e.line) for e in found.oom_events] == [(w["kind"], w["line"]) for w in want_events]
+    for ev, want in zip(found.oom_events, want_events):
+        _assert_fields(ev, want)
+    want_failures = expected.get("failures", [])
+    assert [(f.kind, f.line) for f in found.failures] == [(w["kind"], w["line"]) for w in want_failures]
+    for f, want in zip(found.failures, want_failures):
+        _assert_fields(f, want)
+    if "exit_codes" in expected:
+        assert found.ranks.exit_codes == expected["exit_codes"]
+
+
+def _assert_fields(obj, want: dict) -> None:
+    for key, value in want.items():
+        if key == "evidence_lines":
+            assert [e.line for e in obj.evidence] == value, key
+        elif key.endswith("_contains"):
+            assert value in (getattr(obj, key[: -len("_contains")]) or ""), key
+        else:
+            assert getattr(obj, key) == value, key
+
+
+def _load(log: Path) -> tuple[str, dict]:
+    return log.read_text(encoding="utf-8"), yaml.safe_load(log.with_suffix(".yaml").read_text(encoding="utf-8"))
+
+
+def test_every_fixture_has_expectations():
+    assert FIXTURES
+    assert all(p.with_suffix(".yaml").exists() for p in FIXTURES)
+
+
+@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
+def test_fixture_facts_from_extract(log):
+    text, expected = _load(log)
+    assert_facts(extract(normalise(text)), expected)
+
+
+@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
+def test_fixture_facts_from_diagnose(log):
+    text, expected = _load(log)
+    expected = dict(expected)
+    codes = expected.pop("exit_codes", None)
+    report = oomdoctor.diagnose(text, text=True)
+    assert_facts(report, expected)
+    if codes is not None:
+        assert all(c in report.ranks.exit_codes for c in codes)
+
+
+def _host_only(text: str, existing: list[OomEvent] = ()) -> ParseContext:
+    ctx = ParseContext(normalise(text))
+    ctx.facts.oom_events.extend(existing)
+    host.parse(ctx)
+    return ctx
+
+
+def _host_events(ctx: ParseContext) -> list[OomEvent]:
+    return [e for e in ctx.facts.oom_events if e.kind == "host_oom_killer"]
+
+
+@pytest.mark.parametrize("line", [
+    "[ 518.050606] Out of memory: Killed process 15784 (python3) total-vm:11964kB, anon-rss:4288kB, file-rss:3028kB, shmem-rss:0kB",
+    "[ 518.050606] Out of memory: Killed process 15784 (python3) total-vm:11964kB, anon-rss:4288kB, file-rss:3028kB, shmem-rss:0kB oom_score_adj:0",
+    "Memory cgroup out of memory: Kill process 15784 (python3) score 998 or sacrifice child",
+    "[ 1.1] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/kubepods/pod1,task_memcg=/kubepods/pod1/c1,task=python3,pid=15784,uid=0",
+    "[ 1.1] oom_reaper: reaped process 15784 (python3), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB",
+    "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=191.batch cgroup. Some of your processes may have been killed by the cgroup out-of-memory handler.",
+    "slurmstepd: error: Detected 3 OOM-KILL EVENT(S) in StepId=7.0+0. Some of your processes may have been killed.",
+    "slurmstepd: error: Job 4411 exceeded memory limit (33554432 > 32768000), being killed",
+    "JobID=4411 State=OUT_OF_MEMORY Reason=None",
+    "slurmstepd: error: Exceeded step memory limit at some point.",
+    "Your session crashed after using all available RAM. If you are interested in access to high-RAM runtimes, you may want to check out Colab Pro.",
+    "Message: The node was low on resource: memory. Threshold quantity: 100Mi, available: 91Mi. Container trainer was using 61Gi, which exceeds its request of 32Gi.",
+    "  Warning  OOMKilling  2m  kernel-monitor  Memory cgroup out of memory: Killed process 1 (python)",
+    '{"state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}',
+    'docker inspect: "reason": "OOM Killed"',
+    "(raylet) [2024-02-01 10:00:00] 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: ab, IP: 10.0.0.2) over the last time period.",
+])
+def test_corroborated_kills_are_certain(line):
+    (ev,) = _host_events(_host_only(line))
+    assert (ev.strength, ev.line) == ("certain", 1)
+
+
+def test_ray_zero_workers_killed_is_no_event():
+    line = ("(raylet) 0 Workers (tasks / actors) killed due to memory pressure (OOM), 3 Workers crashed due to "
+            "other reasons at node (ID: ab, IP: 10.0.0.2) over the last time period.")
+    assert _host_events(_host_only(line)) == []
+
+
+@pytest.mark.parametrize("line", [
+    "failed (exitcode: -9) local_rank: 0 (pid: 12) of binary: /usr/bin/python",
+    "subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGKILL: 9>.",
+    "./run.sh: line 12:  4411 Killed                  python train.py",
+    "[1]+  Killed                  python train.py --bs 64",
+    "zsh: killed     python3 finetune.py",
+    "Killed: 9",
+    "Map:  45%|████▌     | 45000/100000 [00:12<00:15, 3600.00 examples/s]Killed",
+    "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL",
+    "Error: Process completed with exit code 137.",
+])
+def test_bare_sigkill_is_weak(line):
+    (ev,) = _host_events(_host_only(line))
+    assert ev.strength == "weak"
+
+
+def test_kernel_line_makes_a_launcher_sigkill_certain():
+    text = ("failed (exitcode: -9) local_rank: 0 (pid: 12) of binary: /usr/bin/python\n"
+            "[99.1] Out of memory: Killed process 12 (python) total-vm:2048kB, anon-rss:1024kB, file-rss:0kB, shmem-rss:0kB\n")
+    (ev,) = _host_events(_host_only(text))
+    assert (ev.strength, ev.line, ev.host_bytes, ev.ranks) == ("certain", 1, 1024 * 1024, [0])
+
+
+def test_kill_far_from_another_kill_is_a_second_event():
+    filler = "\n".join(f"step {i} loss 1.0" for i in range(1200))
+    text = f"Killed\n{filler}\nKilled\n"
+    assert [e.line for e in _host_events(_host_only(text))] == [1, 1202]
+
+
+def test_killing_subprocess_after_a_device_oom_is_a_cascade():
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+            "[2024-01-01 00:00:00,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 11\n")
+    device_oom = OomEvent(kind="cuda_caching_allocator", line=1, evidence=[Evidence(line=1, text="...")])
+    ctx = _host_only(text, [device_oom])
+    assert _host_events(ctx) == []
+
+
+def test_exit_codes_are_unique_and_in_order():
+    text = ("failed (exitcode: 1) local_rank: 1 (pid: 2) of binary: x\n"
+            "  exitcode  : -9 (pid: 3)\n"
+            "  exitcode  : 1 (pid: 2)\n"
+            "['python'] exits with return code = 1\n")
+    assert _host_only(text).facts.ranks.exit_codes == [1, -9]
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("RuntimeError: DataLoader worker (pid 1817) is killed by signal: Killed. ", "dataloader_killed"),
+    ("RuntimeError: DataLoader worker (pid(s) 1817, 1818) exited unexpectedly", "dataloader_killed"),
+    ("OSError: [Errno 12] Cannot allocate memory", "cpu_allocator"),
+    ("OSError: [WinError 1455] The paging file is too small for this operation to complete", "cpu_allocator"),
+    ("numpy._core._exceptions._ArrayMemoryError: Unable to allocate 1.49 TiB for an array with shape (400000, 512000) and data type float64",
+     "cpu_allocator"),
+])
+def test_host_memory_messages(line, kind):
+    (ev,) = _host_only(line).facts.oom_events
+    assert ev.kind == kind
+
+
+def test_numpy_size_is_binary():
+    (ev,) = _host_only("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 512. MiB for an array with "
+                       "shape (67108864,) and data type float64").facts.oom_events
+    assert ev.host_bytes == 512 * 2**20
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error. It is possible that dataloader's workers "
+    "are out of shared memory. Please try to raise your shared memory limit.",
+    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+    "RuntimeError: DataLoader worker (pid 77) exited unexpectedly with exit code 1. Details are lost due to multiprocessing.",
+    "failed (exitcode: -7) local_rank: 0 (pid: 5) of binary: /usr/bin/python",
+])
+def test_shared_memory_is_not_a_host_oom(text):
+    ctx = _host_only(text)
+    assert ctx.facts.oom_events == []
+    assert {f.kind for f in ctx.facts.failures} <= {"shm_exhausted", "sigbus_shm"} and ctx.facts.failures
+
+
+@pytest.mark.parametrize("text", [
+    "Training finished. Killed 3 stale checkpoints.",
+    "kill -9 is never used by this script",
+    "Out of memory: nothing to see here",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+    "INFO: process exited with code 0",
+    "slurmstepd: StepId=4.0 hit memory limit at least once during execution. This may or may not result in some failure.",
+])
+def test_things_that_are_not_host_kills(text):
+    assert _host_events(_host_only(text)) == []
+
+
+@pytest.mark.parametrize("text", ["", "Killed\n" * 5000, "Out of memory: Killed process " + "9" * 70000,
+                                  "  exitcode  : -9 (pid: " * 3000, "DataLoader worker (pid(s) " + "1, " * 20000])
+def test_hostile_input_never_raises(text):
+    _host_only(text)

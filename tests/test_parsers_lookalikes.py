@@ -1,0 +1,141 @@
+"""Failures that are not memory exhaustion (parsers/lookalikes.py).
+
+Each ``lookalike-*.log`` fixture has a sibling ``.yaml`` with the expected failures; none
+of them may produce an OOM event, through ``extract`` or through the whole pipeline.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import oomdoctor
+from oomdoctor.facts import Evidence, OomEvent
+from oomdoctor.normalise import normalise
+from oomdoctor.parsers import extract, lookalikes
+from oomdoctor.parsers.base import ParseContext
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+FIXTURES = sorted(LOGS.glob("lookalike-*.log"))
+
+
+def assert_facts(found, expected: dict) -> None:
+    """Compare events, failures and exit codes with a fixture's expectations."""
+    want_events = expected.get("events", [])
+    assert [(e.kind, e.line) for e in found.oom_events] == [(w["kind"], w["line"]) for w in want_events]
+    want_failures = expected.get("failures", [])
+    assert [(f.kind, f.line) for f in found.failures] == [(w["kind"], w["line"]) for w in want_failures]
+    for f, want in zip(found.failures, want_failures):
+        for key, value in want.items():
+            if key == "evidence_lines":
+                assert [e.line for e in f.evidence] == value, key
+            elif key.endswith("_contains"):
+                assert value in getattr(f, key[: -len("_contains")]), key
+            else:
+                assert getattr(f, key) == value, key
+    if "exit_codes" in expected:
+        assert found.ranks.exit_codes == expected["exit_codes"]
+
+
+def _load(log: Path) -> tuple[str, dict]:
+    return log.read_text(encoding="utf-8"), yaml.safe_load(log.with_suffix(".yaml").read_text(encoding="utf-8"))
+
+
+def test_every_fixture_has_expectations_and_no_events():
+    assert FIXTURES
+    for p in FIXTURES:
+        assert yaml.safe_load(p.with_suffix(".yaml").read_text(encoding="utf-8"))["events"] == []
+
+
+@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
+def test_fixture_facts_from_extract(log):
+    text, expected = _load(log)
+    assert_facts(extract(normalise(text)), expected)
+
+
+@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
+def test_fixture_facts_from_diagnose(log):
+    text, expected = _load(log)
+    expected = dict(expected)
+    codes = expected.pop("exit_codes", None)
+    report = oomdoctor.diagnose(text, text=True)
+    assert_facts(report, expected)
+    if codes is not None:
+        assert all(c in report.ranks.exit_codes for c in codes)
+
+
+def _lookalikes_only(text: str, existing: list[OomEvent] = ()) -> ParseContext:
+    ctx = ParseContext(normalise(text))
+    ctx.facts.oom_events.extend(existing)
+    lookalikes.parse(ctx)
+    return ctx
+
+
+def _kinds(text: str) -> list[str]:
+    return [f.kind for f in _lookalikes_only(text).facts.failures]
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("Memory access fault by GPU node-2 (Agent handle: 0x55d0) on address 0x7f00. Reason: Page not present or supervisor privilege.",
+     "illegal_memory_access"),
+    ("RuntimeError: CUDA error: misaligned address", "misaligned_address"),
+    ("RuntimeError: HIP error: invalid device function", "no_kernel_image"),
+    ("[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, "
+     "Timeout(ms)=600000) ran for 600103 milliseconds before timing out.", "nccl_timeout"),
+    ("RuntimeError: NCCL communicator was aborted on rank 3.", "nccl_error"),
+    ("torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 51 closing signal SIGTERM", "sigterm"),
+    ("  traceback : Signal 15 (SIGTERM) received by PID 4411", "sigterm"),
+    ("bash: line 1: 1234 Segmentation fault      (core dumped) python train.py", "segfault"),
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "flash_attn_unsupported"),
+    ("ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7", "tf32_unsupported"),
+    ("2024-04-03 10:11:40.412113: W tensorflow/core/common_runtime/bfc_allocator.cc:290] Allocator (GPU_0_bfc) ran out of "
+     "memory trying to allocate 1.17GiB with freed_by_count=0. The caller indicates that this is not a failure", "bfc_not_failure"),
+    ("iter 12 step 3: loss nan, iter time: 812.00ms", "nan_loss"),
+    ("Epoch 2:  40%|████ | 40/100 [00:10<00:15, loss=nan]", "nan_loss"),
+])
+def test_look_alike_variants(line, kind):
+    assert _kinds(line) == [kind]
+
+
+def test_absurd_request_is_a_failure_not_an_event():
+    ctx = _lookalikes_only("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory.")
+    assert [f.kind for f in ctx.facts.failures] == ["absurd_allocation"] and ctx.facts.oom_events == []
+
+
+def test_nccl_error_explained_by_an_nccl_oom_event_is_not_repeated():
+    text = "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled cuda error, NCCL version 2.18.1"
+    nccl_oom = OomEvent(kind="nccl", line=5, evidence=[Evidence(line=5, text="...")])
+    assert [f.kind for f in _lookalikes_only(text, [nccl_oom]).facts.failures] == []
+    assert _kinds(text) == ["nccl_error"]
+
+
+@pytest.mark.parametrize("line", [
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.15 GiB",
+    "RuntimeError: CUDA error: out of memory",
+    "MemoryError",
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[1]",
+    "RuntimeError: DataLoader worker (pid 17) is killed by signal: Killed. ",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "RuntimeError: Caught ValueError in DataLoader worker process 0.",
+])
+def test_memory_messages_and_wrappers_are_not_python_exceptions(line):
+    assert _kinds(f"Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n{line}\n") == []
+
+
+def test_indented_code_and_warnings_are_not_exceptions():
+    text = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in f\n    raise ValueError(msg)\n"
+            "UserWarning: this is only a warning\nERROR: something went wrong\n")
+    assert _kinds(text) == []
+
+
+def test_nothing_is_marked_secondary_here():
+    text = ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3) ran for 1800000 milliseconds before timing out.\n"
+            "Sending process 5 closing signal SIGTERM\nValueError: bad\n")
+    assert not any(f.secondary for f in _lookalikes_only(text).facts.failures)
+
+
+@pytest.mark.parametrize("text", ["", "Expected all tensors to be on the same device" * 2000,
+                                  "'loss': " * 20000, "ValueError" + ": x" * 30000, "Assertion `" * 10000])
+def test_hostile_input_never_raises(text):
+    _lookalikes_only(text)
