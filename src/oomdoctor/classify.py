@@ -10,6 +10,7 @@ when no real cause is confident. Deterministic: ties break on priority, then id.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any, Iterable, Optional
 
@@ -78,6 +79,7 @@ class Evaluator:
         self.failure_line = first or (ev.line if ev else None)
         self._regex_cache: dict[str, re.Pattern] = {}
         self._text_cache: dict[tuple[str, Optional[int]], Optional[int]] = {}
+        self._joined: Optional[tuple[str, list[int]]] = None
 
     # -- helpers ----------------------------------------------------------------
     def _rx(self, pattern: str) -> re.Pattern:
@@ -144,21 +146,36 @@ class Evaluator:
             return bool(found)
         return False  # pragma: no cover - validated
 
+    def _blob(self) -> tuple[str, list[int]]:
+        """All normalised lines as one text (one regex pass per pattern instead of one
+        call per line) and the offset where each line starts."""
+        if self._joined is None:
+            starts, pos = [], 0
+            for ln in self.lines:
+                starts.append(pos)
+                pos += len(ln.text) + 1
+            self._joined = ("\n".join(ln.text for ln in self.lines), starts)
+        return self._joined
+
     def _text(self, pattern: str, near: Optional[int]) -> Optional[int]:
         key = (pattern, near)
         if key in self._text_cache:
             return self._text_cache[key]
-        rx = self._rx(pattern)
+        blob, starts = self._blob()
+        lo, hi = 0, len(blob)
+        if near and self.failure_line:
+            first = bisect.bisect_left([ln.no for ln in self.lines], self.failure_line - near)
+            last = bisect.bisect_right([ln.no for ln in self.lines], self.failure_line)
+            lo = starts[first] if first < len(starts) else hi
+            hi = starts[last] - 1 if last < len(starts) else hi
         found = None
-        for ln in self.lines:
-            if near and self.failure_line and not (0 <= self.failure_line - ln.no <= near):
-                continue
-            try:
-                if rx.search(ln.text, timeout=REGEX_TIMEOUT):
-                    found = ln.no
-                    break
-            except TimeoutError:
-                continue
+        try:
+            # MULTILINE so that ^ and $ keep meaning the start and end of a log line
+            m = self._rx("(?m)" + pattern).search(blob, lo, max(lo, hi), timeout=REGEX_TIMEOUT * 5)
+        except TimeoutError:
+            m = None
+        if m is not None:
+            found = self.lines[bisect.bisect_right(starts, m.start()) - 1].no
         self._text_cache[key] = found
         return found
 

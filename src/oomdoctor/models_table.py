@@ -122,7 +122,7 @@ def _entry(raw: dict[str, Any]) -> ModelShape:
 @lru_cache(maxsize=1)
 def table() -> tuple[ModelShape, ...]:
     """Every entry of the bundled table (read once)."""
-    data = yaml.safe_load(DATA_FILE.read_text(encoding="utf-8"))
+    data = yaml.load(DATA_FILE.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return tuple(_entry(raw) for raw in data.get("models", []))
 
 
