@@ -10,16 +10,19 @@ Two children:
   1.2x of ``job > /dev/null``.
 - ``bulk``: writes 1 MiB blocks straight to fd 1 (memory-bandwidth output). Written to
   /dev/null directly nothing is ever copied, so any pipe in between costs far more than
-  the job itself; it is shown next to ``job | cat > /dev/null`` as the floor for a pipe.
+  the job itself.
 
-Each round runs the commands one after the other (order alternating between rounds) and
-records wall time and the peak RSS of each run's processes. The median of the rounds is
-reported, with the throughput ratio wrapped/direct.
+Each is run to /dev/null and to a file (where a scheduler puts a job's output), wrapped
+and not, and through ``| cat`` (the cost of any pipe at all, for reference). Each round
+runs the commands one after the other (order alternating between rounds) and records
+wall time and the peak RSS of each run's processes; the median of the rounds is reported
+with the wrapped/direct time ratios.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -80,18 +83,22 @@ def bench(child: str, size: int, repeat: int) -> list[tuple[str, float, int]]:
                 fh.write(PRINT_CHILD)
         else:
             script = FLOOD
-        job = [sys.executable, script, str(size)]
-        runs = {"direct": (job, False),
-                "oomdoctor run": ([sys.executable, "-m", "oomdoctor", "run", "--", *job], False)}
-        if child == "bulk":
-            runs["| cat (a bare pipe)"] = ([*job, "|", "cat"], True)
+        job = f"{shlex.quote(sys.executable)} {shlex.quote(script)} {size}"
+        wrapper = f"{shlex.quote(sys.executable)} -m oomdoctor run --"
+        log = shlex.quote(os.path.join(tmp, "job.log"))
+        runs = {
+            "job > /dev/null": f"{job} > /dev/null",
+            "oomdoctor run > /dev/null": f"{wrapper} {job} > /dev/null",
+            "job > file": f"{job} > {log}",
+            "oomdoctor run > file": f"{wrapper} {job} > {log}",
+            "job | cat > /dev/null": f"{job} | cat > /dev/null",
+        }
         times: dict[str, list[float]] = {k: [] for k in runs}
         rss: dict[str, list[int]] = {k: [] for k in runs}
         for r in range(repeat):
             order = list(runs) if r % 2 == 0 else list(reversed(list(runs)))
             for name in order:
-                cmd, shell = runs[name]
-                seconds, peak = measure(cmd, shell)
+                seconds, peak = measure([runs[name]], shell=True)
                 times[name].append(seconds)
                 rss[name].append(peak)
         return [(name, statistics.median(times[name]), max(rss[name])) for name in runs]
@@ -112,13 +119,13 @@ def main() -> None:
     print(f"job output: {size / 2**20:.0f} MiB, rounds: {args.repeat}, cores: {os.cpu_count()}, "
           f"prefilter: {engine}")
     for child in (("print", "bulk") if args.child == "both" else (args.child,)):
-        results = bench(child, size, args.repeat)
-        direct = results[0][1]
+        results = dict((name, (sec, peak)) for name, sec, peak in bench(child, size, args.repeat))
         print(f"\nchild: {child}")
-        print(f"  {'command':<22} {'seconds':>8} {'MB/s':>8} {'ratio':>7} {'peak RSS':>10}")
-        for name, seconds, peak in results:
-            print(f"  {name:<22} {seconds:8.2f} {size / seconds / 1e6:8.1f} {seconds / direct:6.2f}x "
-                  f"{peak / 1024:8.1f} MB")
+        print(f"  {'command':<26} {'seconds':>8} {'MB/s':>8} {'peak RSS':>10}")
+        for name, (seconds, peak) in results.items():
+            print(f"  {name:<26} {seconds:8.2f} {size / seconds / 1e6:8.1f} {peak / 1024:7.1f} MB")
+        for base, wrapped in (("job > /dev/null", "oomdoctor run > /dev/null"), ("job > file", "oomdoctor run > file")):
+            print(f"  throughput ratio, {base} / {wrapped}: {results[wrapped][0] / results[base][0]:.2f}x")
 
 
 if __name__ == "__main__":

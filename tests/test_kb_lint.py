@@ -201,3 +201,20 @@ def test_placeholders_name_facts_that_exist():
             for name in _PLACEHOLDER.findall(text):
                 assert name in produced or name.startswith("memory."), f"{inc.id}: unknown placeholder {{{name}}}"
             assert "{phase}" not in text, f"{inc.id}: single-word placeholders are not filled: {text}"
+
+
+def test_kb_show_prints_mechanism_evidence_and_ranked_fixes():
+    result = CliRunner().invoke(main, ["kb", "show", "ckpt-save-gather"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.index("## Mechanism") < out.index("## Evidence") < out.index("## Remediations")
+    # the two different flags are both there, in the reference's order
+    assert out.index("save_only_model: true") < out.index('"stage3_gather_16bit_weights_on_model_save": false')
+    assert "- **LLaMA-Factory**:" in out and "- **DeepSpeed JSON**:" in out
+
+
+def test_kb_docs_without_out_prints_every_incident():
+    result = CliRunner().invoke(main, ["kb", "docs"])
+    assert result.exit_code == 0
+    for incident_id in TAXONOMY_IDS:
+        assert f"`{incident_id}`" in result.output

@@ -378,6 +378,7 @@ def test_yaml_key_that_looks_like_a_host_prefix():
     ("subprocess.CalledProcessError: Command '['torchrun', '--nnodes', '1', '--node_rank', '0', "
      "'--nproc_per_node', '8', 'launcher.py']' returned non-zero exit status 1.\n", 8, 1),
     ("deepspeed --num_nodes 2 --num_gpus 4 train.py\n", 8, 2),
+    ("deepspeed --num_gpus 4 ../../src/train.py \\\n", 4, None),    # " ../" is not a dotted dump row
     ("accelerate launch --num_processes 6 train.py\n", 6, None),
     ("num_processes: 8\nnum_machines: 1\n", 8, 1),
     ("node1:3018:3024 [0] NCCL INFO comm 0x55a1 rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0\n", 4, 1),
@@ -554,3 +555,68 @@ def test_decorations_and_noise_change_no_fact(name, data):
 ])
 def test_dunder_version_prints(text, field, value):
     assert getattr(env_of(text), field) == value
+
+
+@pytest.mark.parametrize("text, field, value", [
+    ("Package                  Version\n------------------------ ------------\ntorch                    2.3.1\n", "torch_version", "2.3.1"),
+    ("deepspeed                 0.14.4                   pypi_0    pypi\n", "deepspeed_version", "0.14.4"),
+    ("$ pip show transformers\nName: transformers\nVersion: 4.41.2\nSummary: State-of-the-art ML\n", "transformers_version", "4.41.2"),
+    ("torch: 2.2.1\n", "torch_version", "2.2.1"),
+    ("torch: 1.5 GB freed\n", "torch_version", None),
+])
+def test_package_listing_forms(text, field, value):
+    assert getattr(env_of(text), field) == value
+
+
+@pytest.mark.parametrize("text, world, nodes", [
+    ("INFO:torch.distributed.launcher.api:Starting elastic_operator with launch configs:\n"
+     "  entrypoint       : train.py\n  min_nodes        : 2\n  max_nodes        : 2\n  nproc_per_node   : 4\n", 8, 2),
+    ("  group_rank=0\n  group_world_size=2\n  global_world_sizes=[16, 16, 16, 16, 16, 16, 16, 16]\n", 16, 2),
+    ("INFO:torch.distributed.distributed_c10d:Rank 0: Completed store-based barrier for key:store_based_barrier_key:1 with 4 nodes.\n", 4, None),
+    ("mpirun --allow-run-as-root -np 16 -H node1:8,node2:8 python train.py\n", 16, None),
+])
+def test_more_launcher_forms(text, world, nodes):
+    env = env_of(text)
+    assert (env.world_size, env.num_nodes) == (world, nodes)
+
+
+def test_cpu_adam_means_the_optimizer_is_offloaded():
+    text = ("Loading extension module cpu_adam...\n"
+            "Time to load cpu_adam op: 2.61 seconds\n"
+            "Adam Optimizer #0 is created with AVX512 arithmetic capability.\n")
+    env = env_of(text)
+    assert (env.offload, env.sources["offload"]) == ("optimizer", 1)
+    # a config naming both parts is better evidence than the optimizer's build lines
+    assert env_of("--deepspeed ds_z3_offload_config.json\n" + text).offload == "both"
+
+
+FRAGMENTS = ("{", "}", "[", "]", '"zero_optimization": {', '"stage": ', "stage: ", "--deepspeed ", "ds_z3_offload.json",
+             "json = {", "  zero_config .... stage=3 offload_param=X(device='cpu'", "WORLD INFO DICT: {'a': [0, 1",
+             "--world_info=eyJh", "nnodes=2, num_local_procs=", "GPU 0: ", "NVIDIA A100", "|   0  Tesla V100  On   | 0000:1A:00.0 |",
+             "PyTorch version: ", "2.1.2+cu121", "version=", "==", "torch", "9" * 30, "x" * 300, "\x1b[31m", "\r",
+             "Total train batch size (w. parallel, distributed & accumulation) = 0", "Gradient Accumulation steps = 0",
+             "Instantaneous batch size per device = 0", "bf16: ", "node2: ", "[rank1]: ", "  File \"/x/stage3.py\", line 1, in f",
+             "MA 1 GB Max_MA 2 GB CA 3 GB Max_CA 4 GB", "memory: ", "CUDA OOMs: 1 | cudaMalloc retries: 2", "ü", "🦥")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=20), max_size=8).map("".join), max_size=30))
+def test_arbitrary_text_never_raises(lines):
+    facts = extract(normalise("\n".join(lines)))
+    env = facts.environment
+    assert set(env.sources) == {k for k, v in env.model_dump(exclude={"sources"}).items() if v is not None}
+    assert env.world_size is None or env.world_size >= 1
+
+
+def test_zero_counts_are_not_facts():
+    env = env_of("nnodes=1, num_local_procs=0, node_rank=0\nGPU number: 0\n  Gradient Accumulation steps = 0\n")
+    assert (env.world_size, env.gpu_count, env.gradient_accumulation_steps) == (None, None, None)
+
+
+def test_axolotl_resolving_bf16_auto_and_datasets_torch_line():
+    env = env_of("bf16: auto\n"
+                 "[2024-07-02 09:12:03,118] [INFO] [datasets.<module>:58] [PID:3011] PyTorch version 2.3.1 available.\n"
+                 "[2024-07-02 09:12:08,201] [DEBUG] [axolotl.normalize_config:80] [PID:3011] [RANK:0] "
+                 "bf16 support detected, enabling for this configuration.\n")
+    assert (env.mixed_precision, env.sources["mixed_precision"]) == ("bf16", 3)
+    assert (env.torch_version, env.sources["torch_version"]) == ("2.3.1", 2)

@@ -226,3 +226,15 @@ def test_scan_is_callable_from_the_package():
     import oomdoctor.scan as mod
     assert callable(oomdoctor.scan) and callable(mod)
     assert list(oomdoctor.scan([])) == []
+
+
+def test_pure_python_prefilter_gives_the_same_records(tmp_path: Path, monkeypatch):
+    from oomdoctor import prefilter
+    (tmp_path / "a.log").write_bytes(failing_log())
+    (tmp_path / "b.log").write_bytes(CLEAN)
+    (tmp_path / "c.log.gz").write_bytes(gzip.compress(failing_log(3000)))
+    native = scan(tmp_path)
+    monkeypatch.setenv("OOMDOCTOR_PREFILTER", "re")
+    monkeypatch.setattr(prefilter, "_MATCHERS", {})
+    assert prefilter.anchor_matcher().engine == "re"
+    assert scan(tmp_path) == native

@@ -101,6 +101,30 @@ def test_exit_status_is_the_jobs(tmp_path):
     assert res.stdout == b""
 
 
+def test_a_job_that_leaves_a_process_holding_its_output_does_not_hang_the_wrapper():
+    script = ("import subprocess, sys; p = subprocess.Popen(['sleep', '60']); "
+              "print(p.pid, flush=True); sys.exit(3)")
+    started = time.monotonic()
+    res = wrapped("--", sys.executable, "-c", script, timeout=60)
+    orphan = int(res.stdout.split()[0])
+    try:
+        assert res.returncode == 3
+        assert time.monotonic() - started < 30
+    finally:
+        try:
+            os.kill(orphan, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_in_process_invocation_writes_through_python_streams():
+    from click.testing import CliRunner
+
+    from oomdoctor.cli import main
+    res = CliRunner().invoke(main, ["run", "--", sys.executable, "-c", "print('step 1')"])
+    assert (res.exit_code, res.output) == (0, "step 1\n")
+
+
 def test_a_missing_command_exits_127_like_a_shell():
     res = wrapped("--", "no-such-command-oomdoctor-test")
     assert res.returncode == 127

@@ -241,17 +241,16 @@ class Capture:
             self._keep_range_forward(body, 0, base + 1, min(self._after_until, base + count))
         self._push_block(base, body)
         try:
-            self._scan_block(body, base, may_scan)
+            self._scan_block(body, base, base + count, may_scan)
         finally:
             self._trim_blocks()                   # only now: an anchor may look back past this block
 
-    def _scan_block(self, body: bytes, base: int, may_scan: Optional[Callable[[], bool]]) -> None:
+    def _scan_block(self, body: bytes, base: int, last: int, may_scan: Optional[Callable[[], bool]]) -> None:
         pos, line = 0, base
         while pos < len(body):
             if may_scan is not None and not may_scan():
-                rest = body[pos:]
-                self.unscanned_bytes += len(rest)
-                self.unscanned_lines += rest.count(b"\n")
+                self.unscanned_bytes += len(body) - pos
+                self.unscanned_lines += last - line
                 return
             end = len(body) if len(body) - pos <= SLICE else body.rfind(b"\n", pos, pos + SLICE) + 1
             if end <= pos:                        # one line longer than a slice

@@ -89,7 +89,7 @@ def _remediation_md(rank: int, spec: RemediationSpec) -> list[str]:
         setting = spec.knobs[key].strip()
         name = _KNOB_NAMES.get(key, key)
         if "\n" in setting:
-            out += [f"- **{name}**:", "", "  ```", *("  " + ln for ln in setting.splitlines()), "  ```", ""]
+            out += [f"- **{name}**:", "", "  ```", *("  " + ln for ln in setting.splitlines()), "  ```"]
         else:
             out.append(f"- **{name}**: `{setting}`")
     out.append("")

@@ -65,7 +65,10 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"^\[(?:[A-Za-z_][\w-]*?)(?P<rank>\d+)\]:\s?"), "rank"),
     (re.compile(r"^\[[Rr]ank ?(?P<rank>\d+)\]:?\s?"), "rank"),
     # pdsh "node2: " / "worker-1: " (lower-case start and a digit, never an exception name)
-    (re.compile(r"^(?P<host>[a-z][a-z0-9_-]*\d[\w.-]*|[a-z][\w-]*-[\w.-]+|localhost): (?!\s*$)"), "host"),
+    # Host names have no underscores; YAML keys such as "bf16: true" or "stage3_x: 1" are
+    # not hosts, and a bare scalar after the colon is a config echo, not a log line.
+    (re.compile(r"^(?P<host>(?!(?:bf|fp|tf|int|fp8|e\dm\d)\d*:)[a-z][a-z0-9-]*\d[a-z0-9.-]*|[a-z][a-z0-9]*-[a-z0-9.-]+|localhost): "
+                r"(?!\s*$|\s*(?:true|false|True|False|null|None|auto|yes|no|-?\d+(?:\.\d+)?(?:e-?\d+)?|\[.*\]|\{.*\})\s*$)"), "host"),
     # srun --label " 3: "
     (re.compile(r"^\s{0,4}(?P<rank>\d{1,5}): (?=\S)"), "rank"),
     # Ray / vLLM workers "(Worker pid=123) ", "(RayWorker pid=1, ip=10.0.0.1) "

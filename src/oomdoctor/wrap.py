@@ -29,17 +29,27 @@ from typing import Optional
 
 import click
 
+try:
+    import fcntl
+    import termios
+    _FIONREAD: Optional[int] = termios.FIONREAD
+except ImportError:                              # not a POSIX system: no backlog figures
+    fcntl = None  # type: ignore[assignment]
+    _FIONREAD = None
+
 GRACE = 20.0                 # seconds from a forwarded SIGINT/SIGTERM to SIGKILL of the group
 READ_SIZE = 2**20
 PIPE_SIZE = 2**20            # ask the kernel for larger pipes: fewer wake-ups at high output rates
 BACKLOG = 128 * 1024         # pending bytes in the job's pipes above which searching pauses
-DRAIN_AFTER_EXIT = 5.0       # how long to wait for the pipes to close after the job's exit
+DRAIN_AFTER_EXIT = 3.0       # how long to wait for the pipes to close after the job's exit
 PID_SAMPLE_EVERY = 2.0       # how often the job's processes are listed (for kernel kill lines)
 TERMINATING = ("SIGINT", "SIGTERM", "SIGHUP")
 FORWARDED = TERMINATING + ("SIGUSR1", "SIGUSR2")
 _F_SETPIPE_SZ = 1031
-COALESCE = float(os.environ.get("OOMDOCTOR_COALESCE", "0.002"))
-COALESCE_ENV = COALESCE > 0
+# While output streams without a pause, wait this long between reads so that each read
+# takes what a few of the job's writes put in the pipe: a third of the CPU per byte for
+# the wrapper and fewer wake-ups for the job. Never applies to output that trickles.
+COALESCE = 0.001
 
 
 def exit_status(returncode: int) -> int:
@@ -120,19 +130,8 @@ class _Sink:
                     select.select([], [self.fd], [], 1.0)
                     continue
                 view = view[n:]
-        except (BrokenPipeError, ValueError):
+        except (OSError, ValueError):           # EPIPE, a closed stream: nobody reads any more
             self.closed = True
-        except OSError:
-            self.closed = True
-
-
-try:
-    import fcntl
-    import termios
-    _FIONREAD: Optional[int] = termios.FIONREAD
-except ImportError:                              # not a POSIX system: no backlog figures
-    fcntl = None  # type: ignore[assignment]
-    _FIONREAD = None
 
 
 def _pending(fd: int) -> int:
@@ -155,22 +154,21 @@ def run_once(argv: list[str], *, env: Optional[dict[str, str]] = None, grace: fl
     err = _Sink(stderr or sys.stderr)
     cap = Capture()
     before = cgroup.read_state()
-    start = time.monotonic()
-    start_kernel = cgroup.monotonic_now()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True, bufsize=0)
-    result = RunResult(argv=list(argv), returncode=0, duration=0.0, capture=cap,
-                       start_monotonic=start_kernel, cgroup_before=before)
-    result.pids.add(proc.pid)
+    result = RunResult(argv=list(argv), returncode=0, duration=0.0, capture=cap, cgroup_before=before)
     deadline: list[Optional[float]] = [None]
+    group: list[Optional[int]] = [None]           # the job's process group, once it exists
+    early: list[int] = []                         # signals that came before the job started
 
     def forward(signum, _frame) -> None:
         name = signal_name(signum)
         result.forwarded.append(name)
-        try:
-            os.killpg(proc.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if group[0] is None:
+            early.append(signum)
+        else:
+            try:
+                os.killpg(group[0], signum)
+            except (ProcessLookupError, PermissionError):
+                pass
         if name in TERMINATING and grace > 0 and deadline[0] is None:
             deadline[0] = time.monotonic() + grace
 
@@ -183,14 +181,25 @@ def run_once(argv: list[str], *, env: Optional[dict[str, str]] = None, grace: fl
             previous[num] = signal.signal(num, forward)
         except (ValueError, OSError):            # not the main thread: no forwarding possible
             break
+    start = time.monotonic()
+    result.start_monotonic = start_kernel = cgroup.monotonic_now()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                start_new_session=True, bufsize=0)
+    except BaseException:
+        _restore(previous)
+        raise
+    group[0] = proc.pid
+    result.pids.add(proc.pid)
+    for signum in early:
+        try:
+            os.killpg(proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         _pump(proc, cap, out, err, result, deadline)
     finally:
-        for num, handler in previous.items():
-            try:
-                signal.signal(num, handler)
-            except (ValueError, OSError):
-                pass
+        _restore(previous)
     result.returncode = proc.returncode if proc.returncode is not None else proc.wait()
     result.duration = time.monotonic() - start
     result.output_closed = out.closed or err.closed
@@ -203,6 +212,14 @@ def run_once(argv: list[str], *, env: Optional[dict[str, str]] = None, grace: fl
             result.kernel_lines, result.kernel_kills = cgroup.kernel_oom_lines(
                 log, since=start_kernel, pids=result.pids, cgroup_path=path)
     return result
+
+
+def _restore(handlers: dict) -> None:
+    for num, handler in handlers.items():
+        try:
+            signal.signal(num, handler)
+        except (ValueError, OSError):
+            pass
 
 
 def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult,
@@ -259,7 +276,7 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
                 streams.pop(key.fd).close()
         now = time.monotonic()
         if events:
-            if now - last_data < COALESCE and COALESCE_ENV:
+            if now - last_data < COALESCE:
                 time.sleep(COALESCE)
             last_data = now
         if events and now < next_poll and deadline[0] is None:
@@ -423,9 +440,9 @@ def next_env_change(report, env: dict[str, str]) -> Optional[tuple[object, dict[
     return None
 
 
-def attempt_record(number: int, result: RunResult, report=None):
-    from .report import RunAttempt
-    return RunAttempt(
+def attempt_record(number: int, result: RunResult, report=None) -> dict:
+    """One entry of the report's ``attempts`` (a plain dict: a job that succeeds never loads pydantic)."""
+    return dict(
         attempt=number, env_changes=dict(result.env_changes), exit_status=result.exit_status,
         signal=signal_name(result.signal) if result.signal else None, duration_s=round(result.duration, 3),
         incident=report.top.incident if report is not None and report.top is not None else None,
@@ -537,8 +554,10 @@ def _finish(report, failed: RunResult, attempts: list, last: RunResult, report_j
             report_md: Optional[str], color: Optional[bool]) -> None:
     """Print the report of the last failed attempt (and the attempts), write the files."""
     from .cli import render, use_color
+    from .report import RunAttempt
 
-    report.attempts = attempts
+    report.attempts = [RunAttempt(**a) for a in attempts]
+    attempts = report.attempts
     try:
         if last.failed and not last.output_closed:
             text = render(report, "text", color=use_color(sys.stderr) if color is None else color)

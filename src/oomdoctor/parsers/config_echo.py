@@ -31,6 +31,12 @@ NAME_HINT = 15    # a config file's name (ds_z3_offload_config.json)
 WEAK = 5          # inferred from unrelated text (site-packages path, NCCL ring)
 
 
+# counts and sizes that are meaningless at zero ("num_local_procs=0" in a cut line)
+_POSITIVE = {"world_size", "num_nodes", "gpu_count", "micro_batch_size", "gradient_accumulation_steps",
+             "sequence_length", "hidden_size", "num_layers", "num_attention_heads", "num_kv_heads",
+             "intermediate_size", "vocab_size", "gpu_capacity_bytes", "trainable_params", "total_params"}
+
+
 class Collector:
     """Sets ``Environment`` fields with their source line, keeping the best-ranked value."""
 
@@ -41,7 +47,7 @@ class Collector:
         self.parts: dict[str, tuple[object, int, int]] = {}
 
     def set(self, field: str, value, line: int, prio: int) -> bool:
-        if value is None or value == "":
+        if value is None or value == "" or (field in _POSITIVE and not (isinstance(value, int) and value >= 1)):
             return False
         old = self.prio.get(field)
         if old is not None and prio <= old:
@@ -407,6 +413,7 @@ KEYS: dict[str, Handler] = {
     "num_machines": _h_world("num_nodes", LAUNCH - CONFIG),
     "nproc_per_node": _h_launcher("nproc_per_node"), "nnodes": _h_launcher("nnodes"),
     "num_gpus": _h_launcher("num_gpus"), "num_nodes": _h_launcher("num_nodes"),
+    "max_nodes": _h_launcher("nnodes"),  # torchrun's "Starting elastic_operator with launch configs"
     "hidden_size": _h_int("hidden_size", 1, 10**7), "n_embd": _h_int("hidden_size", 1, 10**7),
     "num_hidden_layers": _h_int("num_layers", 1, 10**5), "num_layers": _h_int("num_layers", 1, 10**5),
     "n_layer": _h_int("num_layers", 1, 10**5),
@@ -449,7 +456,7 @@ _CLI = re.compile(
 _REPR = re.compile(r"(?<![\w.\-])(?P<k>[A-Za-z_][A-Za-z0-9_]{1,60})=(?P<v>\[[^\]]{0,400}\]|[^,\s)]{1,400})")
 # DeepSpeed config dump / Megatron arguments / ds_report: "  name ........ value"; DeepSpeed
 # prints names of 29+ characters without dots, only two spaces.
-_DOTTED = re.compile(r"^\s{0,4}(?P<k>[A-Za-z][\w .()/-]{0,50}?) \.{2,} ?(?P<v>\S[^\n]{0,2000})$")
+_DOTTED = re.compile(r"^\s{0,4}(?P<k>[A-Za-z][\w .()/-]{0,50}?) \.{2,} (?P<v>\S[^\n]{0,2000})$")
 _DOTLESS = re.compile(r"^\s{1,4}(?P<k>[a-z][a-z0-9_]{28,60})\s{2,}(?P<v>\S[^\n]{0,2000})$")
 
 
@@ -514,13 +521,21 @@ def scan_repr(col: Collector, text: str, line: int) -> None:
         apply(col, key, v, line, CONFIG)
 
 
-def scan_dotted(col: Collector, text: str, line: int, on_row: Callable[[str, str], None]) -> bool:
+_DUMP_KEYS = {"zero_config", "zero_optimization_stage", "bfloat16_enabled", "fp16_enabled", "bfloat16_config",
+              "optimizer_name", "zero_enabled"}
+
+
+def scan_dotted(col: Collector, text: str, line: int, on_row: Callable[[str, str], bool]) -> bool:
+    """A dump row ("  name ...... value"); True when the row was one this parser knows."""
     m = _DOTTED.match(text) or _DOTLESS.match(text)
     if not m:
         return False
     key, value = m.group("k").strip(), m.group("v").strip()
-    on_row(key, value)
     k = key.lower()
+    if on_row(key, value):
+        return True
+    if k not in _DUMP_KEYS and (k not in KEYS or " " in k):
+        return False
     if k == "zero_config":
         zero_config_repr(col, value, line)
     elif k == "zero_optimization_stage":
@@ -602,6 +617,8 @@ class BlockTracker:
 
     MAX_GAP = 6
     MAX_LINES = 3000
+    MAX_TOKENS_PER_LINE = 1000    # a one-line DeepSpeed config has a few hundred
+    TOKEN_BUDGET = 300_000        # per log: hostile input cannot make this quadratic
 
     def __init__(self, col: Collector):
         self.col = col
@@ -610,6 +627,7 @@ class BlockTracker:
         self.length = 0
         self.zero: dict[str, object] = {}
         self.zero_line = 0
+        self.budget = self.TOKEN_BUDGET
 
     def feed(self, text: str, line: int) -> None:
         if len(text) > 20000:
@@ -642,10 +660,18 @@ class BlockTracker:
         self.zero = {}
 
     def _tokens(self, text: str, line: int) -> None:
+        if self.budget <= 0:
+            return
+        toks = []
         try:
-            toks = [(m.lastgroup, m.group(m.lastgroup)) for m in _TOKEN.finditer(text, timeout=0.5) if m.lastgroup]
+            for m in _TOKEN.finditer(text, timeout=0.5):
+                if m.lastgroup:
+                    toks.append((m.lastgroup, m.group(m.lastgroup)))
+                    if len(toks) >= self.MAX_TOKENS_PER_LINE:
+                        break
         except TimeoutError:
             return
+        self.budget -= len(toks)
         i, n = 0, len(toks)
         while i < n:
             kind, val = toks[i]

@@ -52,10 +52,17 @@ _PIN = re.compile(r"(?<![\w.-])(?P<pkg>torch|pytorch|deepspeed|transformers|acce
 _CONDA = re.compile(r"^\[conda\]\s+(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl)\s+" + _V + r"\s")
 _WHEEL = re.compile(r"(?<![\w.-])(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms_swift|unsloth|torchtune)-" + _V + r"(?=-cp|-py|\.tar|\s|$|,)")
 _REQ = re.compile(r"Requirement already satisfied: (?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl)\b[^(\n]{0,300}\(" + _V + r"\)")
-# "PyTorch: 2.1.2+cu121" (mmengine env), "Pytorch: 2.4.0+cu121." / "Transformers = 4.44.2." (unsloth)
-_COLON = re.compile(r"(?:^|\s)(?P<pkg>PyTorch|Pytorch|Python|Transformers)\s*[:=]\s+(?=\d{1,4}\.\d)" + _V)
-_COLON_WORDS = frozenset({"pytorch", "python", "transformers"})
+# "PyTorch: 2.1.2+cu121" (mmengine env), "Pytorch: 2.4.0+cu121." / "Transformers = 4.44.2." (unsloth),
+# "torch: 2.1.2" (user prints); a full x.y.z is required, "torch: 1.5 GB" is not a version
+_COLON = re.compile(r"(?:^|\s)(?P<pkg>PyTorch|Pytorch|Python|Transformers|torch)\s*[:=]\s+(?=\d{1,4}\.\d{1,4}\.\d)" + _V)
+_COLON_WORDS = frozenset({"pytorch", "python", "transformers", "torch"})
+# `pip list` / `conda list` rows: "torch     2.1.2" or "pytorch   2.1.2   py3.10_cuda12.1_0   pytorch"
+_PIP_LIST = re.compile(r"^(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner"
+                       r"|ms-swift|unsloth|torchtune|llama-recipes|llama-cookbook|megatron-core)\s{2,}" + _V
+                       + r"(?:\s{2,}\S{1,80}){0,3}\s*$")
+_PIP_SHOW = re.compile(r"^Name: (?P<pkg>[\w.-]{1,40})\s*$")
 _DS_INFO = re.compile(r"DeepSpeed info: version=" + _V)
+_AVAILABLE = re.compile(r"PyTorch version " + _V + r" available")  # HF datasets at import time
 # user prints and some frameworks' start-up lines: "torch.__version__ = 2.1.0", "swift.__version__: 3.1.0"
 _DUNDER = re.compile(r"\b(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|swift|xtuner|axolotl|llamafactory)"
                      r"\.__version__['\"]?\s*[:=]\s*['\"]?" + _V)
@@ -120,6 +127,9 @@ def _versions(col: Collector, text: str, low: str, line: int, words: set) -> Non
         m = _DS_INFO.search(text)
         if m:
             _version(col, "deepspeed", m.group("ver"), line, RUNTIME)
+        m = _AVAILABLE.search(text)
+        if m:
+            _version(col, "torch", m.group("ver"), line, RUNTIME - 2)
         m = _LF_BANNER.search(text)
         if m:
             _version(col, "llamafactory", m.group("ver"), line, RUNTIME)
@@ -144,6 +154,10 @@ def _versions(col: Collector, text: str, low: str, line: int, words: set) -> Non
     if _COLON_WORDS.intersection(words):
         for m in ce.finditer(_COLON, text):
             _version(col, m.group("pkg"), m.group("ver"), line, CONFIG - 2)
+    if text[:1].isalpha() and "  " in text:
+        m = _PIP_LIST.match(text)
+        if m:
+            _version(col, m.group("pkg"), m.group("ver"), line, CONFIG)
     if "packages/" in text:
         m = _PYPATH.search(text)
         if m:
@@ -163,9 +177,11 @@ def _versions(col: Collector, text: str, low: str, line: int, words: set) -> Non
                 col.set("cuda_version", m.group("nvcc") or m.group("tk"), line, LAUNCH)
 
 
-def _ds_report_row(col: Collector, key: str, value: str, line: int) -> None:
-    """ds_report rows share the dotted layout of DeepSpeed's config dump."""
+def _ds_report_row(col: Collector, key: str, value: str, line: int) -> bool:
+    """ds_report rows share the dotted layout of DeepSpeed's config dump; True if one."""
     k = key.lower()
+    if k not in _DS_REPORT_KEYS and not k.startswith("deepspeed wheel compiled"):
+        return False
     if k == "torch version":
         _version(col, "torch", value.split()[0], line, RUNTIME)
     elif k == "deepspeed info":
@@ -183,6 +199,23 @@ def _ds_report_row(col: Collector, key: str, value: str, line: int) -> None:
         m = re.search(r"torch (\d+\.\d+)", value)
         if m:
             col.set("torch_version", m.group(1), line, WEAK + 5)
+    return True
+
+
+def _pip_show(col: Collector, text: str, line: int, state: dict) -> None:
+    """``pip show torch``: "Name: torch" then "Version: 2.1.2" on the next line."""
+    if text.startswith("Name: "):
+        m = _PIP_SHOW.match(text)
+        state["pip_name"] = (m.group("pkg").lower(), line) if m else None
+    elif text.startswith("Version: ") and state.get("pip_name"):
+        pkg, at = state.pop("pip_name")
+        if line - at <= 2:
+            _version(col, pkg, text[9:].strip(), line, CONFIG)
+
+
+_DS_REPORT_KEYS = {"torch version", "deepspeed info", "torch cuda version", "torch hip version", "nvcc version",
+                   "torch_npu version", "torch_npu install path", "torch install path", "deepspeed install path",
+                   "ascend_cann version", "shared memory (/dev/shm) size"}
 
 
 # -- hardware -------------------------------------------------------------------------
@@ -290,7 +323,10 @@ _WORLD = re.compile(
     r"|global_world_sizes=\[(?P<gws>\d{1,7})|\bn[Rr]anks (?P<nr>\d{1,7})(?: nNodes (?P<nnodes>\d{1,5}))?"
     r"|\bWORLD_SIZE['\"]?\s*(?:=|:\s*|,\s*)['\"]?(?P<env>\d{1,7})\b"
     # xtuner and ms-swift launch through these environment variables
-    r"|\bNPROC_PER_NODE=(?P<npn>\d{1,5})\b|\bNNODES=(?P<nnodes_env>\d{1,5})\b")
+    r"|\bNPROC_PER_NODE=(?P<npn>\d{1,5})\b|\bNNODES=(?P<nnodes_env>\d{1,5})\b"
+    # torchrun's worker group (group_world_size counts nodes) and the store-based barrier
+    r"|\bgroup_world_size=(?P<gws_nodes>\d{1,5})\b|Completed store-based barrier for key:\S{1,80} with (?P<barrier>\d{1,7}) nodes"
+    r"|\bmpirun\b[^\n]{0,200}?\s-n(?:p)? (?P<mpi>\d{1,6})\b")
 _NCCL_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
 
 
@@ -308,7 +344,8 @@ def _world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
             if top + 1 > nccl[0]:
                 nccl[0], nccl[1] = top + 1, line
         return
-    if not ("world" in low or "nnodes" in low or "ranks" in low or "num processes" in low or "nproc_per_node" in low):
+    if not ("world" in low or "nnodes" in low or "ranks" in low or "num processes" in low or "nproc_per_node" in low
+            or "barrier" in low or "mpirun" in low):
         return
     for m in ce.finditer(_WORLD, text)[:3]:
         g = m.groupdict()
@@ -339,6 +376,12 @@ def _world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
             col.part("nproc_per_node", int(g["npn"]), line, LAUNCH)
         elif g["nnodes_env"]:
             col.part("nnodes", int(g["nnodes_env"]), line, LAUNCH)
+        elif g["gws_nodes"]:
+            col.set("num_nodes", int(g["gws_nodes"]), line, RUNTIME - 2)
+        elif g["barrier"]:
+            col.set("world_size", int(g["barrier"]), line, RUNTIME - 2)
+        elif g["mpi"]:
+            col.set("world_size", int(g["mpi"]), line, LAUNCH)
 
 
 # -- DeepSpeed engine, Trainer banner, other runtime lines -----------------------------
@@ -349,7 +392,7 @@ _DS_CREATING = re.compile(r"Creating (?:(?P<dt>torch\.\w+|fp16|bf16|fp32) )?ZeRO
 # DPO reference model), so they prove stage 3 but say nothing about offload.
 _ZERO3_MARKS = ("deepspeedzerooffload initialize", "creating zero offload",
                 "parameter offload: total persistent parameters", "stage 3 initialize beginning",
-                "zero stage 3 param partitioning", "finished initializing model",
+                "zero stage 3 param partitioning", "finished initializing model", "prefetch bucket size",
                 "deepspeedzerooptimizer_stage3", "/deepspeed/runtime/zero/stage3.py",
                 "/deepspeed/runtime/zero/partition_parameters.py", "/deepspeed/runtime/zero/parameter_offload.py",
                 "_zero3_consolidated_16bit_state_dict")
@@ -361,6 +404,7 @@ _RUNTIME_MISC = re.compile(
     r"|Distributed environment: (?:DistributedType\.)?(?P<dist>[A-Z_]+)"
     r"|(?P<gc>Gradient checkpointing enabled|`use_cache=True` is incompatible with gradient checkpointing)"
     r"|Using (?P<attn>FlashAttention-2|torch SDPA) for faster training"
+    r"|(?P<axbf16>bf16 support detected, enabling for this configuration)"
     r"|trainable params: (?P<tp>[\d,]{1,20}) \|\| all params: (?P<ap>[\d,]{1,20})"
     r"|Number of trainable parameters = (?P<ntp>[\d,]{1,20})"
     r"|finished initializing model(?: - num_params = \d+, num_elems =| with) (?P<elems>\d{1,6}\.\d{1,3})B"
@@ -376,7 +420,16 @@ _TRL_STAGE = {"dpo": "dpo", "grpo": "grpo", "kto": "kto", "ppo": "ppo", "ppov2":
               "reward": "rm", "sft": "sft", "onlinedpo": "dpo"}
 
 
+# DeepSpeedCPUAdam only runs on optimizer states kept in host memory (ZeRO-Offload);
+# transformers and accelerate pick it when offload_optimizer.device is cpu
+_CPU_ADAM = ("loading extension module cpu_adam", "time to load cpu_adam op", "/deepspeed/ops/adam/cpu_adam.py")
+_CPU_ADAM_BANNER = re.compile(r"Adam Optimizer #\d+ is created with \w+ arithmetic capability")
+
+
 def _deepspeed(col: Collector, text: str, low: str, line: int, raw_low: str) -> None:
+    if "cpu_adam" in low or "arithmetic capability" in low:
+        if any(n in low for n in _CPU_ADAM) or _CPU_ADAM_BANNER.search(text):
+            col.set("offload", "optimizer", line, NAME_HINT - 1)
     # DeepSpeed's logger names the file it logs from: "[stage3.py:1991:step]"
     if "[stage3.py:" in raw_low or "[parameter_offload.py:" in raw_low or "[partition_parameters.py:" in raw_low:
         col.set("zero_stage", 3, line, EXECUTED)
@@ -400,7 +453,7 @@ def _deepspeed(col: Collector, text: str, low: str, line: int, raw_low: str) -> 
 
 
 # a line can only match _RUNTIME_MISC if it holds one of these words
-_RUNTIME_WORDS = frozenset({"offload", "optimizer", "dtype", "precision", "fp16", "training", "environment",
+_RUNTIME_WORDS = frozenset({"offload", "optimizer", "dtype", "precision", "fp16", "bf16", "training", "environment",
                             "checkpointing", "faster", "trainable", "initializing", "instantaneous",
                             "accumulation", "adjusted"})
 
@@ -427,6 +480,8 @@ def _runtime_misc(col: Collector, text: str, low: str, line: int, banner: dict, 
             ce._h_distributed_type(col, g["dist"], line, RUNTIME)
         elif "gc" in g:
             col.set("gradient_checkpointing", True, line, RUNTIME)
+        elif "axbf16" in g:  # axolotl resolving "bf16: auto"
+            col.set("mixed_precision", "bf16", line, RUNTIME)
         elif "attn" in g:  # LLaMA-Factory says which kernel it picked
             col.set("attn_implementation", "fa2" if g["attn"].startswith("Flash") else "sdpa", line, RUNTIME)
         elif "tp" in g:
@@ -636,6 +691,8 @@ def parse(ctx: ParseContext) -> None:
                 _runtime_misc(col, text, low, no, banner, words)
             continue
         _versions(col, text, low, no, words)
+        if text.startswith(("Name: ", "Version: ")):
+            _pip_show(col, text, no, banner)
         _hardware(col, text, low, no, gpu_ids, words)
         _world(col, text, low, no, nccl)
         _runtime_misc(col, text, low, no, banner, words)

@@ -215,14 +215,12 @@ def default_jobs() -> int:
 
 def run_local(tasks: Iterable[Task], jobs: int = 1) -> Iterator[list[dict]]:
     """Records of each task, in task order; ``jobs`` > 1 uses a process pool."""
-    if jobs <= 1:
-        for task in tasks:
+    task_list = list(tasks)
+    if jobs <= 1 or sum(1 for t in task_list if t.kind != "error") <= 1:
+        for task in task_list:   # nothing to share out: no pool to start
             yield run_task(task)
         return
     import multiprocessing as mp
-    task_list = list(tasks)
-    if not task_list:
-        return
     methods = mp.get_all_start_methods()
     # fork shares the warmed-up knowledge base and prefilter with the workers
     ctx = mp.get_context("fork" if "fork" in methods else "spawn")
