@@ -75,7 +75,7 @@ def measure(cmd: list[str], shell: bool = False) -> tuple[float, int]:
     return float(out[1]), int(out[2])
 
 
-def bench(child: str, size: int, repeat: int) -> list[tuple[str, float, int]]:
+def bench(child: str, size: int, repeat: int, sinks: tuple[str, ...]) -> list[tuple[str, float, int]]:
     with tempfile.TemporaryDirectory() as tmp:
         if child == "print":
             script = os.path.join(tmp, "print_child.py")
@@ -86,13 +86,15 @@ def bench(child: str, size: int, repeat: int) -> list[tuple[str, float, int]]:
         job = f"{shlex.quote(sys.executable)} {shlex.quote(script)} {size}"
         wrapper = f"{shlex.quote(sys.executable)} -m oomdoctor run --"
         log = shlex.quote(os.path.join(tmp, "job.log"))
-        runs = {
-            "job > /dev/null": f"{job} > /dev/null",
-            "oomdoctor run > /dev/null": f"{wrapper} {job} > /dev/null",
-            "job > file": f"{job} > {log}",
-            "oomdoctor run > file": f"{wrapper} {job} > {log}",
-            "job | cat > /dev/null": f"{job} | cat > /dev/null",
-        }
+        runs = {}
+        if "devnull" in sinks:
+            runs["job > /dev/null"] = f"{job} > /dev/null"
+            runs["oomdoctor run > /dev/null"] = f"{wrapper} {job} > /dev/null"
+        if "file" in sinks:
+            runs["job > file"] = f"{job} > {log}"
+            runs["oomdoctor run > file"] = f"{wrapper} {job} > {log}"
+        if "cat" in sinks:
+            runs["job | cat > /dev/null"] = f"{job} | cat > /dev/null"
         times: dict[str, list[float]] = {k: [] for k in runs}
         rss: dict[str, list[int]] = {k: [] for k in runs}
         for r in range(repeat):
@@ -109,6 +111,8 @@ def main() -> None:
     ap.add_argument("--size", default="1G", help="bytes the job prints (e.g. 1G, 256M)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child", choices=("print", "bulk", "both"), default="both")
+    ap.add_argument("--sinks", default="devnull,file,cat",
+                    help="comma-separated: devnull (job > /dev/null), file (job > a file), cat (job | cat)")
     args = ap.parse_args()
     size = parse_size(args.size)
     try:
@@ -119,13 +123,15 @@ def main() -> None:
     print(f"job output: {size / 2**20:.0f} MiB, rounds: {args.repeat}, cores: {os.cpu_count()}, "
           f"prefilter: {engine}")
     for child in (("print", "bulk") if args.child == "both" else (args.child,)):
-        results = dict((name, (sec, peak)) for name, sec, peak in bench(child, size, args.repeat))
+        sinks = tuple(x.strip() for x in args.sinks.split(","))
+        results = dict((name, (sec, peak)) for name, sec, peak in bench(child, size, args.repeat, sinks))
         print(f"\nchild: {child}")
         print(f"  {'command':<26} {'seconds':>8} {'MB/s':>8} {'peak RSS':>10}")
         for name, (seconds, peak) in results.items():
             print(f"  {name:<26} {seconds:8.2f} {size / seconds / 1e6:8.1f} {peak / 1024:7.1f} MB")
         for base, wrapped in (("job > /dev/null", "oomdoctor run > /dev/null"), ("job > file", "oomdoctor run > file")):
-            print(f"  throughput ratio, {base} / {wrapped}: {results[wrapped][0] / results[base][0]:.2f}x")
+            if base in results and wrapped in results:
+                print(f"  time ratio {wrapped} / {base}: {results[wrapped][0] / results[base][0]:.2f}x")
 
 
 if __name__ == "__main__":

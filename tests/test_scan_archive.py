@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import oomdoctor
+from oomdoctor.normalise import strip_ansi
 from oomdoctor.scan import records
 
 REPO = Path(__file__).resolve().parent.parent
@@ -115,6 +116,7 @@ def check_line_texts(root: Path, rel: str, rec: dict) -> list[str]:
         if lines is None:
             lines = file_lines(root, rel)
         raw = lines[ev["line"] - 1].decode("utf-8", "replace") if 0 < ev["line"] <= len(lines) else ""
+        raw = strip_ansi(raw)     # evidence quotes the line with colours removed
         quoted = ev["text"].strip()
         if quoted and quoted[:80] not in raw:
             problems.append(f"{rel}: line {ev['line']} does not hold {quoted[:60]!r}")

@@ -10,17 +10,18 @@ carry their ORIGINAL line numbers, so evidence in the report points at the real 
 Flagged lines are kept in two stores: the first ones of the run (``early``; the
 configuration echoed after the head, the first failure) and a ring of the latest ones
 (``late``); each store is bounded by lines and by bytes, and every kept line is cut at
-``MAX_LINE`` bytes.
+``MAX_LINE`` bytes. Once the early store is full, context lines that repeat the same
+literal within a slice (a metrics dict every step) are sampled; anchor lines never are.
 
-Scanning for flagged lines is the only costly step (a multi-literal search in Python runs
-at tens of MB/s). The pass-through must never wait for it, so the caller says, slice by
-slice, whether scanning may go on (``may_scan``): ``oomdoctor run`` stops scanning while
-the job's pipes are backing up. Stretches that were not scanned are counted and named in
-the report's notes; the head and the tail are kept whatever happens.
+Searching for flagged lines is the only costly step: with Hyperscan installed it runs at
+memory speed, with Python's ``re`` at tens of MB/s. The pass-through must never wait for
+it, so the caller says, slice by slice, whether searching may go on (``may_scan``):
+``oomdoctor run`` pauses it while the job's pipes are backing up. Stretches that were not
+searched are counted and named in the report's notes; the head and the tail are kept
+whatever happens.
 """
 from __future__ import annotations
 
-import bisect
 import collections
 import re
 from typing import Callable, Iterable, Optional
@@ -84,8 +85,8 @@ def candidate_pattern() -> "re.Pattern[bytes]":
 
 # A finder lists the literal hits in body[start:end] as sorted (position, is_anchor, key)
 # tuples; with ``sample`` it may report only the first hit of each context literal.
-Hit = tuple[int, bool, object]
-Finder = Callable[[bytes, int, int, bool], list]
+Hit = "tuple[int, bool, object]"
+Finder = Callable[[bytes, int, int, bool], "list[Hit]"]
 
 
 def _regex_finder() -> Finder:

@@ -44,6 +44,7 @@ _GLUE = re.compile(
     r"|(?<=\S)\s{2,}(?=File \"[^\"]+\", line \d+)"
 )
 
+_BAR_ONLY = re.compile(r"^[^|\n]{0,120}\d+%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]\s*$|^\s*$")
 _MAYBE_GLUE = re.compile(r"it/s\]|s/it\]|Traceback|\d\[\d{4}-|\S\[\d{4}-|\S  +File \"")
 
 _LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|SUCCESS)"
@@ -164,7 +165,14 @@ def normalise_line(no: int, physical: str) -> list[Line]:
     raw = strip_ansi(physical)
     if _CONTROL.search(raw):
         raw = _CONTROL.sub("", raw.replace("\r", "\x00")).replace("\x00", "\r")
-    segments = raw.split("\r") if "\r" in raw else [raw]
+    if "\r" in raw:
+        # A terminal shows only the last carriage-return segment; intermediate progress-bar
+        # updates (hundreds per line in tqdm logs) carry nothing, but a segment with other
+        # text in it (a warning printed mid-bar) is kept.
+        parts = raw.split("\r")
+        segments = [p for p in parts[:-1] if p.strip() and not _BAR_ONLY.match(p)] + parts[-1:]
+    else:
+        segments = [raw]
     out: list[Line] = []
     for seg in segments:
         if not seg.strip():

@@ -451,9 +451,8 @@ class RegionBuilder:
                 continue
             if context is None or no <= r.head_all or context.search(raw):
                 pairs[no] = raw[:MAX_KEPT_LINE]
-        if r.tail_lines:
-            tail_from = self.lines - r.tail_lines + 1
-            self._keep_range(tail_from, self.lines)
+        if r.tail_lines:   # the unterminated last line, if any, is the tail's last line
+            self._keep_range(last_no - r.tail_lines + 1, self.lines)
         pairs.update(self.kept)
         view = LogView(pairs=[(no, _decode(pairs[no])) for no in sorted(pairs)], lines_read=last_no,
                        bytes_read=self.bytes, mode="regions", anchor_lines=self.anchor_lines)

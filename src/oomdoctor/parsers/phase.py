@@ -13,7 +13,7 @@ from typing import Optional
 
 import regex as re
 
-from ..derived import primary_event
+from ..derived import HOST_KINDS, primary_event
 from ..facts import Frame
 from .base import ParseContext
 from .traceback import frames_for
@@ -25,11 +25,18 @@ MARKERS = {
         r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint", re.I),
     "loading_checkpoint_shards": re.compile(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"),
     "resuming": re.compile(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("),
+    # the Trainer's closing summary: the final save_model() comes right after it
+    "training_completed": re.compile(r"'train_runtime':|Training completed\. Do not forget|\*{5} train metrics \*{5}"),
     "running_training": re.compile(r"\*{5} Running training \*{5}|Start(?:ing)? training\b|Training started|Epoch\(train\)"),
     "running_evaluation": re.compile(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"),
     "running_prediction": re.compile(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
     "ref_model_created": re.compile(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
     "optimizer_init": re.compile(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
+    # DeepSpeed building the engine: partitioning (and offloading) the freshly loaded model
+    "engine_init": re.compile(r"DeepSpeedZeRoOffload initialize|Stage 3 initialize beginning|(?:Before|After) creating fp(?:16|32) partitions"
+                              r"|Creating ZeRO Offload|finished initializing model|DeepSpeed Final Optimizer|Before creating fp16 partitions"),
+    "preprocessing": re.compile(r"Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
+                                r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"),
 }
 _BAR = re.compile(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 _EPOCH_DICT = re.compile(r"'epoch':\s*'?(?P<e>\d+(?:\.\d+)?)")
@@ -43,10 +50,12 @@ _ANYWHERE = (
         r"save_checkpoint|_save_checkpoint|\bsave_model\b|:_save\b|save_pretrained|consolidated_16bit_state_dict|save_16bit_model"
         r"|full_state_dict|_full_pre_state_dict_hook|_common_unshard_pre_state_dict_hook|_full_post_state_dict_hook|get_state_dict"
         r"|fsdp_save|save_fsdp_model|save_fsdp_optimizer|save_model_checkpoint|save_optimizer_checkpoint|save_state\b|_save_to_state_dict"
-        r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora")),
+        r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora"
+        # FSDP gathering full parameters outside forward/backward: summon_full_params for a save
+        r"|_unshard_fsdp_state_params|summon_full_params|_unshard_params_for_summon")),
     ("checkpoint_load", re.compile(
         r"_load_optimizer_and_scheduler|_load_from_checkpoint|load_checkpoint\b|_load_zero_checkpoint|load_fsdp_optimizer|load_fsdp_model"
-        r"|_load_rng_state|load_model_checkpoint|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer")),
+        r"|_load_rng_state|load_model_checkpoint|load_adapter|set_peft_model_state_dict|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer")),
     ("eval", re.compile(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b")),
@@ -77,12 +86,21 @@ def _frame_text(fr: Frame) -> str:
     return f"{fr.file}:{fr.function}"
 
 
+# the call in progress in the innermost frame (its code line), when it names the phase
+_CALL = (("checkpoint_save", re.compile(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)")),
+         ("checkpoint_load", re.compile(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")))
+
+
 def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Frame]]:
     texts = [(_frame_text(fr), fr) for fr in frames]
     for phase, rx in _ANYWHERE:
         for text, fr in texts:
             if rx.search(text):
                 return phase, fr
+    if frames and frames[-1].code:
+        for phase, rx in _CALL:
+            if rx.search(frames[-1].code):
+                return phase, frames[-1]
     training = any(_TRAINING.search(t) for t, _ in texts)
     if not training:
         for text, fr in texts:
@@ -108,6 +126,8 @@ def _markers(ctx: ParseContext) -> None:
             if rx.search(text):
                 ctx.mark(name, ln)
         m = _EPOCH_DICT.search(text)
+        if m and MARKERS["training_completed"].search(text):
+            continue  # the closing summary carries the final epoch; it is not a boundary
         if m:
             e = float(m.group("e"))
             if e >= 1 and abs(e - round(e)) < 0.011 and (not seen_epochs or seen_epochs[-1] < e):
@@ -157,7 +177,12 @@ def parse(ctx: ParseContext) -> None:
     line, rank = _failure_anchor(ctx)
     ph = ctx.facts.phase
     if line is None:
-        return
+        if not ctx.all_frames:
+            return
+        # a traceback whose final error line was cut off when the log was pasted: its
+        # innermost frame still says where the job was
+        line = ctx.all_frames[-1].line
+        rank = ctx.lines[ctx.frame_index[-1]].rank
     frames = frames_for(ctx, line, rank)
     if not frames and rank is not None:
         frames = frames_for(ctx, line, None)
@@ -174,7 +199,13 @@ def parse(ctx: ParseContext) -> None:
             phase, frame = phase_from_frames(frames_for(ctx, other.line, None))
             if phase:
                 break
-    if phase:
+    host_side = not any(e.kind not in HOST_KINDS for e in ctx.facts.oom_events)
+    boundary = _boundary_just_before(ctx, frames[0].line if frames else line)
+    if host_side and boundary is not None and phase not in ("checkpoint_save", "checkpoint_load", "eval", "model_load"):
+        # the process died on the host side right as an epoch ended: whatever frame it was
+        # in, the boundary (worker re-forks, eval, save at epoch end) is what matters
+        ph.phase, ph.line, ph.reason = "epoch_end", boundary, "host-side failure right after an epoch boundary"
+    elif phase:
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
     elif ev is not None and ev.kind == "dataloader_killed":
@@ -210,13 +241,21 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     return None
 
 
+def _boundary_just_before(ctx: ParseContext, line: int, within: int = 8) -> Optional[int]:
+    for n in reversed(ctx.facts.markers.get("epoch_boundary", [])):
+        if 0 <= line - n <= within:
+            return n
+    return None
+
+
 def _phase_from_markers(ctx: ParseContext, line: int) -> None:
     """No frames: the last progress marker before the failure decides."""
     ph = ctx.facts.phase
     best: Optional[tuple[int, str]] = None
-    order = {"saving_checkpoint": "checkpoint_save", "epoch_boundary": "epoch_end",
+    order = {"saving_checkpoint": "checkpoint_save", "training_completed": "checkpoint_save", "epoch_boundary": "epoch_end",
              "running_evaluation": "eval", "running_prediction": "eval",
              "loading_checkpoint_shards": "model_load", "resuming": "checkpoint_load",
+             "engine_init": "model_load", "optimizer_init": "model_load", "preprocessing": "data_loading",
              "running_training": None}
     for name, phase in order.items():
         for n in ctx.facts.markers.get(name, []):
