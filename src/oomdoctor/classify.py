@@ -11,6 +11,7 @@ when no real cause is confident. Deterministic: ties break on priority, then id.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from typing import Any, Iterable, Optional
 
@@ -83,10 +84,7 @@ class Evaluator:
 
     # -- helpers ----------------------------------------------------------------
     def _rx(self, pattern: str) -> re.Pattern:
-        rx = self._regex_cache.get(pattern)
-        if rx is None:
-            rx = self._regex_cache[pattern] = re.compile(pattern)
-        return rx
+        return _compiled(pattern)
 
     def _search(self, pattern: str, text: str) -> bool:
         try:
@@ -225,6 +223,12 @@ class Evaluator:
                 return f"{value:.2f}"
             return str(value)
         return _PLACEHOLDER.sub(sub, text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> re.Pattern:
+    """KB patterns compiled once per process (a scan classifies thousands of logs)."""
+    return re.compile(pattern)
 
 
 def _equal(a: Any, b: Any) -> bool:

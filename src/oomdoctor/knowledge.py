@@ -262,14 +262,57 @@ def kb_dirs(extra: Optional[list[Union[str, Path]]] = None) -> list[Path]:
     return dirs
 
 
+def _cache_path(dirs: list[Path]) -> Optional[Path]:
+    """Where the validated KB for exactly these files is cached (None: no cache)."""
+    if os.environ.get("OOMDOCTOR_NO_CACHE"):
+        return None
+    import hashlib
+    from . import __version__
+    h = hashlib.sha1(__version__.encode())
+    for d in dirs:
+        if not d.is_dir():
+            return None
+        for path in sorted(d.glob("*.y*ml")):
+            st = path.stat()
+            h.update(f"{path}\0{st.st_mtime_ns}\0{st.st_size}\n".encode())
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "oomdoctor" / f"kb-{h.hexdigest()[:20]}.pickle"
+
+
 def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_shipped: bool = True,
                    strict: bool = False) -> KnowledgeBase:
+    """Load every incident (validated YAML is cached per set of files: parsing and
+    validating ~20 files costs more than diagnosing a log)."""
+    import pickle
+    dirs = kb_dirs(extra) if include_shipped else [Path(p) for p in (extra or [])]
+    cache = _cache_path(dirs)
+    if cache is not None and cache.is_file():
+        try:
+            with open(cache, "rb") as fh:
+                kb = pickle.load(fh)
+            if isinstance(kb, KnowledgeBase) and not (strict and kb.problems):
+                return kb
+        except Exception:  # noqa: BLE001 - a stale or broken cache is just rebuilt
+            pass
+    kb = _load_uncached(dirs, strict)
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                pickle.dump(kb, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return kb
+
+
+def _load_uncached(dirs: list[Path], strict: bool) -> KnowledgeBase:
     """Load every incident. A broken file is skipped and listed in ``problems`` (so one bad
     file of a team's KB does not cost the user their diagnosis), or raised when ``strict``."""
     incidents: dict[str, Incident] = {}
     files: dict[str, Path] = {}
     problems: list[str] = []
-    dirs = kb_dirs(extra) if include_shipped else [Path(p) for p in (extra or [])]
     for d in dirs:
         if not d.is_dir():
             if strict:

@@ -118,6 +118,21 @@ def strip_ansi(text: str) -> str:
     return text
 
 
+def _combined(patterns: list[tuple[re.Pattern, str]]) -> re.Pattern:
+    """All prefix patterns as one anchored alternation, tried in order in C.
+
+    The ``rank``/``host`` group names repeat across alternatives (the regex module allows
+    it): whichever alternative matched fills them."""
+    alts = []
+    for pattern, _kind in patterns:
+        body = pattern.pattern
+        alts.append("(?:" + (body[1:] if body.startswith("^") else body) + ")")
+    return re.compile("^(?:" + "|".join(alts) + ")")
+
+
+_ANY_PREFIX = _combined(_PREFIXES)
+
+
 def strip_prefixes(text: str) -> tuple[str, Optional[int], Optional[str]]:
     """Remove layered decorations; return (message, rank, host)."""
     rank: Optional[int] = None
@@ -125,18 +140,15 @@ def strip_prefixes(text: str) -> tuple[str, Optional[int], Optional[str]]:
     for _ in range(12):  # bounded: each pass removes at least one prefix
         if not _MAYBE_PREFIX.match(text):
             break
-        for pattern, _kind in _PREFIXES:
-            m = pattern.match(text)
-            if m and m.end() > 0:
-                gd = m.groupdict()
-                if gd.get("rank") is not None and rank is None:
-                    rank = int(gd["rank"])
-                if gd.get("host") and host is None:
-                    host = gd["host"]
-                text = text[m.end():]
-                break
-        else:
+        m = _ANY_PREFIX.match(text)
+        if not m or m.end() == 0:
             break
+        r, h = m.group("rank"), m.group("host")
+        if r is not None and rank is None:
+            rank = int(r)
+        if h and host is None:
+            host = h
+        text = text[m.end():]
     return text, rank, host
 
 

@@ -22,6 +22,7 @@ class ParseContext:
         self.lines = lines
         self.source = source
         self.facts = Facts()
+        self._blob: Optional[tuple[str, list[int]]] = None
         # filled by the traceback family, read by phase/ranks (see traceback.frames_for)
         self.all_frames: list = []
         self.frame_index: list[int] = []
@@ -30,6 +31,33 @@ class ParseContext:
         self._by_no: dict[int, int] = {}
         for i, ln in enumerate(lines):
             self._by_no.setdefault(ln.no, i)
+
+    # -- whole-log search ---------------------------------------------------------
+    def blob(self) -> tuple[str, list[int]]:
+        """All logical lines joined by newlines, and each line's start offset: one regex
+        pass over the blob costs far less than one call per line."""
+        if self._blob is None:
+            starts, pos = [], 0
+            for ln in self.lines:
+                starts.append(pos)
+                pos += len(ln.text) + 1
+            self._blob = ("\n".join(ln.text for ln in self.lines), starts)
+        return self._blob
+
+    def grep(self, pattern: re.Pattern) -> list[int]:
+        """Indices of the lines where ``pattern`` matches (each line once, in order).
+        Compile patterns with (?m) if they use ^ or $ for line boundaries."""
+        import bisect
+        text, starts = self.blob()
+        out: list[int] = []
+        try:
+            for m in pattern.finditer(text, timeout=REGEX_TIMEOUT * 10):
+                i = bisect.bisect_right(starts, m.start()) - 1
+                if not out or out[-1] != i:
+                    out.append(i)
+        except TimeoutError:
+            self.note("a pattern timed out over the whole log; some markers may be missing")
+        return out
 
     # -- evidence ---------------------------------------------------------------
     def evidence(self, line: Line | int) -> Evidence:

@@ -35,7 +35,7 @@ MARKERS = {
     # DeepSpeed building the engine: partitioning (and offloading) the freshly loaded model
     "engine_init": re.compile(r"DeepSpeedZeRoOffload initialize|Stage 3 initialize beginning|(?:Before|After) creating fp(?:16|32) partitions"
                               r"|Creating ZeRO Offload|finished initializing model|DeepSpeed Final Optimizer|Before creating fp16 partitions"),
-    "preprocessing": re.compile(r"Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
+    "preprocessing": re.compile(r"(?m)Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"),
 }
 _BAR = re.compile(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
@@ -116,17 +116,28 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     return None, None
 
 
+_EPOCHISH = re.compile(r"poch")
+
+
 def _markers(ctx: ParseContext) -> None:
+    hits: dict[int, list[str]] = {}
+    for name, rx in MARKERS.items():
+        for i in ctx.grep(rx):
+            hits.setdefault(i, []).append(name)
+    for i in ctx.grep(_EPOCHISH):
+        hits.setdefault(i, [])
     seen_epochs: list[float] = []
-    for i, ln in enumerate(ctx.lines):
+    for i in sorted(hits):
+        ln = ctx.lines[i]
         text = ln.text
-        if not text or _FRAME_LINE.match(text):
+        if _FRAME_LINE.match(text):
             continue
-        for name, rx in MARKERS.items():
-            if rx.search(text):
-                ctx.mark(name, ln)
+        for name in hits[i]:
+            ctx.mark(name, ln)
+        if "poch" not in text:
+            continue
         m = _EPOCH_DICT.search(text)
-        if m and MARKERS["training_completed"].search(text):
+        if m and "training_completed" in hits[i]:
             continue  # the closing summary carries the final epoch; it is not a boundary
         if m:
             e = float(m.group("e"))
@@ -134,7 +145,7 @@ def _markers(ctx: ParseContext) -> None:
                 ctx.mark("epoch_boundary", ln)
             seen_epochs.append(e)
             continue
-        m = _EPOCH_TEXT.search(text) if "poch" in text else None
+        m = _EPOCH_TEXT.search(text)
         if m:
             e = float(m.group("e"))
             it = m.group("i")
