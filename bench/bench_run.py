@@ -2,6 +2,7 @@
 
     python bench/bench_run.py                      # 1 GiB, 3 rounds, both children
     python bench/bench_run.py --size 256M --repeat 1 --child print
+    OOMDOCTOR_PREFILTER=re python bench/bench_run.py     # without Hyperscan
 
 Two children:
 - ``print``: a Python loop that prints training-log lines with print() (metrics dicts,
@@ -115,11 +116,8 @@ def main() -> None:
                     help="comma-separated: devnull (job > /dev/null), file (job > a file), cat (job | cat)")
     args = ap.parse_args()
     size = parse_size(args.size)
-    try:
-        import hyperscan  # noqa: F401
-        engine = "hyperscan"
-    except ImportError:
-        engine = "re (pure Python)"
+    from oomdoctor import capture
+    engine = "hyperscan" if capture._hyperscan_finder() is not None else "re (pure Python)"
     print(f"job output: {size / 2**20:.0f} MiB, rounds: {args.repeat}, cores: {os.cpu_count()}, "
           f"prefilter: {engine}")
     for child in (("print", "bulk") if args.child == "both" else (args.child,)):

@@ -23,8 +23,9 @@ whatever happens.
 from __future__ import annotations
 
 import collections
+import os
 import re
-from typing import Callable, Iterable, Optional
+from typing import Callable, Optional
 
 from . import prefilter
 from .reader import AFTER, BEFORE, HEAD_LINES, MAX_KEPT_LINE, TAIL_LINES, LogView, _decode
@@ -37,32 +38,6 @@ LATE_LINES, LATE_BYTES = 5_000, 4 * 2**20
 SLICE = 64 * 1024                 # scan granularity: how long one uninterruptible scan step is
 FEED_MAX = 2**20                  # larger chunks are fed in pieces (keeps every block small)
 PARTIAL_LIMIT = 2 * MAX_LINE      # bytes of an unfinished line held while waiting for its end
-
-
-def _trie_regex(words: Iterable[str]) -> "re.Pattern[bytes]":
-    """One regex for many literals, factored by common prefixes.
-
-    Python's ``re`` tries every branch of a flat alternation at every position; a prefix
-    tree lets it reject most positions on the first byte, several times faster.
-    """
-    trie: dict = {}
-    for w in words:
-        node = trie
-        for ch in w.encode():
-            node = node.setdefault(ch, {})
-        node[-1] = {}
-
-    def build(node: dict) -> str:
-        end = -1 in node
-        alts = [re.escape(bytes([ch]).decode("latin-1")) + build(node[ch]) for ch in sorted(k for k in node if k != -1)]
-        if not alts:
-            return ""
-        body = alts[0] if len(alts) == 1 and not end else "(?:" + "|".join(alts) + ")"
-        if end:
-            body = body + "?" if body.startswith("(?:") else "(?:" + body + ")?"
-        return body
-
-    return re.compile(build(trie).encode("latin-1"))
 
 
 _CANDIDATES: Optional["re.Pattern[bytes]"] = None
@@ -79,7 +54,7 @@ def candidate_pattern() -> "re.Pattern[bytes]":
     """Matches any anchor or context literal."""
     global _CANDIDATES
     if _CANDIDATES is None:
-        _CANDIDATES = _trie_regex(_literals()[0])
+        _CANDIDATES = prefilter.trie_pattern(_literals()[0])
     return _CANDIDATES
 
 
@@ -112,7 +87,12 @@ def _regex_finder() -> Finder:
 
 
 def _hyperscan_finder() -> Optional[Finder]:
-    """The same literals through Hyperscan (``pip install oomdoctor[fast]``): GB/s instead of MB/s."""
+    """The same literals through Hyperscan (``pip install oomdoctor[fast]``): GB/s instead of MB/s.
+
+    ``OOMDOCTOR_PREFILTER=re`` forces the pure-Python search, as for ``scan``.
+    """
+    if os.environ.get("OOMDOCTOR_PREFILTER", "").lower() in ("re", "python"):
+        return None
     try:
         import hyperscan
     except ImportError:

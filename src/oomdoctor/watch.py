@@ -177,7 +177,11 @@ def exception_lines(exc: BaseException) -> list[str]:
 
 
 def _fill_environment(env, versions: dict[str, str], banner_lines: int = 0) -> None:
-    """Set what the parsers did not find from the process itself (never overrides the log)."""
+    """Fill in from the process itself what the parsers did not find.
+
+    Nothing the exception says is overridden; values a parser inferred from our own banner
+    lines (``banner_lines``: how many there are) give way to the live figures.
+    """
     pairs = (("torch_version", "torch"), ("transformers_version", "transformers"), ("deepspeed_version", "deepspeed"),
              ("accelerate_version", "accelerate"), ("peft_version", "peft"), ("trl_version", "trl"))
     for field_name, pkg in pairs:
@@ -348,14 +352,16 @@ class watch:  # noqa: N801 - used like a function: oomdoctor.watch()
                 kb = load_knowledge(list(self.kb_dirs))
             report = diagnose_exception(exc, knowledge=kb, framework=self.framework)
             self.report = report
-            from .cli import render
-            self.log.log(self.level, "out-of-memory diagnosis (oomdoctor):\n%s", render(report, "text", color=False))
+            # the renderers directly: importing the CLI would load click inside a training job
+            from .render.text import render_text
+            self.log.log(self.level, "out-of-memory diagnosis (oomdoctor):\n%s", render_text(report, color=False))
             if self.report_path:
+                from .render.json import render_json
                 path = _expand(self.report_path)
                 directory = os.path.dirname(os.path.abspath(path))
                 os.makedirs(directory, exist_ok=True)
                 with open(path, "w", encoding="utf-8") as fh:
-                    fh.write(render(report, "json"))
+                    fh.write(render_json(report))
         except Exception as err:  # noqa: BLE001 - the training job's own exception matters more
             self.log.debug("oomdoctor could not diagnose %s: %r", type(exc).__name__, err)
 
