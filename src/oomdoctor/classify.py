@@ -368,9 +368,16 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         scored = real
     scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
     out: list[Diagnosis] = []
+    no_event = not ev.table.get("oom.any")
     for score, _prio, _id, inc, because, line_nos in scored:
+        confidence = _confidence(score, inc.fallback)
+        if inc.memory_failure and no_event:
+            # the log holds no memory failure line (cut off, or the kill left no trace):
+            # a cause inferred from where the job stopped is a lead, not a finding
+            confidence = min(confidence, 0.35)
+            because = because + ["the log shows no out-of-memory message or kill: this is inferred from where the job stopped"]
         out.append(Diagnosis(
-            incident=inc.id, title=inc.title, confidence=_confidence(score, inc.fallback),
+            incident=inc.id, title=inc.title, confidence=confidence,
             score=round(score, 2), fallback=inc.fallback, memory_failure=inc.memory_failure,
             explanation=ev.fill(inc.summary.strip()), because=because,
             evidence=_evidence(ev, line_nos), remediations=remediations_for(inc, ev, detected),

@@ -39,6 +39,9 @@ MARKERS = {
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"),
 }
 _BAR = re.compile(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
+# hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
+_STEP_TEXT = re.compile(r"(?i)\b(?:it|iter|iteration|step|global_step)\s*[=:]?\s*(?P<n>\d+)(?:\s*/\s*(?P<m>\d+))?")
+_EPOCH_WORD = re.compile(r"(?i)\bepoch\s*[=:]?\s*(?P<e>\d+(?:\.\d+)?)")
 _EPOCH_DICT = re.compile(r"'epoch':\s*'?(?P<e>\d+(?:\.\d+)?)")
 _EPOCH_TEXT = re.compile(r"\bEpoch[ :\[]*(?P<e>\d+)(?:\s*/\s*\d+)?[\]\s,:|-]*(?:Iter|Step|step|iter|Batch|batch)?\s*\[?(?P<i>\d+)?")
 _LOSS = re.compile(r"'loss':|\bloss[=:]\s*\d|Loss \d")
@@ -158,12 +161,19 @@ def _progress_before(ctx: ParseContext, idx: int) -> None:
     ph = ctx.facts.phase
     for j in range(idx, max(-1, idx - 3000), -1):
         text = ctx.lines[j].text
+        if _FRAME_LINE.match(text) or text.startswith("    "):
+            continue  # code lines name steps and epochs too ("for step in ...")
         if ph.step is None:
             bars = list(_BAR.finditer(text))
             if bars:
                 ph.step, ph.total_steps = int(bars[-1].group("n")), int(bars[-1].group("m"))
+            else:
+                m = _STEP_TEXT.search(text)
+                if m and ("epoch" in text.lower() or "loss" in text.lower() or m.group("m")):
+                    ph.step = int(m.group("n"))
+                    ph.total_steps = int(m.group("m")) if m.group("m") else None
         if ph.epoch is None:
-            m = _EPOCH_DICT.search(text)
+            m = _EPOCH_DICT.search(text) or (_EPOCH_WORD.search(text) if ph.step is not None else None)
             if m:
                 ph.epoch = float(m.group("e"))
         if ph.step is not None and ph.epoch is not None:
@@ -189,6 +199,10 @@ def parse(ctx: ParseContext) -> None:
     ph = ctx.facts.phase
     if line is None:
         if not ctx.all_frames:
+            # no failure line at all (a log cut short, a silent kill): the last progress
+            # marker before the end says where the job was
+            if ctx.lines:
+                _phase_from_markers(ctx, ctx.lines[-1].no)
             return
         # a traceback whose final error line was cut off when the log was pasted: its
         # innermost frame still says where the job was
