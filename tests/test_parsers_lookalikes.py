@@ -5,64 +5,13 @@ of them may produce an OOM event, through ``extract`` or through the whole pipel
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
 
-import oomdoctor
 from oomdoctor.facts import Evidence, OomEvent
 from oomdoctor.normalise import normalise
-from oomdoctor.parsers import extract, lookalikes
+from oomdoctor.parsers import lookalikes
 from oomdoctor.parsers.base import ParseContext
-
-LOGS = Path(__file__).parent / "fixtures" / "logs"
-FIXTURES = sorted(LOGS.glob("lookalike-*.log"))
-
-
-def assert_facts(found, expected: dict) -> None:
-    """Compare events, failures and exit codes with a fixture's expectations."""
-    want_events = expected.get("events", [])
-    assert [(e.kind, e.line) for e in found.oom_events] == [(w["kind"], w["line"]) for w in want_events]
-    want_failures = expected.get("failures", [])
-    assert [(f.kind, f.line) for f in found.failures] == [(w["kind"], w["line"]) for w in want_failures]
-    for f, want in zip(found.failures, want_failures):
-        for key, value in want.items():
-            if key == "evidence_lines":
-                assert [e.line for e in f.evidence] == value, key
-            elif key.endswith("_contains"):
-                assert value in getattr(f, key[: -len("_contains")]), key
-            else:
-                assert getattr(f, key) == value, key
-    if "exit_codes" in expected:
-        assert found.ranks.exit_codes == expected["exit_codes"]
-
-
-def _load(log: Path) -> tuple[str, dict]:
-    return log.read_text(encoding="utf-8"), yaml.safe_load(log.with_suffix(".yaml").read_text(encoding="utf-8"))
-
-
-def test_every_fixture_has_expectations_and_no_events():
-    assert FIXTURES
-    for p in FIXTURES:
-        assert yaml.safe_load(p.with_suffix(".yaml").read_text(encoding="utf-8"))["events"] == []
-
-
-@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
-def test_fixture_facts_from_extract(log):
-    text, expected = _load(log)
-    assert_facts(extract(normalise(text)), expected)
-
-
-@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
-def test_fixture_facts_from_diagnose(log):
-    text, expected = _load(log)
-    expected = dict(expected)
-    codes = expected.pop("exit_codes", None)
-    report = oomdoctor.diagnose(text, text=True)
-    assert_facts(report, expected)
-    if codes is not None:
-        assert all(c in report.ranks.exit_codes for c in codes)
 
 
 def _lookalikes_only(text: str, existing: list[OomEvent] = ()) -> ParseContext:

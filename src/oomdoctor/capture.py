@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import time
 from typing import Callable, Optional
 
 from . import prefilter
@@ -135,9 +136,18 @@ def literal_finder() -> Finder:
 
 
 class Capture:
-    """Feed it the job's output chunk by chunk (``feed``), then ``finish`` and ``view``."""
+    """Feed it the job's output chunk by chunk (``feed``), then ``finish`` and ``view``.
 
-    def __init__(self) -> None:
+    ``scan_share`` (optional) caps the CPU spent searching: on average at most this share
+    of the wall time, with bursts of up to ``scan_burst`` seconds (a token bucket), so a
+    job that prints without pause never has to share its core with the search.
+    """
+
+    def __init__(self, scan_share: Optional[float] = None, scan_burst: float = 1.0) -> None:
+        self._share = scan_share
+        self._burst = scan_burst
+        self._tokens = scan_burst
+        self._last_refill = time.perf_counter()
         self.lines = 0                  # complete lines seen (the next line is lines + 1)
         self.bytes = 0
         self.unscanned_lines = 0
@@ -229,16 +239,28 @@ class Capture:
     def _scan_block(self, body: bytes, base: int, last: int, may_scan: Optional[Callable[[], bool]]) -> None:
         pos, line = 0, base
         while pos < len(body):
-            if may_scan is not None and not may_scan():
+            if not self._allowance() or (may_scan is not None and not may_scan()):
                 self.unscanned_bytes += len(body) - pos
                 self.unscanned_lines += last - line
                 return
             end = len(body) if len(body) - pos <= SLICE else body.rfind(b"\n", pos, pos + SLICE) + 1
             if end <= pos:                        # one line longer than a slice
                 end = body.find(b"\n", pos + SLICE) + 1 or len(body)
+            started = time.perf_counter()
             self._scan(body, pos, end, line)
+            if self._share is not None:
+                self._tokens -= time.perf_counter() - started
             line += body.count(b"\n", pos, end)
             pos = end
+
+    def _allowance(self) -> bool:
+        """Whether the search may spend more CPU now (always, without ``scan_share``)."""
+        if self._share is None:
+            return True
+        now = time.perf_counter()
+        self._tokens = min(self._burst, self._tokens + (now - self._last_refill) * self._share)
+        self._last_refill = now
+        return self._tokens > 0
 
     def _take_head(self, body: bytes, base: int, count: int) -> None:
         need = HEAD_LINES - base
@@ -397,5 +419,5 @@ class Capture:
             view.notes.append(
                 f"the job printed faster than its output could be searched: {self.unscanned_lines} lines "
                 f"({self.unscanned_bytes // 2**20} MiB) were passed through without being searched "
-                "(the head and the last lines are always kept)")
+                "(the head and the last lines are always kept; installing oomdoctor[fast] searches faster)")
         return view

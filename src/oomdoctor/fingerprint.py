@@ -7,7 +7,6 @@ between runs, so the same bug in a thousand jobs gets one fingerprint.
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
