@@ -35,6 +35,7 @@ AFTER = 60                    # and after it (wrapped message, cascade)
 MAX_KEPT = 250_000            # lines kept in region mode, whatever the input size
 MAX_KEPT_LINE = 8 * 1024      # characters kept of one line in region mode
 MAX_KEPT_BYTES = 32 * 2**20   # bytes kept in region mode, whatever the input size
+MAX_CONTEXT_LINES = 20_000    # context-literal lines kept (anchor windows, head and tail come on top)
 RING_BYTES = 16 * 2**20       # recent blocks held for windows before an anchor and the tail
 BLOCK = 2**20                 # read size of the region pass
 PASS_BLOCK = 128 * 1024       # read size of the anchor-only pass (stays in the CPU cache)
@@ -353,6 +354,7 @@ class RegionBuilder:
         self.ring_bytes = 0
         self.after_until = 0               # lines up to this number follow an anchor
         self.window_through = 0            # windows already cover every line up to this one
+        self.context_kept = 0
         self._reach = max(regions.before, regions.tail_lines)
 
     # -- keeping ----------------------------------------------------------------------
@@ -392,12 +394,15 @@ class RegionBuilder:
         ends = self.anchors.ends(data)
         if ends:
             self._anchors(blk, ends)
-        if self.context is not None:
+        if self.context is not None and self.context_kept < MAX_CONTEXT_LINES:
             ends = self.context.ends(data)
             if ends:
                 lines = blk.lines()
-                for no in self._line_numbers(blk, ends):
+                # Banners and configuration come early; past this many context lines the
+                # rest are per-step progress ("epoch", "step", "MiB") that say nothing new.
+                for no in self._line_numbers(blk, ends)[: MAX_CONTEXT_LINES - self.context_kept]:
                     self._keep(no, lines[no - blk.first])
+                    self.context_kept += 1
         self.lines += blk.count
         # keep enough recent blocks for the next window's "before" lines and the tail
         while len(self.ring) > 1 and (self.lines - self.ring[0].last >= self._reach or self.ring_bytes > RING_BYTES):
