@@ -101,6 +101,14 @@ def test_exit_status_is_the_jobs(tmp_path):
     assert res.stdout == b""
 
 
+def test_a_report_that_cannot_be_written_does_not_change_the_exit_status(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    res = wrapped("--report", str(blocker / "report.json"), "--", sys.executable, "-c", "import sys; sys.exit(5)")
+    assert res.returncode == 5
+    assert "oomdoctor: could not write the report" in res.stderr.decode()
+
+
 def test_a_job_that_leaves_a_process_holding_its_output_does_not_hang_the_wrapper():
     script = ("import subprocess, sys; p = subprocess.Popen(['sleep', '60']); "
               "print(p.pid, flush=True); sys.exit(3)")
@@ -417,6 +425,19 @@ def test_unsearched_output_is_named_and_head_and_tail_are_still_kept():
     assert kept[1] == "line 1" and kept[20001] == "RuntimeError: CUDA out of memory."
     assert cap.unscanned_lines == 20001
     assert any("20001 lines" in note for note in view.notes)
+
+
+def test_the_search_stays_within_its_cpu_allowance():
+    data = b"".join(b"line %d\n" % i for i in range(1, 20001))
+    data = data.replace(b"line 10000\n", b"RuntimeError: CUDA out of memory.\n")
+    spent = Capture(scan_share=0.0, scan_burst=0.0)       # no allowance at all
+    spent.feed(data, "stdout")
+    spent.finish()
+    assert spent.unscanned_lines == 20000 and spent.anchors == 0
+    free = Capture(scan_share=0.0, scan_burst=60.0)       # a burst far larger than this needs
+    free.feed(data, "stdout")
+    free.finish()
+    assert free.unscanned_lines == 0 and free.anchors == 1
 
 
 def test_capture_memory_is_bounded_by_its_budgets(finder, monkeypatch):

@@ -7,10 +7,13 @@ these, so the two always look at the same lines and agree.
 """
 from __future__ import annotations
 
+import bisect
+import functools
+import heapq
 import os
 import re
 import threading
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
 
 ANCHOR_LITERALS = (
     "out of memory", "Out of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory",
@@ -84,26 +87,266 @@ def context_pattern() -> "re.Pattern[bytes]":
     return _CONTEXT_RE
 
 
+# -- the pure-Python search: pivots -------------------------------------------------------
+#
+# The standard library has no multi-literal search: one ``re`` alternation of the
+# literals runs at well under 0.1 GB/s. It does have fast single searches: ``bytes.find``
+# of one byte is ``memchr`` (tens of GB/s), ``bytes.find`` of a long needle skips ahead
+# by up to its length, ``re`` runs a literal prefix through a tight C loop, and
+# ``bytes.translate`` drops bytes in one C pass. So the literals are covered by a few
+# *pivots* (each literal contains one), each pivot is searched on its own, and a hit is
+# confirmed by comparing, in place, the literals that pivot stands for. Two kinds:
+#
+# - a rare byte (uppercase letters mostly): ``memchr``, then one comparison per
+#   occurrence of the byte;
+# - a substring, searched in the *letters* of the text: the block without digits,
+#   spaces, punctuation and non-ASCII bytes (``bytes.translate``, a third of the bytes
+#   of a training log), where every literal still appears, letters only
+#   ("exit code: 137" becomes "exitcode"). A hit there is mapped back to a 16 KiB
+#   stretch of the block, where the literals are looked for.
+#
+# Which pivots is a weighted set cover (``plan_pivots``), by how often their bytes
+# occur in training logs: digits, spaces and most lowercase letters all the time,
+# uppercase letters rarely. Whatever the costs, the search finds every literal: each
+# one is assigned to a pivot it contains (a test checks it).
+
+# Approximate share of each byte in training logs (progress bars, metrics, banners,
+# warnings), from generated archives and real logs. Only the order of magnitude matters.
+BYTE_SHARE = {
+    ' ': 2e-1, '!': 7e-6, '"': 1e-3, '#': 3e-4, '$': 7e-6, '%': 5e-3, '&': 6e-7, "'": 2e-3,
+    '(': 1e-3, ')': 1e-3, '*': 3e-4, '+': 3e-4, ',': 1e-2, '-': 1e-2, '.': 3e-2, '/': 2e-2,
+    '0': 5e-2, '1': 5e-2, '2': 4e-2, '3': 3e-2, '4': 3e-2, '5': 3e-2, '6': 2e-2, '7': 2e-2,
+    '8': 2e-2, '9': 2e-2, ':': 4e-2, ';': 1e-4, '<': 5e-3, '=': 8e-3, '>': 2e-4, '?': 2e-5,
+    '@': 7e-6, 'A': 6e-4, 'B': 2e-3, 'C': 1e-3, 'D': 3e-4, 'E': 3e-3, 'F': 2e-3, 'G': 2e-3,
+    'H': 2e-4, 'I': 2e-3, 'J': 9e-6, 'K': 4e-5, 'L': 8e-4, 'M': 7e-4, 'N': 3e-3, 'O': 3e-3,
+    'P': 9e-4, 'Q': 3e-5, 'R': 8e-4, 'S': 8e-4, 'T': 8e-4, 'U': 4e-4, 'V': 1e-4, 'W': 9e-5,
+    'X': 2e-5, 'Y': 9e-5, 'Z': 1e-5, '[': 2e-2, '\\': 1e-4, ']': 7e-3, '^': 2e-3, '_': 5e-3,
+    '`': 6e-5, 'a': 2e-2, 'b': 3e-3, 'c': 1e-2, 'd': 8e-3, 'e': 3e-2, 'f': 3e-3, 'g': 6e-3,
+    'h': 5e-3, 'i': 2e-2, 'j': 7e-5, 'k': 4e-3, 'l': 2e-2, 'm': 2e-2, 'n': 2e-2, 'o': 2e-2,
+    'p': 2e-2, 'q': 3e-4, 'r': 2e-2, 's': 3e-2, 't': 2e-2, 'u': 5e-3, 'v': 1e-3, 'w': 9e-4,
+    'x': 7e-4, 'y': 3e-3, 'z': 2e-3, '{': 3e-4, '|': 3e-2, '}': 3e-4, '~': 1e-5,
+}
+# What every training log prints many times (a pivot inside one of these hits all the
+# time), letters only, as in the searched text.
+COMMON_WORDS = (
+    "memory", "Memory", "allocated", "reserved", "error", "warning", "Warning", "model", "device",
+    "tensor", "torch", "cuda", "CUDA", "nccl", "NCCL", "rank", "node", "process", "training",
+    "step", "epoch", "Epoch", "loss", "learning", "rate", "batch", "size", "float", "dtype",
+    "exception", "signal", "status", "return", "returncode", "worker", "dataloader", "exitcode",
+    "ExitCode", "kill", "time", "info", "INFO", "compute", "capability", "checkpoint", "config",
+    "python", "version", "Version", "GPU", "gpu",
+)
+LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
+NOT_LETTERS = bytes(b for b in range(256) if b not in LETTERS)
+
+# Costs, in units of one pass of a literal-prefix ``re`` over the bytes (~0.4 s a GiB here).
+MEMCHR_PASS = 0.15        # one memchr pass
+HIT_COST = 1200.0         # confirming hits of a byte, per unit of hit share (Python work per hit)
+LETTERS_PASS = 2.2        # dropping all but the letters (``bytes.translate``), once a block
+LONG_FIND = (0.3, 10.0)   # bytes.find of an m-byte needle, m >= 6: a + b / m
+COMMON_SHARE = 3e-6       # the share of hits of a pivot inside a common word
+LETTERS_SHARE = 0.33      # what is left of the bytes
+VERIFY_COST = 2.5e5       # a hit in the letters: map back, look for the literals (per unit share)
+FIRST_BYTE = 25.0         # a prefix search stops at each occurrence of the first byte
+MAX_PIVOT = 10            # longest substring tried as a pivot (besides whole literals)
+TRIE_COST = 40.0          # the plain prefix-tree ``re`` over the bytes
+STRETCH = 16 * 1024       # a hit in the letters is looked for in this stretch of the block
+PURE_PYTHON = ("re", "python", "pivots", "trie")   # OOMDOCTOR_PREFILTER values without Hyperscan
+
+
+def letters(s: bytes) -> bytes:
+    return s.translate(None, NOT_LETTERS)
+
+
+def _share(byte: int) -> float:
+    return BYTE_SHARE.get(chr(byte), 1e-4)
+
+
+def _hit_share(s: bytes, scale: float = 1.0) -> float:
+    """Expected hits of ``s`` per byte of log text (``scale``: the share of the bytes searched)."""
+    share = scale
+    for b in s:
+        share *= _share(b) / scale
+    text = s.decode("ascii", "replace")
+    if any(text in word for word in COMMON_WORDS):
+        share = max(share, COMMON_SHARE)
+    return share
+
+
+def _scan_cost(s: bytes, scale: float = 1.0) -> float:
+    """One search for ``s`` over all the bytes: a literal-prefix ``re``, which stops at
+    each occurrence of the first byte, or ``bytes.find``, which skips ahead by up to the
+    length of a long needle."""
+    cost = 1.0 + FIRST_BYTE * _share(s[0]) / scale
+    if len(s) >= 6:
+        cost = min(cost, LONG_FIND[0] + LONG_FIND[1] / len(s))
+    return cost * scale
+
+
+def _pivot_cost(kind: str, s: bytes) -> float:
+    if kind == "byte":
+        return MEMCHR_PASS + _share(s[0]) * HIT_COST
+    if kind == "text":
+        return _scan_cost(s) + _hit_share(s) * HIT_COST
+    return _scan_cost(s, LETTERS_SHARE) + _hit_share(s, LETTERS_SHARE) * VERIFY_COST
+
+
+class Pivot(NamedTuple):
+    kind: str                           # "byte" | "text" (a substring) | "letters" (of the letters)
+    needle: bytes
+    literals: tuple[bytes, ...]         # the literals it stands for
+    cost: float
+
+
+@functools.lru_cache(maxsize=8)
+def plan_pivots(literals: tuple[str, ...]) -> tuple[Pivot, ...]:
+    """Pivots such that every literal contains one, cheap to search for as a whole: a
+    greedy weighted set cover, with and without searching the letters (which costs a
+    pass of its own), whichever is cheaper."""
+    lits = sorted({w.encode() for w in literals if w})
+    cover: dict[tuple[str, bytes], set] = {}       # candidate -> the literals it covers
+    for w in lits:
+        for kind, text in (("byte", w), ("text", w), ("letters", letters(w))):
+            sizes = (1,) if kind == "byte" else range(min(3, len(text)), MAX_PIVOT + 1)
+            for i in range(len(text)):
+                for j in {i + k for k in sizes if i + k <= len(text)}:
+                    cover.setdefault((kind, text[i:j]), set()).add(w)
+    for w in lits:                      # whole literals, however long (long needles are fast)
+        for kind, text, held in (("text", w, lambda x: x), ("letters", letters(w), letters)):
+            if len(text) > MAX_PIVOT and (kind, text) not in cover:
+                cover[(kind, text)] = {x for x in lits if text in held(x)}
+    cost = {key: _pivot_cost(*key) for key in cover}
+    plans = [_cover(lits, {k: c for k, c in cover.items() if k[0] != "letters"}, cost)]
+    if all(letters(w) for w in lits):     # a literal without letters: not in the letters
+        plans.append(_cover(lits, cover, cost))
+    return min(plans, key=plan_cost)
+
+
+def _cover(lits: list[bytes], cover: dict, cost: dict) -> tuple[Pivot, ...]:
+    """Greedy set cover: the candidate of least cost per literal not yet covered, again
+    and again (lazily: that price only grows as literals get covered)."""
+    left = set(lits)
+    heap = [(cost[k] / len(c), k) for k, c in cover.items()]
+    heapq.heapify(heap)
+    chosen: list = []
+    while left:
+        price, k = heapq.heappop(heap)
+        new = len(cover[k] & left)
+        if not new:
+            continue
+        if cost[k] / new > price:               # stale: put it back at its price now
+            heapq.heappush(heap, (cost[k] / new, k))
+            continue
+        chosen.append(k)
+        left -= cover[k]
+    for k in sorted(chosen, key=lambda c: (-cost[c], c)):   # drop what the others cover
+        if set().union(*(cover[c] for c in chosen if c != k)) >= set(lits):
+            chosen.remove(k)
+    chosen.sort(key=lambda c: (cost[c], c))
+
+    def fit(w: bytes, k) -> tuple:
+        # a byte pivot compares the literal from the byte on: a long tail rejects most
+        # occurrences of the byte with one comparison
+        return (k[0] == "byte" and len(w) - w.index(k[1]) < 3, cost[k])
+
+    owner = {w: min((k for k in chosen if w in cover[k]), key=lambda k: fit(w, k)) for w in lits}
+    return tuple(Pivot(k[0], k[1], tuple(w for w in lits if owner[w] == k), cost[k])
+                 for k in chosen if any(owner[w] == k for w in lits))
+
+
+def plan_cost(plan: tuple[Pivot, ...]) -> float:
+    return sum(p.cost for p in plan) + (LETTERS_PASS if any(p.kind == "letters" for p in plan) else 0.0)
+
+
+class _InPlace:
+    """A pivot searched in the bytes themselves, its literals compared in place."""
+
+    def __init__(self, p: Pivot):
+        self.needle = p.needle
+        # each literal is compared from its first occurrence of the needle (the longest
+        # tail): one startswith with all the tails rejects almost every hit at once
+        self.full = tuple((w.index(p.needle), w) for w in p.literals)
+        self.tails = tuple({w[j:] for j, w in self.full})
+        self.pattern = None
+        if len(p.needle) > 1 and _scan_cost(p.needle) < LONG_FIND[0] + LONG_FIND[1] / max(6, len(p.needle)):
+            self.pattern = re.compile(re.escape(p.needle))   # re's prefix loop beats find here
+
+    def run(self, data: bytes, lo: int, hi: int, hits: Optional[list]) -> bool:
+        startswith, needle, tails = data.startswith, self.needle, self.tails
+        hi = min(len(data), hi + len(needle) - 1)   # a needle that starts before hi
+        if self.pattern is None:
+            find = data.find
+            i = find(needle, lo, hi)
+        else:
+            search = self.pattern.search
+            m = search(data, lo, hi)
+            i = -1 if m is None else m.start()
+        while i >= 0:
+            if startswith(tails, i):
+                for j, w in self.full:
+                    if i >= j and startswith(w, i - j):
+                        if hits is None:
+                            return True
+                        hits.append(i - j)
+            if self.pattern is None:
+                i = find(needle, i + 1, hi)
+            else:
+                m = search(data, i + 1, hi)
+                i = -1 if m is None else m.start()
+        return False
+
+
+class _Letters:
+    """A pivot searched in the letters of a block."""
+
+    def __init__(self, p: Pivot):
+        self.needle = p.needle
+        self.literals = p.literals
+        self.longest = max(len(w) for w in p.literals)
+        if _scan_cost(p.needle, LETTERS_SHARE) < LETTERS_SHARE * (LONG_FIND[0] + LONG_FIND[1] / max(6, len(p.needle))):
+            search = re.compile(re.escape(p.needle)).search   # re's prefix loop beats find here
+            self.find = lambda text, pos: (lambda m: -1 if m is None else m.start())(search(text, pos))
+        else:
+            needle = p.needle
+            self.find = lambda text, pos: text.find(needle, pos)
+
+
 class Matcher:
     """Finds where any of a set of literals occurs in a block of bytes.
 
-    Hyperscan (the optional ``oomdoctor[fast]`` extra) scans at several GB/s; without it
-    the prefix-tree ``re`` above does the same job at about 0.1 GB/s. Set
-    ``OOMDOCTOR_PREFILTER=re`` to force the fallback. Literals never span a newline, so
-    blocks cut at line boundaries can be scanned independently.
+    Engines: Hyperscan (the optional ``oomdoctor[fast]`` extra; several GB/s), else the
+    pivots above (pure Python), else — if the pivots would cost more, as for very common
+    literals — the prefix-tree ``re``. All three find the same lines.
+    ``OOMDOCTOR_PREFILTER=python`` (or ``re``) forces the pure-Python search, ``=trie``
+    the plain ``re``. Literals never span a newline, so blocks cut at line boundaries can
+    be searched independently.
     """
 
-    def __init__(self, literals: Iterable[str], *, native: Optional[bool] = None):
+    WINDOW = 256 * 1024   # byte pivots search a block in windows that stay in the CPU cache
+
+    def __init__(self, literals: Iterable[str], *, native: Optional[bool] = None, engine: Optional[str] = None):
         self.literals = tuple(literals)
         self.longest = max(len(w.encode()) for w in self.literals)
         self._re = trie_pattern(self.literals)
         self._hs = None
-        if native is None:
-            native = os.environ.get("OOMDOCTOR_PREFILTER", "").lower() not in ("re", "python")
-        if native:
+        choice = (engine or os.environ.get("OOMDOCTOR_PREFILTER", "")).lower()
+        if native is not None:
+            choice = "hyperscan" if native else ("python" if choice in ("", "auto", "hyperscan") else choice)
+        if choice not in PURE_PYTHON:
             self._hs = _hyperscan_database(self.literals)
+        self._bytes: tuple[_InPlace, ...] = ()
+        self._letters: tuple[_Letters, ...] = ()
+        if self._hs is not None:
+            self.engine = "hyperscan"
+        else:
+            plan = plan_pivots(self.literals) if choice != "trie" else ()
+            if plan and plan_cost(plan) < TRIE_COST:
+                self._bytes = tuple(_InPlace(p) for p in plan if p.kind != "letters")
+                self._letters = tuple(_Letters(p) for p in plan if p.kind == "letters")
+                self.engine = "python"
+            else:
+                self.engine = "trie"
         self._local = threading.local()  # Hyperscan scratch space is per thread
-        self.engine = "hyperscan" if self._hs is not None else "re"
 
     def _scratch(self):
         scratch = getattr(self._local, "scratch", None)
@@ -114,31 +357,98 @@ class Matcher:
 
     def ends(self, data) -> list[int]:
         """Offsets just past every hit, ascending (several per line are possible)."""
-        if self._hs is None:
+        if self._hs is not None:
+            found: list[int] = []
+            add = found.append
+            self._hs.scan(data, match_event_handler=lambda _id, _start, end, _flags, _ctx: add(end),
+                          scratch=self._scratch())
+            found.sort()
+            return found
+        if self.engine == "trie":
             return [m.end() for m in self._re.finditer(data)]
-        found: list[int] = []
-        add = found.append
-        self._hs.scan(data, match_event_handler=lambda _id, _start, end, _flags, _ctx: add(end),
-                      scratch=self._scratch())
-        found.sort()
-        return found
+        data = bytes(data)
+        hits: list[int] = []
+        self._find(data, hits)
+        if not hits:
+            return []
+        # the lines that hold a literal, searched in full: the same ends as one finditer
+        n = len(data)
+        out: list[int] = []
+        finditer = self._re.finditer
+        for start in sorted({data.rfind(b"\n", 0, p) + 1 for p in hits}):
+            stop = data.find(b"\n", start)
+            out.extend(m.end() for m in finditer(data, start, n if stop < 0 else stop))
+        return out
 
     def search(self, data) -> bool:
         """Is there any hit? Stops at the first one."""
-        if self._hs is None:
+        if self._hs is not None:
+            import hyperscan
+            try:
+                self._hs.scan(data, match_event_handler=_stop, scratch=self._scratch())
+            except hyperscan.ScanTerminated:
+                return True
+            return False
+        if self.engine == "trie":
             return self._re.search(data) is not None
-        import hyperscan
-        try:
-            self._hs.scan(data, match_event_handler=_stop, scratch=self._scratch())
-        except hyperscan.ScanTerminated:
-            return True
+        return self._find(bytes(data), None)
+
+    def _find(self, data: bytes, hits: Optional[list]) -> bool:
+        """Start offsets of the literals in ``data``, appended to ``hits``; or, without
+        ``hits``, True at the first one."""
+        n = len(data)
+        for lo in range(0, n, self.WINDOW):
+            hi = min(n, lo + self.WINDOW)
+            for pivot in self._bytes:
+                if pivot.run(data, lo, hi, hits) and hits is None:
+                    return True
+        if not self._letters:
+            return False
+        text = data.translate(None, NOT_LETTERS)
+        marks = _Marks(data)
+        for pivot in self._letters:
+            looked: set[int] = set()
+            find = pivot.find
+            r = find(text, 0)
+            while r >= 0:
+                k = marks.stretch(r)          # the stretch of data that holds this letter
+                if k not in looked:
+                    looked.add(k)
+                    lo = max(0, k * STRETCH - pivot.longest)
+                    hi = min(n, (k + 1) * STRETCH + pivot.longest)
+                    for w in pivot.literals:
+                        i = data.find(w, lo, hi)
+                        while i >= 0:
+                            if hits is None:
+                                return True
+                            hits.append(i)
+                            i = data.find(w, i + 1, hi)
+                r = find(text, r + 1)
         return False
 
     def __getstate__(self):  # compiled databases do not pickle; rebuild in the worker
-        return {"literals": self.literals, "native": self._hs is not None}
+        return {"literals": self.literals, "engine": self.engine}
 
     def __setstate__(self, state):
-        self.__init__(state["literals"], native=state["native"])
+        engine = state.get("engine")
+        self.__init__(state["literals"], engine=None if engine == "hyperscan" else engine)
+
+
+class _Marks:
+    """Where the letters of ``data`` come from, by STRETCH: counted on the first hit in
+    the letters only, and only as far as needed."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.ends: list[int] = []       # letters up to the end of each stretch
+
+    def stretch(self, r: int) -> int:
+        """The stretch of ``data`` that holds its letter number ``r`` (from 0)."""
+        ends, data = self.ends, self.data
+        while not ends or (ends[-1] <= r and len(ends) * STRETCH < len(data)):
+            i = len(ends) * STRETCH
+            ends.append((ends[-1] if ends else 0) + len(data[i:i + STRETCH].translate(None, NOT_LETTERS)))
+        return bisect.bisect_right(ends, r) if ends[-1] > r else len(ends) - 1
 
 
 def _stop(*_args) -> bool:

@@ -46,9 +46,8 @@ PID_SAMPLE_EVERY = 2.0       # how often the job's processes are listed (for ker
 TERMINATING = ("SIGINT", "SIGTERM", "SIGHUP")
 FORWARDED = TERMINATING + ("SIGUSR1", "SIGUSR2")
 _F_SETPIPE_SZ = 1031
-# While output streams without a pause, wait this long between reads so that each read
-# takes what a few of the job's writes put in the pipe: a third of the CPU per byte for
-# the wrapper and fewer wake-ups for the job. Never applies to output that trickles.
+# After a read, wait this long before the next one, so that each read takes what several
+# of the job's writes put in the pipe (see _pump). Output is forwarded at most this late.
 COALESCE = 0.001
 # The search for flagged lines may use at most this share of one core on average (bursts of
 # a second are free): a job printing without pause keeps its CPU; real jobs print far less
@@ -253,13 +252,13 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
     exited_at: Optional[float] = None
     next_sample = time.monotonic() + 0.2
     next_poll = 0.0
-    last_data = 0.0
     killed = False
     # one reusable buffer: os.read(fd, 1 MiB) would map and unmap a fresh MiB on every call
     buf = bytearray(READ_SIZE)
     view = memoryview(buf)
     while streams:
         events = sel.select(0.25)
+        got = 0
         for key, _ in events:
             name, sink = key.data
             try:
@@ -269,6 +268,7 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
             except OSError:
                 n = 0
             data = view[:n].tobytes()
+            got += n
             if data:
                 sink.write(data)
                 drained[0] = len(data) < BACKLOG
@@ -278,11 +278,12 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
                 # broken pipe exactly as it would have without the wrapper
                 sel.unregister(key.fd)
                 streams.pop(key.fd).close()
+        if 0 < got < BACKLOG:
+            # let the job's next writes gather in the pipe: one read then takes several of
+            # them (a reader that wakes for every 8 KiB write costs the job more than its
+            # own printing); output is still forwarded within COALESCE of its arrival
+            time.sleep(COALESCE)
         now = time.monotonic()
-        if events:
-            if now - last_data < COALESCE:
-                time.sleep(COALESCE)
-            last_data = now
         if events and now < next_poll and deadline[0] is None:
             continue                    # busy streaming: the checks below can wait a moment
         next_poll = now + 0.1
@@ -550,7 +551,10 @@ def run(command: tuple[str, ...], report_json: Optional[str], report_md: Optiona
         changes.update(change)
     assert result is not None
     if final is not None:
-        _finish(final[0], final[1], attempts, result, report_json, report_md, color)
+        try:
+            _finish(final[0], final[1], attempts, result, report_json, report_md, color)
+        except Exception as exc:  # noqa: BLE001 - whatever happens here, exit with the job's status
+            _say(f"oomdoctor: could not write the report ({type(exc).__name__}: {str(exc)[:200]})")
     sys.exit(result.exit_status)
 
 

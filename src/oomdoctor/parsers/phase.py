@@ -202,7 +202,7 @@ def parse(ctx: ParseContext) -> None:
             # no failure line at all (a log cut short, a silent kill): the last progress
             # marker before the end says where the job was
             if ctx.lines:
-                _phase_from_markers(ctx, ctx.lines[-1].no)
+                _phase_from_markers(ctx, ctx.lines[-1].no, within=50)
             return
         # a traceback whose final error line was cut off when the log was pasted: its
         # innermost frame still says where the job was
@@ -272,7 +272,7 @@ def _boundary_just_before(ctx: ParseContext, line: int, within: int = 8) -> Opti
     return None
 
 
-def _phase_from_markers(ctx: ParseContext, line: int) -> None:
+def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None:
     """No frames: the last progress marker before the failure decides."""
     ph = ctx.facts.phase
     best: Optional[tuple[int, str]] = None
@@ -292,6 +292,6 @@ def _phase_from_markers(ctx: ParseContext, line: int) -> None:
     if phase is None:
         return
     # a marker far above the failure says little: training went on after it
-    if line - n > 400:
+    if line - n > within:
         return
     ph.phase, ph.line, ph.reason = phase, n, f"last marker before the failure: {name.replace('_', ' ')}"
