@@ -207,3 +207,17 @@ def test_dask_local_cluster_gives_the_same_records(small_archive):
     dask = list(oomdoctor.scan([str(root)], jobs=2, engine="dask"))
     assert dask == local
     assert any(records.is_failure(r) for r in dask)
+
+
+def test_pure_python_search_gives_the_same_records(small_archive, monkeypatch):
+    """Hyperscan (when installed), the pure-Python pivots and the plain pattern: the same
+    records for every log of the archive."""
+    from oomdoctor import prefilter
+    root, _ = small_archive
+    monkeypatch.setattr(prefilter, "_MATCHERS", {})
+    default = scan_by_rel(root)
+    for value in ("python", "trie"):
+        monkeypatch.setenv("OOMDOCTOR_PREFILTER", value)
+        monkeypatch.setattr(prefilter, "_MATCHERS", {})
+        assert prefilter.anchor_matcher().engine == value
+        assert scan_by_rel(root) == default, value

@@ -234,7 +234,8 @@ def test_pure_python_prefilter_gives_the_same_records(tmp_path: Path, monkeypatc
     (tmp_path / "b.log").write_bytes(CLEAN)
     (tmp_path / "c.log.gz").write_bytes(gzip.compress(failing_log(3000)))
     native = scan(tmp_path)
-    monkeypatch.setenv("OOMDOCTOR_PREFILTER", "re")
-    monkeypatch.setattr(prefilter, "_MATCHERS", {})
-    assert prefilter.anchor_matcher().engine == "re"
-    assert scan(tmp_path) == native
+    for value, engine in (("python", "python"), ("re", "python"), ("trie", "trie")):
+        monkeypatch.setenv("OOMDOCTOR_PREFILTER", value)
+        monkeypatch.setattr(prefilter, "_MATCHERS", {})
+        assert prefilter.anchor_matcher().engine == engine
+        assert scan(tmp_path) == native

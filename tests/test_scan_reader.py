@@ -5,6 +5,7 @@ kept), so blocks are made tiny here to put every boundary in awkward places.
 """
 from __future__ import annotations
 
+import gzip
 import io
 
 import pytest
@@ -90,11 +91,120 @@ def test_native_and_fallback_matchers_agree():
     pytest.importorskip("hyperscan", reason="the native prefilter is an optional extra (oomdoctor[fast])")
     native = prefilter.Matcher(prefilter.ANCHOR_LITERALS, native=True)
     fallback = prefilter.Matcher(prefilter.ANCHOR_LITERALS, native=False)
-    assert native.engine == "hyperscan" and fallback.engine == "re"
+    trie = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine="trie")
+    assert (native.engine, fallback.engine, trie.engine) == ("hyperscan", "python", "trie")
     data = "\n".join(PIECES * 3).encode()
     line_of = lambda ends: sorted({data.count(b"\n", 0, e) for e in ends})  # noqa: E731
-    assert line_of(native.ends(data)) == line_of(fallback.ends(data))
+    assert line_of(native.ends(data)) == line_of(fallback.ends(data)) == line_of(trie.ends(data))
     assert native.search(data) and not native.search(b"all good\n")
+
+
+# -- the pure-Python search (pivots) ------------------------------------------------------
+
+LITERAL_SETS = {"anchor": prefilter.ANCHOR_LITERALS, "context": prefilter.CONTEXT_LITERALS}
+
+
+@pytest.mark.parametrize("which", sorted(LITERAL_SETS))
+def test_every_literal_is_found_through_a_pivot_it_contains(which):
+    literals = LITERAL_SETS[which]
+    plan = prefilter.plan_pivots(tuple(literals))
+    owners: dict[bytes, list] = {}
+    for p in plan:
+        for w in p.literals:
+            owners.setdefault(w, []).append(p)
+            held = prefilter.letters(w) if p.kind == "letters" else w
+            assert p.needle in held, (p, w)
+    assert sorted(owners) == sorted({w.encode() for w in literals})
+    assert all(len(ps) == 1 for ps in owners.values())
+    assert prefilter.Matcher(literals, engine="python").engine == "python"
+
+
+def test_the_pivots_are_few_and_rarely_common_bytes():
+    plan = prefilter.plan_pivots(tuple(prefilter.ANCHOR_LITERALS))
+    assert len(plan) < len(prefilter.ANCHOR_LITERALS) / 1.5
+    # a byte pivot costs a comparison at each occurrence: never a digit, a space or a vowel
+    assert not [p.needle for p in plan if p.kind == "byte" and p.needle in b" 0123456789aeiou.:"]
+
+
+NOISE = st.text(alphabet="abcdeEOMKkUxyz rorTS0123456789:-_/\n().\r\x00\xff", max_size=60)
+
+
+def planted(literals):
+    """Text of noise, whole literals, literals cut short and literals broken by a byte."""
+    lit = st.sampled_from(literals)
+    cut = lit.flatmap(lambda w: st.integers(1, max(1, len(w) - 1)).map(lambda k: w[:k]))
+    broken = st.tuples(lit, st.sampled_from(" \n-x")).flatmap(
+        lambda t: st.integers(1, max(1, len(t[0]) - 1)).map(lambda k: t[0][:k] + t[1] + t[0][k:]))
+    return st.lists(st.one_of(NOISE, lit, cut, broken), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), which=st.sampled_from(sorted(LITERAL_SETS)), repeat=st.sampled_from([1, 1, 1, 7, 3000]))
+def test_pure_python_search_finds_what_the_plain_pattern_finds(data, which, repeat):
+    literals = LITERAL_SETS[which]
+    text = data.draw(planted(literals)).encode("utf-8", "surrogatepass") * repeat
+    pattern = prefilter.trie_pattern(literals)
+    matcher = prefilter.Matcher(literals, engine="python")
+    expected = [m.end() for m in pattern.finditer(text)]
+    assert matcher.ends(text) == expected
+    assert matcher.search(text) == bool(expected)
+
+
+@pytest.mark.parametrize("where", [prefilter.STRETCH, prefilter.Matcher.WINDOW, 3 * prefilter.STRETCH + 5])
+def test_pure_python_search_across_stretch_and_window_edges(where):
+    matcher = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine="python")
+    pattern = prefilter.anchor_pattern()
+    for literal in prefilter.ANCHOR_LITERALS:
+        w = literal.encode()
+        for shift in (-len(w), -len(w) // 2, -1, 0, 1):
+            at = max(0, where + shift)
+            text = b"12 ab: " * (at // 7) + b"." * (at % 7) + w + b" 0.5 loss\n" * 100
+            assert matcher.search(text), (literal, shift)
+            assert matcher.ends(text) == [m.end() for m in pattern.finditer(text)], (literal, shift)
+
+
+def test_pure_python_search_of_literals_without_letters():
+    matcher = prefilter.Matcher(["1234", "x: 9", "::"], engine="python")
+    assert matcher.engine == "python"
+    assert all(p.kind != "letters" for p in prefilter.plan_pivots(("1234", "x: 9", "::")))
+    assert matcher.ends(b"a 1234 b\nx: 9 ::\n") == [6, 13, 16]
+    assert not matcher.search(b"123 4 x:9 :\n")
+
+
+# -- gzip ---------------------------------------------------------------------------------
+
+def inflate(data: bytes, size: int = 1000) -> bytes:
+    stream = reader.open_decompressed(io.BytesIO(data), data[:2])
+    parts = []
+    while True:
+        part = stream.read(size)
+        assert len(part) <= size
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+
+
+def test_gzip_members_padding_and_bounded_reads():
+    a, b = b"first member\n" * 5000, b"second\n" * 3
+    data = gzip.compress(a) + gzip.compress(b) + b"\x00" * 10
+    assert inflate(data) == a + b
+    assert inflate(data, 7) == a + b
+    # a small file that inflates to a lot comes out in pieces of the size asked for
+    assert len(inflate(gzip.compress(b"\x00" * 20_000_000), 2**20)) == 20_000_000
+
+
+def test_truncated_and_corrupt_gzip_are_read_errors():
+    data = gzip.compress(b"step 1 loss 2.0\n" * 20000 + b"CUDA out of memory\n", mtime=0)
+    with pytest.raises(EOFError):
+        inflate(data[: len(data) // 2])
+    corrupt = bytearray(data)
+    corrupt[-6] ^= 0xFF     # the CRC of the member
+    with pytest.raises(reader.READ_ERRORS):
+        inflate(bytes(corrupt))
+    with pytest.raises(reader.InputError, match="cannot read"):
+        reader.has_anchor(io.BytesIO(data[:100]), "t")
+    with pytest.raises(reader.InputError, match="cannot read"):
+        reader.read_view(io.BytesIO(data + b"trailing garbage"), "t", full_limit=0)
 
 
 def test_small_logs_are_still_read_whole():

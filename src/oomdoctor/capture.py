@@ -250,7 +250,8 @@ class Capture:
             self._scan(body, pos, end, line)
             if self._share is not None:
                 self._tokens -= time.perf_counter() - started
-            line += body.count(b"\n", pos, end)
+            if end < len(body):                   # (the last slice's count is not needed)
+                line += body.count(b"\n", pos, end)
             pos = end
 
     def _allowance(self) -> bool:

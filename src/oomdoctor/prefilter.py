@@ -303,20 +303,24 @@ class _Letters:
         self.needle = p.needle
         self.literals = p.literals
         self.longest = max(len(w) for w in p.literals)
+        self._search = None
         if _scan_cost(p.needle, LETTERS_SHARE) < LETTERS_SHARE * (LONG_FIND[0] + LONG_FIND[1] / max(6, len(p.needle))):
-            search = re.compile(re.escape(p.needle)).search   # re's prefix loop beats find here
-            self.find = lambda text, pos: (lambda m: -1 if m is None else m.start())(search(text, pos))
-        else:
-            needle = p.needle
-            self.find = lambda text, pos: text.find(needle, pos)
+            self._search = re.compile(re.escape(p.needle)).search   # re's prefix loop beats find here
+
+    def find(self, text: bytes, pos: int) -> int:
+        if self._search is None:
+            return text.find(self.needle, pos)
+        m = self._search(text, pos)
+        return -1 if m is None else m.start()
 
 
 class Matcher:
     """Finds where any of a set of literals occurs in a block of bytes.
 
     Engines: Hyperscan (the optional ``oomdoctor[fast]`` extra; several GB/s), else the
-    pivots above (pure Python), else — if the pivots would cost more, as for very common
-    literals — the prefix-tree ``re``. All three find the same lines.
+    pivots above (pure Python, about ten times slower), else the prefix-tree ``re``:
+    for literals found on many lines (``frequent``: every pivot hit costs Python work),
+    or where the pivots would cost more. All three find the same lines.
     ``OOMDOCTOR_PREFILTER=python`` (or ``re``) forces the pure-Python search, ``=trie``
     the plain ``re``. Literals never span a newline, so blocks cut at line boundaries can
     be searched independently.
@@ -324,7 +328,8 @@ class Matcher:
 
     WINDOW = 256 * 1024   # byte pivots search a block in windows that stay in the CPU cache
 
-    def __init__(self, literals: Iterable[str], *, native: Optional[bool] = None, engine: Optional[str] = None):
+    def __init__(self, literals: Iterable[str], *, native: Optional[bool] = None, engine: Optional[str] = None,
+                 frequent: bool = False):
         self.literals = tuple(literals)
         self.longest = max(len(w.encode()) for w in self.literals)
         self._re = trie_pattern(self.literals)
@@ -339,7 +344,9 @@ class Matcher:
         if self._hs is not None:
             self.engine = "hyperscan"
         else:
-            plan = plan_pivots(self.literals) if choice != "trie" else ()
+            # literals found on many lines (context): every hit of a pivot costs Python
+            # work, and the plain pattern is faster
+            plan = plan_pivots(self.literals) if choice != "trie" and not frequent else ()
             if plan and plan_cost(plan) < TRIE_COST:
                 self._bytes = tuple(_InPlace(p) for p in plan if p.kind != "letters")
                 self._letters = tuple(_Letters(p) for p in plan if p.kind == "letters")
@@ -431,7 +438,8 @@ class Matcher:
 
     def __setstate__(self, state):
         engine = state.get("engine")
-        self.__init__(state["literals"], engine=None if engine == "hyperscan" else engine)
+        self.__init__(state["literals"], engine=None if engine == "hyperscan" else engine,
+                      frequent=engine == "trie")
 
 
 class _Marks:
@@ -484,5 +492,5 @@ def anchor_matcher() -> Matcher:
 def context_matcher() -> Matcher:
     m = _MATCHERS.get("context")
     if m is None:
-        m = _MATCHERS["context"] = Matcher(CONTEXT_LITERALS)
+        m = _MATCHERS["context"] = Matcher(CONTEXT_LITERALS, frequent=True)
     return m
