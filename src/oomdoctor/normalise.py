@@ -35,17 +35,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 _BARE_SGR = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*)?m(?=\S|$)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
-# Splits inside one physical line: a tqdm bar glued to what follows, a traceback header
-# or a timestamped record glued mid-line, a `File "..."` frame glued after code.
-_GLUE = re.compile(
-    r"(?<=(?:it/s|s/it|\?it/s)\])(?=\S)"
-    r"|(?<=\S)(?=Traceback \(most recent call last\):)"
-    r"|(?<=[^\s\[])(?=\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})"
-    r"|(?<=\S)\s{2,}(?=File \"[^\"]+\", line \d+)"
-)
 
 _BAR_ONLY = re.compile(r"^[^|\n]{0,120}\d+%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]\s*$|^\s*$")
-_MAYBE_GLUE = re.compile(r"it/s\]|s/it\]|Traceback|\d\[\d{4}-|\S\[\d{4}-|\S  +File \"")
 
 _LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|SUCCESS)"
 _DATE = r"\d{4}[-/]\d{2}[-/]\d{2}"
@@ -108,6 +99,47 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
 _MAYBE_PREFIX = re.compile(
     r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\|))"
 )
+
+
+_TS_AT = re.compile(r"\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+_FRAME_AT = re.compile(r"File \"[^\"]+\", line \d+")
+
+
+def _split_glued(seg: str) -> list[str]:
+    """Split one physical line where a record was glued onto another: after a tqdm bar
+    ("...it/s]Traceback"), before a traceback header or a timestamped record that does not
+    start the line, before a `File "..."` frame glued after a code line. Plain string
+    searches find the candidates; a regex confirms the two that need it."""
+    cuts: set[int] = set()
+    for token in ("it/s]", "s/it]"):
+        i = seg.find(token)
+        while i >= 0:
+            j = i + len(token)
+            if j < len(seg) and not seg[j].isspace():
+                cuts.add(j)
+            i = seg.find(token, j)
+    i = seg.find("Traceback (most recent call last):", 1)
+    if i > 0 and not seg[i - 1].isspace():
+        cuts.add(i)
+    i = seg.find("[", 1)
+    while i > 0:
+        if seg[i - 1] not in " \t[" and _TS_AT.match(seg, i):
+            cuts.add(i)
+        i = seg.find("[", i + 1)
+    i = seg.find('  File "')
+    while i > 0:
+        if not seg[i - 1].isspace() and _FRAME_AT.match(seg, i + 2):
+            cuts.add(i)
+        i = seg.find('  File "', i + 2)
+    if not cuts:
+        return [seg]
+    out, prev = [], 0
+    for c in sorted(cuts):
+        out.append(seg[prev:c])
+        prev = c
+    out.append(seg[prev:])
+    # a frame split keeps its text starting at 'File "', not at the spaces before it
+    return [p.lstrip() if p.lstrip().startswith('File "') else p for p in out]
 
 
 def strip_ansi(text: str) -> str:
@@ -189,7 +221,7 @@ def normalise_line(no: int, physical: str) -> list[Line]:
     for seg in segments:
         if not seg.strip():
             continue
-        parts = _GLUE.split(seg) if len(seg) > 20 and _MAYBE_GLUE.search(seg) else [seg]
+        parts = _split_glued(seg) if len(seg) > 20 else [seg]
         for part in parts:
             if not part or not part.strip():
                 continue
