@@ -280,6 +280,136 @@ def test_no_retry_when_the_fix_is_already_in_place(tmp_path, tiny_kb):
     assert "Retrying" not in res.stderr.decode()
 
 
+
+# -- output to a regular file or to /dev/null: the job writes there itself ----------------------
+
+_INTERLEAVED = ("import os\n"
+                "for i in range(3000):\n"
+                "    os.write(1, b'out %d\\n' % i)\n"
+                "    os.write(2, b'err %d ' % i)\n"
+                "    os.write(2, b'\\xff\\r\\x1b[0m\\n')\n"
+                "os.write(1, b'no final newline')\n")
+
+
+def _into(path: Path, cmd: list, mode: str = "ab", **kw) -> subprocess.CompletedProcess:
+    """Run ``cmd > path 2>&1`` (``>>`` for mode "ab")."""
+    with open(path, mode) as fh:
+        return subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=120, **kw)
+
+
+@pytest.mark.parametrize("mode", ["wb", "ab"])
+def test_output_to_a_file_is_byte_identical_to_the_job_run_directly(tmp_path, mode):
+    direct, wrapped_log = tmp_path / "direct.log", tmp_path / "wrapped.log"
+    for path in (direct, wrapped_log):
+        path.write_bytes(b"output of an earlier step\n")
+    job = [sys.executable, "-c", _INTERLEAVED]
+    assert _into(direct, job, mode).returncode == 0
+    assert _into(wrapped_log, [*RUN, "--", *job], mode).returncode == 0
+    # same bytes, and stdout and stderr interleaved exactly as without the wrapper
+    assert wrapped_log.read_bytes() == direct.read_bytes()
+
+
+def _oom_job() -> tuple[list[str], bytes]:
+    out = (HELPERS / "cuda_oom_torch23.stdout").read_bytes()
+    err = (HELPERS / "cuda_oom_torch23.stderr").read_bytes()
+    cmd = [sys.executable, str(HELPERS / "emit.py"), str(HELPERS / "cuda_oom_torch23.stdout"),
+           str(HELPERS / "cuda_oom_torch23.stderr"), "1"]
+    return cmd, out + err                  # emit.py writes stdout first, then stderr
+
+
+def _line_count(data: bytes) -> int:
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def test_a_job_writing_to_a_file_is_diagnosed_with_the_line_numbers_of_its_output(tmp_path, tiny_kb):
+    log, rj = tmp_path / "job.log", tmp_path / "report.json"
+    log.write_bytes(b"output of an earlier step\n")
+    cmd, job_bytes = _oom_job()
+    res = _into(log, [*RUN, "--kb", str(tiny_kb), "--report", str(rj), "--no-color", "--", *cmd])
+    assert res.returncode == 1
+    text = log.read_bytes()
+    assert text.startswith(b"output of an earlier step\n" + job_bytes)
+    assert b"test-cuda-oom" in text[len(job_bytes):]           # the report follows the job's output
+    report = json.loads(rj.read_text())
+    assert report["diagnoses"][0]["incident"] == "test-cuda-oom"
+    evidence = report["oom_events"][0]["evidence"][0]
+    assert "Tried to allocate 1.96 GiB" in evidence["text"]
+    # numbered from the job's first line, as in the file without the earlier step's line
+    assert evidence["text"] in job_bytes.split(b"\n")[evidence["line"] - 1].decode("utf-8", "replace")
+    assert report["attempts"][0]["lines"] == _line_count(job_bytes)
+
+
+def test_a_job_writing_to_dev_null_is_diagnosed_and_leaves_no_file_behind(tmp_path, tiny_kb):
+    scratch, rj = tmp_path / "tmp", tmp_path / "report.json"
+    scratch.mkdir()
+    cmd, job_bytes = _oom_job()
+    res = subprocess.run([*RUN, "--kb", str(tiny_kb), "--report", str(rj), "--", *cmd],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
+                         env=dict(os.environ, TMPDIR=str(scratch)))
+    assert res.returncode == 1
+    report = json.loads(rj.read_text())
+    assert report["diagnoses"][0]["incident"] == "test-cuda-oom"
+    assert "Tried to allocate 1.96 GiB" in report["oom_events"][0]["evidence"][0]["text"]
+    assert report["attempts"][0]["lines"] == _line_count(job_bytes)
+    assert list(scratch.iterdir()) == []
+
+
+_DISK_WATCH = textwrap.dedent("""
+    import os, sys, time
+    line = b"{'loss': 1.2345, 'grad_norm': 0.87, 'learning_rate': 1.9e-05, 'epoch': 0.12}\\n"
+    chunk = line * (2**20 // len(line))
+    total, report = int(sys.argv[1]), sys.argv[2]
+    written = peak = 0
+    patient = True
+    while written < total:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(1, view):]
+        written += len(chunk)
+        used = os.fstat(1).st_blocks * 512        # what our stdout takes on disk
+        peak = max(peak, used)
+        # a job printing without pause can outrun any reader; give the wrapper a chance to
+        # read and free what it read (once it never frees anything, stop waiting for it)
+        end = time.monotonic() + 10
+        while patient and os.fstat(1).st_blocks * 512 > 8 * 2**20:
+            time.sleep(0.001)
+            patient = time.monotonic() < end
+    with open(report, "w") as fh:
+        fh.write(f"{peak} {written // len(line)}")
+    sys.exit(1)
+""")
+
+
+def test_dev_null_output_takes_little_disk_however_much_the_job_prints(tmp_path):
+    scratch, rj, seen = tmp_path / "tmp", tmp_path / "report.json", tmp_path / "seen"
+    scratch.mkdir()
+    res = subprocess.run([*RUN, "--report", str(rj), "--", sys.executable, "-c", _DISK_WATCH,
+                          str(200 * 10**6), str(seen)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300,
+                         env=dict(os.environ, TMPDIR=str(scratch)))
+    assert res.returncode == 1
+    peak, lines = map(int, seen.read_text().split())
+    assert peak < 32 * 2**20, peak                         # 200 MB went through it
+    assert json.loads(rj.read_text())["attempts"][0]["lines"] == lines      # and none was lost
+    assert list(scratch.iterdir()) == []
+
+
+def test_retry_into_a_file_captures_each_attempt_on_its_own(tmp_path, tiny_kb):
+    log, rj = tmp_path / "job.log", tmp_path / "report.json"
+    env = dict(os.environ)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    res = _into(log, [*RUN, "--retry", "1", "--kb", str(tiny_kb), "--report", str(rj), "--", sys.executable,
+                      str(HELPERS / "env_then_oom.py"), str(tmp_path / "state")], env=env)
+    assert res.returncode == 0
+    text = log.read_text()
+    first = text.index("PYTORCH_CUDA_ALLOC_CONF=<unset>\n")
+    second = text.index("\nPYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n")
+    assert first < text.index("Retrying with") < second < text.index("training finished")
+    report = json.loads(rj.read_text())
+    # attempt 1: three lines on stdout, the four-line traceback on stderr; attempt 2: four lines
+    assert [(a["exit_status"], a["lines"]) for a in report["attempts"]] == [(1, 7), (0, 4)]
+    assert report["oom_events"][0]["line"] == 7
+
 # -- a real memory-cgroup OOM kill (root with a writable cgroup v1 memory controller) --------
 
 def _limited_cgroup(limit: int):

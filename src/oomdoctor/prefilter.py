@@ -95,15 +95,17 @@ def context_pattern() -> "re.Pattern[bytes]":
 # by up to its length, ``re`` runs a literal prefix through a tight C loop, and
 # ``bytes.translate`` drops bytes in one C pass. So the literals are covered by a few
 # *pivots* (each literal contains one), each pivot is searched on its own, and a hit is
-# confirmed by comparing, in place, the literals that pivot stands for. Two kinds:
+# confirmed by comparing, in place, the literals that pivot stands for. Pivots are:
 #
 # - a rare byte (uppercase letters mostly): ``memchr``, then one comparison per
 #   occurrence of the byte;
-# - a substring, searched in the *letters* of the text: the block without digits,
+# - a substring searched in the *letters* of the text: the block without digits,
 #   spaces, punctuation and non-ASCII bytes (``bytes.translate``, a third of the bytes
 #   of a training log), where every literal still appears, letters only
 #   ("exit code: 137" becomes "exitcode"). A hit there is mapped back to a 16 KiB
-#   stretch of the block, where the literals are looked for.
+#   stretch of the block, where the literals are looked for;
+# - a substring searched in the bytes themselves, for a literal whose letters alone
+#   are common ("return code": "returncode" is printed by many jobs that went well).
 #
 # Which pivots is a weighted set cover (``plan_pivots``), by how often their bytes
 # occur in training logs: digits, spaces and most lowercase letters all the time,
@@ -151,7 +153,7 @@ FIRST_BYTE = 25.0         # a prefix search stops at each occurrence of the firs
 MAX_PIVOT = 10            # longest substring tried as a pivot (besides whole literals)
 TRIE_COST = 40.0          # the plain prefix-tree ``re`` over the bytes
 STRETCH = 16 * 1024       # a hit in the letters is looked for in this stretch of the block
-PURE_PYTHON = ("re", "python", "pivots", "trie")   # OOMDOCTOR_PREFILTER values without Hyperscan
+PURE_PYTHON = ("re", "python", "trie")   # OOMDOCTOR_PREFILTER values without Hyperscan
 
 
 def letters(s: bytes) -> bytes:

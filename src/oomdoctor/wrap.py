@@ -3,7 +3,10 @@
 The wrapper must be invisible to the job and to the scheduler: the command's stdout and
 stderr are passed through byte for byte as they arrive, SIGINT/SIGTERM (and SIGHUP,
 SIGUSR1/2) are forwarded to the job's whole process group, and the wrapper exits with
-the job's status (128+N for signal N). Meanwhile it keeps, in bounded memory, the lines a
+the job's status (128+N for signal N). Output that goes to a regular file or /dev/null
+needs no pipe (writing into one costs the job far more than writing into a file): the job
+is handed the file, or an unlinked scratch file for /dev/null, and the wrapper reads what
+it appends (``_Tail``). Meanwhile it keeps, in bounded memory, the lines a
 diagnosis needs (``capture.py``), and when the job fails it adds what only it can see —
 the exit signal, the memory cgroup's counters, the kernel's kill lines (``cgroup.py``) —
 and prints the report to stderr after the job's own output.
@@ -25,7 +28,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 import click
 
@@ -186,11 +189,14 @@ def run_once(argv: list[str], *, env: Optional[dict[str, str]] = None, grace: fl
             break
     start = time.monotonic()
     result.start_monotonic = start_kernel = cgroup.monotonic_now()
+    targets, tails = _route_output(out, err)
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        proc = subprocess.Popen(argv, stdout=targets[0], stderr=targets[1], env=env,
                                 start_new_session=True, bufsize=0)
     except BaseException:
         _restore(previous)
+        for tail in tails:
+            tail.close()
         raise
     group[0] = proc.pid
     result.pids.add(proc.pid)
@@ -200,9 +206,11 @@ def run_once(argv: list[str], *, env: Optional[dict[str, str]] = None, grace: fl
         except (ProcessLookupError, PermissionError):
             pass
     try:
-        _pump(proc, cap, out, err, result, deadline)
+        _pump(proc, cap, out, err, result, deadline, tails)
     finally:
         _restore(previous)
+        for tail in tails:
+            tail.close()
     result.returncode = proc.returncode if proc.returncode is not None else proc.wait()
     result.duration = time.monotonic() - start
     result.output_closed = out.closed or err.closed
@@ -226,12 +234,15 @@ def _restore(handlers: dict) -> None:
 
 
 def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult,
-          deadline: list) -> None:
+          deadline: list, tails: Sequence[_Tail] = ()) -> None:
     from . import cgroup
 
     sel = selectors.DefaultSelector()
     streams = {}
+    tails = list(tails)
     for pipe, name, sink in ((proc.stdout, "stdout", out), (proc.stderr, "stderr", err)):
+        if pipe is None:                  # the job writes to a file itself: read through a tail
+            continue
         fd = pipe.fileno()
         if fcntl is not None:
             try:
@@ -256,8 +267,19 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
     # one reusable buffer: os.read(fd, 1 MiB) would map and unmap a fresh MiB on every call
     buf = bytearray(READ_SIZE)
     view = memoryview(buf)
-    while streams:
-        events = sel.select(0.25)
+    tail_busy = False
+    while streams or tails:
+        timeout = 0.25 if not tails else (0.0 if tail_busy else TAIL_IDLE)
+        if streams:
+            events = sel.select(timeout)
+        else:
+            events = []
+            if timeout:
+                time.sleep(timeout)
+        tail_busy = False
+        for tail in tails:
+            n = _read_tail(tail, cap, buf, view)
+            tail_busy = tail_busy or n == READ_SIZE
         got = 0
         for key, _ in events:
             name, sink = key.data
@@ -284,7 +306,7 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
             # own printing); output is still forwarded within COALESCE of its arrival
             time.sleep(COALESCE)
         now = time.monotonic()
-        if events and now < next_poll and deadline[0] is None:
+        if (events or tail_busy) and now < next_poll and deadline[0] is None:
             continue                    # busy streaming: the checks below can wait a moment
         next_poll = now + 0.1
         if deadline[0] is not None and now >= deadline[0] and not killed:
@@ -298,6 +320,16 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
             next_sample = now + PID_SAMPLE_EVERY
         if exited_at is None and proc.poll() is not None:
             exited_at = now
+        if exited_at is not None and tails:
+            for tail in tails:
+                # everything the job wrote before it ended; what its leftover processes
+                # write afterwards only for a while, as with pipes
+                written = tail.size()
+                while _read_tail(tail, cap, buf, view):
+                    if tail.pos >= written and time.monotonic() - exited_at > DRAIN_AFTER_EXIT:
+                        result.drained = False
+                        break
+            tails = []
         if exited_at is not None and streams and now - exited_at > DRAIN_AFTER_EXIT:
             # processes the job left behind still hold its pipes; stop waiting for them
             result.drained = False
@@ -317,6 +349,199 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
             proc.wait(timeout=0.25)
         except subprocess.TimeoutExpired:
             pass
+
+
+# -- output that needs no pipe: a regular file, or /dev/null -------------------------------------
+
+TAIL_IDLE = 0.005            # how long the tail of a file waits once it has caught up
+TAIL_BACKLOG = 8 * 2**20     # unread bytes in a tailed file above which searching pauses
+PUNCH_EVERY = 4 * 2**20      # free what has been read of the scratch file once this much is read
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+
+
+def _is_devnull(st: os.stat_result) -> bool:
+    import stat
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and stat.S_ISCHR(null.st_mode) and st.st_rdev == null.st_rdev
+
+
+def _writable_regular_file(fd: int) -> Optional[os.stat_result]:
+    import stat
+    try:
+        st = os.fstat(fd)
+        mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+    except (OSError, ValueError):
+        return None
+    return st if stat.S_ISREG(st.st_mode) and mode in (os.O_WRONLY, os.O_RDWR) else None
+
+
+class _Tail:
+    """Capture from a file the job writes to directly, by reading what it appends.
+
+    The job's descriptor is either our own stdout/stderr (a regular file: the job's bytes
+    land exactly where they would without the wrapper, O_APPEND and interleaving
+    included) or an unlinked scratch file standing in for /dev/null, whose read part is
+    freed as it is read so that it takes no disk however much the job prints.
+    """
+
+    def __init__(self, read_fd: int, start: int, name: str, scratch: bool) -> None:
+        self.fd = read_fd
+        self.pos = start
+        self.name = name
+        self.scratch = scratch
+        self.freed = 0                    # scratch bytes before this offset were given back
+
+    @classmethod
+    def of_file(cls, fd: int, name: str) -> Optional["_Tail"]:
+        """Tail our own output file from where it is now (None: not possible here)."""
+        try:
+            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND:
+                start = os.fstat(fd).st_size
+            else:
+                start = os.lseek(fd, 0, os.SEEK_CUR)
+            read_fd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except (OSError, ValueError):
+            return None
+        return cls(read_fd, start, name, scratch=False)
+
+    @classmethod
+    def scratch_file(cls, name: str) -> Optional[tuple["_Tail", int]]:
+        """An unlinked file in $TMPDIR for the job to write to (O_APPEND), and its tail."""
+        import tempfile
+        try:
+            fh = tempfile.TemporaryFile(buffering=0)      # O_TMPFILE, or mkstemp + unlink
+            fd = os.dup(fh.fileno())
+            fh.close()
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+        except (OSError, ValueError):
+            return None
+        return cls(fd, 0, name, scratch=True), fd
+
+    def size(self) -> int:
+        try:
+            return os.fstat(self.fd).st_size
+        except OSError:
+            return self.pos
+
+    def backlog(self) -> int:
+        return self.size() - self.pos
+
+    def read(self, buf: bytearray) -> int:
+        """Read what was appended since the last call into ``buf``; bytes read."""
+        try:
+            n = os.preadv(self.fd, [buf], self.pos)
+        except (OSError, ValueError):
+            return 0
+        if n == 0 and not self.scratch and self.size() < self.pos:
+            self.pos = self.size()            # someone truncated the log: follow it
+        self.pos += n
+        return n
+
+    def free_read_part(self, force: bool = False) -> None:
+        """Give back the scratch file's blocks that have been read.
+
+        Punching a hole cannot lose a byte the job is appending at that moment (the file's
+        size does not change); where the file system cannot punch holes, the file is
+        truncated instead once everything has been read, which can miss the bytes the
+        job appends between the size check and the truncation.
+        """
+        if not self.scratch or (self.pos - self.freed < PUNCH_EVERY and not force):
+            return
+        end = self.pos - self.pos % 4096
+        if end > self.freed and _punch_hole(self.fd, self.freed, end - self.freed):
+            self.freed = end
+            return
+        if self.size() == self.pos:
+            try:
+                os.ftruncate(self.fd, 0)
+                self.pos = self.freed = 0
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+_FALLOCATE: list = []
+
+
+def _punch_hole(fd: int, offset: int, length: int) -> bool:
+    """fallocate(PUNCH_HOLE | KEEP_SIZE) through libc; False where it is not available."""
+    if not _FALLOCATE:
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = libc.fallocate64 if hasattr(libc, "fallocate64") else libc.fallocate
+            fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+            fn.restype = ctypes.c_int
+            _FALLOCATE.append(fn)
+        except (OSError, AttributeError):
+            _FALLOCATE.append(None)
+    fn = _FALLOCATE[0]
+    if fn is None:
+        return False
+    return fn(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0
+
+
+def _route_output(out: _Sink, err: _Sink) -> tuple[list, list]:
+    """Decide, per stream, between a pipe and handing the job a file descriptor directly.
+
+    Returns the Popen stdout/stderr arguments and the tails to read.
+    A regular file opened for writing is given to the job as it is and tailed; /dev/null
+    is replaced by a scratch file that is tailed; terminals, pipes and sockets (and
+    streams without a descriptor) get a pipe, read and passed through.
+    """
+    targets: list = [subprocess.PIPE, subprocess.PIPE]
+    tails: list = []
+    if fcntl is None or not hasattr(os, "preadv") or os.environ.get("OOMDOCTOR_RUN_PIPES"):
+        return targets, tails
+    seen: dict = {}                            # (dev, inode) or "null" -> index already routed
+    for i, (sink, name) in enumerate(((out, "stdout"), (err, "stderr"))):
+        if sink.fd is None:
+            continue
+        try:
+            st = os.fstat(sink.fd)
+        except OSError:
+            continue
+        if _is_devnull(st):
+            key: object = "null"
+        elif _writable_regular_file(sink.fd) is not None:
+            key = (st.st_dev, st.st_ino)
+        else:
+            continue
+        if key in seen:                        # 2>&1: one file, one tail, order exactly as written
+            targets[i] = targets[seen[key]]
+            continue
+        if key == "null":
+            made = _Tail.scratch_file(name)
+            if made is None:
+                continue
+            tail, fd = made
+            targets[i] = fd
+        else:
+            tail = _Tail.of_file(sink.fd, name)
+            if tail is None:
+                continue
+            targets[i] = sink.fd
+        seen[key] = i
+        tails.append(tail)
+    return targets, tails
+
+
+def _read_tail(tail: _Tail, cap, buf: bytearray, view: memoryview) -> int:
+    """Read one block of what the job appended to a tailed file and capture it."""
+    n = tail.read(buf)
+    if n:
+        cap.feed(view[:n].tobytes(), tail.name, lambda: tail.backlog() < TAIL_BACKLOG)
+        tail.free_read_part()
+    return n
 
 
 # -- diagnosis ------------------------------------------------------------------------------
