@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 from typing import Optional, Union
 import os
 
-__all__ = ["__version__", "diagnose", "Report", "watch", "install_excepthook"]
+__all__ = ["__version__", "diagnose", "scan", "Report", "InputError", "watch", "install_excepthook"]
 
 
 def diagnose(source: Union[str, bytes, "os.PathLike[str]"], *, framework: Optional[str] = None,
@@ -19,13 +19,14 @@ def diagnose(source: Union[str, bytes, "os.PathLike[str]"], *, framework: Option
     """Diagnose one log and return a :class:`oomdoctor.report.Report`.
 
     ``source`` is a path (``"-"`` for stdin), ``bytes`` of log text, a binary stream, or a
-    ``str`` holding the log itself (a ``str`` that names an existing file is read as a
-    path; pass ``text=True`` to force the text reading).
+    ``str`` holding the log itself. A ``str`` with a line break is log text; a one-line
+    ``str`` is a path (a missing file raises ``InputError``, so a typo never reads as an
+    empty log) unless ``text=True``.
     """
     from .knowledge import load_knowledge
     from .pipeline import diagnose_source
 
-    if isinstance(source, str) and (text or (text is None and ("\n" in source or not os.path.exists(source)))):
+    if isinstance(source, str) and (text or (text is None and "\n" in source)):
         source = source.encode("utf-8", errors="replace")
     kb = load_knowledge(kb_dirs) if kb_dirs else None
     return diagnose_source(source, knowledge=kb, framework=framework)
@@ -35,6 +36,9 @@ def __getattr__(name):  # lazy: keep `import oomdoctor` cheap for job wrappers
     if name == "Report":
         from .report import Report
         return Report
+    if name == "InputError":  # raised for input that cannot be read (missing, binary, ...)
+        from .reader import InputError
+        return InputError
     if name == "scan":  # the subpackage is callable: oomdoctor.scan(paths, ...) yields records
         import importlib
         return importlib.import_module(".scan", __name__)
