@@ -106,3 +106,20 @@ def test_bf16_advice_pattern_catches_what_it_must():
     for fine in ("bf16: false\nfp16: true", "bf16=False, fp16=True", '"bf16": {"enabled": false}',
                  "--fsdp_config.pure_bf16 False --use_fp16 True"):
         assert not BF16_ADVICE.search(fine), fine
+
+
+@pytest.mark.parametrize("name", [
+    "seed-zero3-offload-236b-save", "seed-dpo-v100-fragmentation",
+    "seed-axolotl-zero3-4k-no-gc", "seed-llama-recipes-70b-fsdp-peft-save",
+])
+def test_gpu_seed_scenarios_show_a_budget_and_a_fit_for_the_top_fix(name):
+    """The GPU-memory seeds: the memory section holds the allocator's figures and an
+    estimate, and the top fix carries a saving and a verdict. (The epoch-end seed is host
+    memory and the DeepSpeed seed is not a memory failure: no GPU budget applies there.)"""
+    import oomdoctor
+    report = oomdoctor.diagnose(str(Path(__file__).parent / "fixtures" / "logs" / f"{name}.log"))
+    assert report.memory is not None
+    assert report.memory.allocator and report.memory.estimate
+    top_fix = report.diagnoses[0].remediations[0]
+    assert top_fix.fit is not None and top_fix.fit.verdict in ("fits", "may-fit", "will-not-fit")
+    assert top_fix.fit.saving_bytes and top_fix.fit.saving_bytes > 0
