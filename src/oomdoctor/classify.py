@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 from .derived import fact_table, primary_event
 from .facts import Evidence, Facts
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
-from .normalise import Line
+from .normalise import Line, join_lines
 from .report import Diagnosis, Knob, Remediation
 from .sizes import format_size
 
@@ -78,7 +78,6 @@ class Evaluator:
         first = facts.ranks.first_failure_line
         ev = primary_event(facts)
         self.failure_line = first or (ev.line if ev else None)
-        self._regex_cache: dict[str, re.Pattern] = {}
         self._text_cache: dict[tuple[str, Optional[int]], Optional[int]] = {}
         self._joined: Optional[tuple[str, list[int]]] = None
 
@@ -148,11 +147,7 @@ class Evaluator:
         """All normalised lines as one text (one regex pass per pattern instead of one
         call per line) and the offset where each line starts."""
         if self._joined is None:
-            starts, pos = [], 0
-            for ln in self.lines:
-                starts.append(pos)
-                pos += len(ln.text) + 1
-            self._joined = ("\n".join(ln.text for ln in self.lines), starts)
+            self._joined = join_lines(self.lines)
         return self._joined
 
     def _text(self, pattern: str, near: Optional[int]) -> Optional[int]:

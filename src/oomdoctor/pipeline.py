@@ -36,12 +36,8 @@ def report_from_facts(facts: Facts, lines: list[Line], *, source: Optional[str] 
     report = Report.from_facts(facts, tool_version=__version__, source=source)
     report.diagnoses = classify(facts, kb, lines=lines, framework=framework)
     report.notes.extend(f"knowledge file skipped: {p}" for p in kb.problems)
-    try:
-        from .memory import memory_section
-    except ImportError:  # arithmetic module not present
-        memory_section = None
-    if memory_section is not None:
-        report.memory = memory_section(facts, report.diagnoses)
+    from .memory import memory_section
+    report.memory = memory_section(facts, report.diagnoses)
     from .fingerprint import fingerprint
     report.fingerprint = fingerprint(report)
     return report

@@ -6,12 +6,12 @@ A parser family is a module with ``parse(ctx: ParseContext) -> None`` that reads
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Optional
 
 import regex as re
 
 from ..facts import Evidence, Facts
-from ..normalise import Line
+from ..normalise import Line, join_lines
 
 # Every regex applied to log text must be bounded: user input can be hostile.
 REGEX_TIMEOUT = 0.5  # seconds, per search over one window
@@ -37,11 +37,7 @@ class ParseContext:
         """All logical lines joined by newlines, and each line's start offset: one regex
         pass over the blob costs far less than one call per line."""
         if self._blob is None:
-            starts, pos = [], 0
-            for ln in self.lines:
-                starts.append(pos)
-                pos += len(ln.text) + 1
-            self._blob = ("\n".join(ln.text for ln in self.lines), starts)
+            self._blob = join_lines(self.lines)
         return self._blob
 
     def grep(self, pattern: re.Pattern) -> list[int]:
@@ -98,13 +94,6 @@ class ParseContext:
         except TimeoutError:
             self.note(f"a pattern timed out on line text of {len(text)} characters")
             return None
-
-    def finditer_lines(self, pattern: re.Pattern, start: int = 0, end: Optional[int] = None) -> Iterable[tuple[int, Line, re.Match]]:
-        for i in range(start, len(self.lines) if end is None else min(end, len(self.lines))):
-            ln = self.lines[i]
-            m = self.search(pattern, ln.text)
-            if m:
-                yield i, ln, m
 
     def note(self, message: str) -> None:
         if message not in self.facts.notes and len(self.facts.notes) < 50:
