@@ -30,6 +30,7 @@ _CUDA_DRIVER_OOM = re.compile(
     r"(?:failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80})?"
     r"CUDA_ERROR_OUT_OF_MEMORY")
 _CUDA_ENUM = re.compile(r"cudaErrorMemoryAllocation")
+
 # The lines C10_CUDA_CHECK appends to the message; their wording dates the torch release.
 _SUFFIX = re.compile(r"CUDA kernel errors might be asynchronously reported|For debugging consider passing"
                      r"|TORCH_USE_CUDA_DSA|Search for `cuda\w+' in|AMD_SERIALIZE_KERNEL")
@@ -42,6 +43,14 @@ _CUBLAS_CREATE = re.compile(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas
 _CUDNN_NO_ALGO = re.compile(r"Unable to find a valid cuDNN algorithm to run convolution"
                             r"|(?:GET|FIND) was unable to find an engine to execute this computation")
 _WHEN_CALLING = re.compile(r"when calling `(?P<call>[^`]{1,200})`")
+# Signs whose event needs no figures from the text: (pattern, kind, fold key, strength, detail)
+_FIXED_CUDA_SIGNS = (
+    (_CUBLAS_CREATE, "cublas_alloc", "create", "likely",
+     "CUBLAS_STATUS_NOT_INITIALIZED in cublasCreate: the handle's device memory could not be allocated"),
+    (_CUDNN_NO_ALGO, "cublas_alloc", "cudnn-no-algorithm", "weak",
+     "cuDNN found no algorithm; workspaces that cannot be allocated are dropped silently"),
+    (_CUDA_ENUM, "cuda_runtime_error", "cudaErrorMemoryAllocation", "certain", "cudaErrorMemoryAllocation"),
+)
 
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = re.compile(r"Cuda failure (?:\d{1,4} )?'out of memory'"
@@ -227,23 +236,11 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("cublas_alloc", _message(text, m.start())), i, lambda: OomEvent(
             kind="cublas_alloc", backend=backend, exception=exc, detail=detail, line=0))
         return
-    m = ctx.search(_CUBLAS_CREATE, text)
-    if m:
-        events.add(("cublas_alloc", "create"), i, lambda: OomEvent(
-            kind="cublas_alloc", strength="likely", backend="CUDA", exception=exc, line=0,
-            detail="CUBLAS_STATUS_NOT_INITIALIZED in cublasCreate: the handle's device memory could not be allocated"))
-        return
-    m = ctx.search(_CUDNN_NO_ALGO, text)
-    if m:
-        events.add(("cublas_alloc", "cudnn-no-algorithm"), i, lambda: OomEvent(
-            kind="cublas_alloc", strength="weak", backend="CUDA", exception=exc, line=0,
-            detail="cuDNN found no algorithm; workspaces that cannot be allocated are dropped silently"))
-        return
-    m = ctx.search(_CUDA_ENUM, text)
-    if m:
-        events.add(("cuda_runtime_error", "cudaErrorMemoryAllocation"), i, lambda: OomEvent(
-            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, detail="cudaErrorMemoryAllocation"))
-        return
+    for rx, kind, key, strength, detail in _FIXED_CUDA_SIGNS:
+        if ctx.search(rx, text):
+            events.add((kind, key), i, lambda kind=kind, strength=strength, detail=detail: OomEvent(
+                kind=kind, strength=strength, backend="CUDA", exception=exc, line=0, detail=detail))
+            return
     m = ctx.search(_NCCL_OOM, text)
     if m:
         dev = ctx.search(_NCCL_DEV, text)
