@@ -11,6 +11,9 @@ CASES = [
     ("[default1]:[rank1]: Traceback (most recent call last):", "Traceback (most recent call last):", 1),
     ("0: [rank0]:   File \"train.py\", line 3, in <module>", "  File \"train.py\", line 3, in <module>", 0),
     ("12: RuntimeError: boom", "RuntimeError: boom", 12),
+    # srun --label before an indented traceback line: the label goes, the indentation stays
+    ("22:   File \"train.py\", line 3, in <module>", "  File \"train.py\", line 3, in <module>", 22),
+    (" 3:     return self._apply(fn)", "    return self._apply(fn)", 3),
     ("node2: [rank9]: torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", 9),
     ("worker-1: [2024-01-01 10:00:00,000] [INFO] [launch.py:12:main] dist_world_size=8", "dist_world_size=8", None),
     ("[2024-03-10 00:20:24,052] [INFO] [logging.py:77:log_dist] [Rank 0] DeepSpeed info: version=0.9.2",
@@ -30,6 +33,9 @@ CASES = [
      "Out of memory: Killed process 25315 (python3)", None),
     ("ERROR    | 2024-08-21 22:56:04 | autotrain.trainers.common:wrapper:121 - HIP out of memory.", "HIP out of memory.", None),
     ("[XTuner][2024-01-01 10:00:00][INFO] Start training", "Start training", None),
+    # loguru's default format
+    ("2024-12-08 18:25:31.748 | WARNING  | data:next_batch:88 - rank 3 waited 41 ms", "rank 3 waited 41 ms", None),
+    ("3: 2024-12-08 18:25:31.748 | INFO     | __main__:<module>:12 - epoch 1 | step 5", "epoch 1 | step 5", 3),
     ("2024-05-01T10:00:00.123456Z torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", None),
     # not prefixes: exception names, code, plain text
     ("RuntimeError: Expected all tensors to be on the same device", "RuntimeError: Expected all tensors to be on the same device", None),
@@ -47,6 +53,10 @@ def test_prefixes(raw, text, rank):
 def test_ansi_and_escape_remnants():
     assert strip_ansi("\x1b[31mred\x1b[0m and \x1b]0;title\x07x") == "red and x"
     assert strip_ansi("[32m[OKAY][0m") == "[OKAY]"
+    assert strip_ansi("[32mdone[m") == "done" and strip_ansi("done [m") == "done "
+    # a bracketed file name that starts with "m" is text, not a lost reset sequence
+    assert strip_ansi("INFO  [model.py:77] building model") == "INFO  [model.py:77] building model"
+    assert strip_ansi("[m.py:3] x [main] y") == "[m.py:3] x [main] y"
 
 
 def test_carriage_return_bars_and_glued_records_keep_line_numbers():

@@ -32,7 +32,11 @@ class Line:
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # Escape sequences whose ESC byte was lost in a copy-paste ("[32m", "[0m").
-_BARE_SGR = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*)?m(?=\S|$)")
+_BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m(?=\S|$)")
+# A bare "[m" (reset) is ambiguous: "[model.py:77]" is text. It is taken when a numbered
+# remnant sits on the same line ("[32mINFO[m"), or when no word follows it.
+_BARE_RESET = re.compile(r"\[m(?=[^\w.]|$)")
+_ANY_RESET = re.compile(r"\[m")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -61,8 +65,8 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     # not hosts, and a bare scalar after the colon is a config echo, not a log line.
     (re.compile(r"^(?P<host>(?!(?:bf|fp|tf|int|fp8|e\dm\d)\d*:)[a-z][a-z0-9-]*\d[a-z0-9.-]*|[a-z][a-z0-9]*-[a-z0-9.-]+|localhost): "
                 r"(?!\s*$|\s*(?:true|false|True|False|null|None|auto|yes|no|-?\d+(?:\.\d+)?(?:e-?\d+)?|\[.*\]|\{.*\})\s*$)"), "host"),
-    # srun --label " 3: "
-    (re.compile(r"^\s{0,4}(?P<rank>\d{1,5}): (?=\S)"), "rank"),
+    # srun --label " 3: " (a traceback's indented lines keep their indentation after it)
+    (re.compile(r"^\s{0,4}(?P<rank>\d{1,5}): (?=\s*\S)"), "rank"),
     # Ray / vLLM workers "(Worker pid=123) ", "(RayWorker pid=1, ip=10.0.0.1) "
     (re.compile(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
     # DeepSpeed / python logging "[2024-..] [INFO] [file.py:12:func] " (time already gone)
@@ -77,6 +81,8 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     (re.compile(rf"^\d{{2}}/\d{{2}} {_TIME} - [\w.]+ - {_LEVEL} - (?:[^ ]+ - \w+ - \d+ - )?"), "logger"),
     # loguru (autotrain) "ERROR    | 2024-08-21 22:56:04 | module:func:12 - "
     (re.compile(rf"^{_LEVEL}\s*\| {_DATE} {_TIME} \| [\w.:<>]+ - "), "logger"),
+    # loguru's default format once its timestamp is gone: "| INFO     | train:train_loop:214 - "
+    (re.compile(rf"^\|\s*{_LEVEL}\s*\| [\w.<>-]+:[\w.<>-]+:\d+ - "), "logger"),
     # XTuner lite "[XTuner][2024-01-01 10:00:00][INFO] "
     (re.compile(rf"^\[XTuner\]\[{_DATE} {_TIME}\]\[{_LEVEL}\] "), "logger"),
     # axolotl "[INFO] [axolotl.train.train:12] [PID:123] [RANK:1] " (time already gone)
@@ -97,7 +103,7 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
 
 # Cheap test: does this line possibly carry any prefix at all?
 _MAYBE_PREFIX = re.compile(
-    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\|))"
+    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||\|))"
 )
 
 
@@ -146,7 +152,10 @@ def strip_ansi(text: str) -> str:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "m" in text and "[" in text:
-        text = _BARE_SGR.sub("", text)
+        numbered = _BARE_SGR.sub("", text)
+        if "[m" in text:
+            return (_ANY_RESET if numbered != text else _BARE_RESET).sub("", numbered)
+        return numbered
     return text
 
 

@@ -69,6 +69,9 @@ class Regions:
     skip_clean: bool = False    # a log without any anchor: keep nothing (mode "clean")
     head_progress: bool = True  # keep progress-bar lines (many carriage returns) in the head
     head_all: Optional[int] = None  # past this line the head keeps only context-literal lines
+    # keep at most this many head lines of one shape (digits aside): per-step progress
+    # lines repeat one shape thousands of times and say nothing new after the first few
+    head_repeats: Optional[int] = None
 
 
 DIAGNOSE_REGIONS = Regions()
@@ -77,7 +80,10 @@ DIAGNOSE_REGIONS = Regions()
 # Progress bars (hundreds of carriage-return updates on one line) are never banners and
 # are the costliest lines to parse, so the head of a scanned log goes without them.
 SCAN_REGIONS = Regions(head_lines=1000, tail_lines=50, before=100, context=False, skip_clean=True,
-                       head_progress=False)
+                       head_progress=False, head_repeats=16)
+NEAR_ANCHOR = 30               # lines either side of an anchor that _fewer_repeats never drops
+MAX_ANCHOR_NOS = 10_000
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 PROGRESS_CR = 8                # a line with more carriage returns than this is a progress bar
 
 
@@ -349,6 +355,7 @@ class RegionBuilder:
         self.bytes = 0
         self.lines = 0                     # complete lines fed so far
         self.anchor_lines = 0
+        self.anchor_nos: list[int] = []    # the first anchor lines (for _fewer_repeats)
         self.head: list[bytes] = []        # raw blocks of lines 1..head_lines
         self.kept: dict[int, bytes] = {}
         self.kept_bytes = 0
@@ -430,12 +437,34 @@ class RegionBuilder:
         r = self.regions
         for no in self._line_numbers(blk, ends):
             self.anchor_lines += 1
+            if len(self.anchor_nos) < MAX_ANCHOR_NOS:
+                self.anchor_nos.append(no)
             lo = max(1, no - r.before, self.window_through + 1)
             hi = no + r.after
             if lo <= hi:
                 self._keep_range(lo, hi)
             self.window_through = max(self.window_through, min(hi, blk.last))
             self.after_until = max(self.after_until, hi)
+
+    def _fewer_repeats(self, numbers: list[int], pairs: dict[int, bytes]) -> list[int]:
+        """Drop the lines of a shape (digits aside) seen ``head_repeats`` times already,
+        except near an anchor and in the tail: there every line may be part of the
+        failure's story, and the last line says where the job ended."""
+        r = self.regions
+        tail_from = numbers[-1] - r.tail_lines + 1 if numbers else 0
+        near: set[int] = set()
+        for no in self.anchor_nos:
+            near.update(range(no - NEAR_ANCHOR, no + NEAR_ANCHOR + 1))
+        shapes: dict[bytes, int] = {}
+        out = []
+        for no in numbers:
+            if no not in near and no < tail_from:
+                shape = pairs[no][:200].translate(_DIGITS_AS_ZERO)
+                seen = shapes[shape] = shapes.get(shape, 0) + 1
+                if seen > r.head_repeats:
+                    continue
+            out.append(no)
+        return out
 
     # -- result -----------------------------------------------------------------------
     def finish(self, carry: bytes) -> LogView:
@@ -447,6 +476,7 @@ class RegionBuilder:
         if carry:
             if self.anchors.search(carry):
                 self.anchor_lines += 1
+                self.anchor_nos.append(last_no)
                 self._keep_range(max(1, last_no - r.before), self.lines)
             if last_no <= r.head_lines:
                 self.head.append(carry)
@@ -462,7 +492,10 @@ class RegionBuilder:
         if r.tail_lines:   # the unterminated last line, if any, is the tail's last line
             self._keep_range(last_no - r.tail_lines + 1, self.lines)
         pairs.update(self.kept)
-        view = LogView(pairs=[(no, _decode(pairs[no])) for no in sorted(pairs)], lines_read=last_no,
+        numbers = sorted(pairs)
+        if r.head_repeats is not None:
+            numbers = self._fewer_repeats(numbers, pairs)
+        view = LogView(pairs=[(no, _decode(pairs[no])) for no in numbers], lines_read=last_no,
                        bytes_read=self.bytes, mode="regions", anchor_lines=self.anchor_lines)
         if self.dropped:
             view.notes.append(f"only {len(self.kept)} lines of interest were kept from this log")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
+import select
 import shlex
 import signal
 import subprocess
@@ -48,9 +48,17 @@ PID_SAMPLE_EVERY = 2.0       # how often the job's processes are listed (for ker
 TERMINATING = ("SIGINT", "SIGTERM", "SIGHUP")
 FORWARDED = TERMINATING + ("SIGUSR1", "SIGUSR2")
 _F_SETPIPE_SZ = 1031
-# After a read, wait this long before the next one, so that each read takes what several
-# of the job's writes put in the pipe (see _pump). Output is forwarded at most this late.
+_F_GETPIPE_SZ = 1032
+# A reader that wakes for every write costs the job more than its own printing: a print()
+# loop under PYTHONUNBUFFERED makes two writes a line, and each wake-up of the reader takes
+# CPU the job would have had. So a pipe is left alone for a while after each read (see
+# _Stream.pause_after): a terminal's for COALESCE (what a person sees stays immediate);
+# any other's — /dev/null, a file, a pipe into tee or a log collector — until it is about
+# PACE_FILL full, at most PACE_MAX: one wake-up per half MiB instead of one per write.
 COALESCE = 0.001
+PACE_MAX = 0.05              # the latest a non-terminal's output is forwarded after it is written
+PACE_FILL = 0.5              # the share of the pipe a paced read waits for
+PACE_LATE = 0.75             # a read that found the pipe this full came late: read again at once
 # The search for flagged lines may use at most this share of one core on average (bursts of
 # a second are free): a job printing without pause keeps its CPU; real jobs print far less
 # than the search can take in at this share (MB/s in pure Python, GB/s with Hyperscan).
@@ -103,19 +111,32 @@ class RunResult:
 
 
 class _Sink:
-    """Where one of the job's streams goes: our own fd, written without any buffering."""
+    """Where one of the job's streams goes: our own fd, written without any buffering.
+
+    ``paced``: nobody sees this output as it comes (not a terminal), so the job's pipe may
+    be read in large batches. ``null``: it is /dev/null, so nothing needs writing at all.
+    """
 
     def __init__(self, stream) -> None:
         self.stream = stream
         self.closed = False
+        self.paced = self.null = False
         try:
             stream.flush()
             self.fd: Optional[int] = stream.fileno()
         except (AttributeError, OSError, ValueError):
             self.fd = None                        # e.g. a test runner's in-memory stream
+        if self.fd is not None:
+            try:
+                self.paced = not os.isatty(self.fd)
+                # writing to /dev/null does nothing, but the call still costs; only an fd
+                # open for writing, so that one open read-only still fails as it would
+                self.null = _is_devnull(os.fstat(self.fd)) and _writable(self.fd)
+            except OSError:
+                pass
 
     def write(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.null:
             return
         try:
             if self.fd is None:
@@ -232,32 +253,77 @@ def _restore(handlers: dict) -> None:
             pass
 
 
+class _Stream:
+    """One of the job's pipes: where its bytes go, and when it is read next."""
+
+    def __init__(self, pipe, name: str, sink: _Sink, now: float) -> None:
+        self.pipe = pipe
+        self.fd = pipe.fileno()
+        self.name = name
+        self.sink = sink
+        self.capacity = _pipe_capacity(self.fd)
+        # pending bytes above which searching the output pauses: the job is about to wait
+        # for the wrapper (a paced pipe holds up to PACE_FILL of its size on purpose)
+        self.backlog = int(self.capacity * PACE_LATE) if sink.paced else BACKLOG
+        self.last_read = now
+        self.resume_at: Optional[float] = None   # set while the pipe is left to fill
+
+    def pause_after(self, n: int, now: float) -> float:
+        """How long to leave the pipe alone after a read of ``n`` bytes at ``now``.
+
+        A terminal's pipe: COALESCE, as long as the reads are small. Any other: the time the
+        job takes to fill PACE_FILL of the pipe at the rate it has just been writing, at most
+        PACE_MAX, and none when the read found the pipe nearly full, so that the job never
+        waits for the wrapper because of the pause (a job that starts writing fast after a
+        quiet spell may wait once, for at most PACE_MAX).
+        """
+        elapsed = max(now - self.last_read, 1e-6)
+        self.last_read = now
+        if not self.sink.paced:
+            return COALESCE if n < BACKLOG else 0.0
+        if n >= self.capacity * PACE_LATE:
+            return 0.0
+        return min(PACE_MAX, self.capacity * PACE_FILL * elapsed / max(n, 1))
+
+
+def _pipe_capacity(fd: int) -> int:
+    """Ask the kernel for a PIPE_SIZE pipe (fewer wake-ups at high output rates); its size."""
+    if fcntl is None:
+        return 65536
+    try:
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:                       # above /proc/sys/fs/pipe-max-size, or the user's quota
+        pass
+    try:
+        return fcntl.fcntl(fd, _F_GETPIPE_SZ)
+    except OSError:
+        return 65536
+
+
 def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult,
           deadline: list, tails: Sequence[_Tail] = ()) -> None:
     from . import cgroup
 
-    sel = selectors.DefaultSelector()
-    streams = {}
+    # poll(), not a selector: a pipe left to fill stays registered with no events, so the
+    # job's exit (its end of the pipe closing: POLLHUP) still ends the pause at once
+    poller = select.poll()
+    readable = select.POLLIN
+    streams: dict[int, _Stream] = {}
     tails = list(tails)
+    now = time.monotonic()
     for pipe, name, sink in ((proc.stdout, "stdout", out), (proc.stderr, "stderr", err)):
-        if pipe is None:                  # the job writes to a file itself: read through a tail
+        if pipe is None:                  # the job writes to a file itself, or both streams share one pipe
             continue
-        fd = pipe.fileno()
-        if fcntl is not None:
-            try:
-                fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
-            except OSError:
-                pass
-        sel.register(fd, selectors.EVENT_READ, (name, sink))
-        streams[fd] = pipe
+        stream = _Stream(pipe, name, sink, now)
+        poller.register(stream.fd, readable)
+        streams[stream.fd] = stream
 
-    drained = [False]
+    def close(fd: int) -> None:
+        poller.unregister(fd)
+        streams.pop(fd).pipe.close()
 
     def may_scan() -> bool:
-        if drained[0]:                  # the read just now emptied the pipe: no backlog to ask about
-            drained[0] = False
-            return True
-        return sum(_pending(fd) for fd in streams) < BACKLOG
+        return all(_pending(fd) < stream.backlog for fd, stream in streams.items())
 
     exited_at: Optional[float] = None
     next_sample = time.monotonic() + 0.2
@@ -269,8 +335,17 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
     tail_busy = False
     while streams or tails:
         timeout = 0.25 if not tails else (0.0 if tail_busy else TAIL_IDLE)
+        now = time.monotonic()
+        for stream in streams.values():
+            if stream.resume_at is None:
+                continue
+            if stream.resume_at <= now:
+                stream.resume_at = None
+                poller.modify(stream.fd, readable)
+            else:
+                timeout = min(timeout, stream.resume_at - now)
         if streams:
-            events = sel.select(timeout)
+            events = poller.poll(timeout * 1000)
         else:
             events = []
             if timeout:
@@ -279,32 +354,30 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
         for tail in tails:
             n = _read_tail(tail, cap, buf, view)
             tail_busy = tail_busy or n == READ_SIZE
-        got = 0
-        for key, _ in events:
-            name, sink = key.data
+        now = time.monotonic()
+        for fd, revents in events:
+            stream = streams[fd]
             try:
-                n = os.readv(key.fd, [buf])
+                n = os.readv(fd, [buf])
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
                 n = 0
-            data = view[:n].tobytes()
-            got += n
-            if data:
-                sink.write(data)
-                drained[0] = len(data) < BACKLOG
-                cap.feed(data, name, may_scan)
-            if not data or sink.closed:
+            if n:
+                data = view[:n].tobytes()
+                stream.sink.write(data)
+                cap.feed(data, stream.name, may_scan)
+            if not n or stream.sink.closed:
                 # EOF; or our own output is gone: close the job's end too, so the job sees a
                 # broken pipe exactly as it would have without the wrapper
-                sel.unregister(key.fd)
-                streams.pop(key.fd).close()
-        if 0 < got < BACKLOG:
-            # let the job's next writes gather in the pipe: one read then takes several of
-            # them (a reader that wakes for every 8 KiB write costs the job more than its
-            # own printing); output is still forwarded within COALESCE of its arrival
-            time.sleep(COALESCE)
-        now = time.monotonic()
+                close(fd)
+                continue
+            pause = stream.pause_after(n, now)
+            if revents & (select.POLLHUP | select.POLLERR):
+                pause = 0.0             # the job's end is closed: read the rest at once
+            if pause > 0:
+                stream.resume_at = now + pause
+                poller.modify(fd, 0)    # POLLHUP and POLLERR only
         if (events or tail_busy) and now < next_poll and deadline[0] is None:
             continue                    # busy streaming: the checks below can wait a moment
         next_poll = now + 0.1
@@ -333,9 +406,7 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
             # processes the job left behind still hold its pipes; stop waiting for them
             result.drained = False
             for fd in list(streams):
-                sel.unregister(fd)
-                streams.pop(fd).close()
-    sel.close()
+                close(fd)
     while proc.poll() is None:
         now = time.monotonic()
         if deadline[0] is not None and now >= deadline[0] and not killed:
@@ -366,6 +437,13 @@ def _is_devnull(st: os.stat_result) -> bool:
     except OSError:
         return False
     return stat.S_ISCHR(st.st_mode) and stat.S_ISCHR(null.st_mode) and st.st_rdev == null.st_rdev
+
+
+def _writable(fd: int) -> bool:
+    try:
+        return fcntl is not None and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+    except (OSError, ValueError):
+        return False
 
 
 def _writable_regular_file(fd: int) -> Optional[os.stat_result]:
@@ -493,14 +571,16 @@ def _route_output(out: _Sink, err: _Sink) -> tuple[list, list]:
     """Decide, per stream, between a pipe and handing the job a file descriptor directly.
 
     Returns the Popen stdout/stderr arguments and the tails to read.
-    A regular file opened for writing is given to the job as it is and tailed; /dev/null
-    is replaced by a scratch file that is tailed; terminals, pipes and sockets (and
-    streams without a descriptor) get a pipe, read and passed through.
+    A regular file opened for writing is given to the job as it is and tailed; with
+    OOMDOCTOR_RUN_SCRATCH, /dev/null is replaced by a scratch file that is tailed;
+    anything else (terminals, pipes, sockets, /dev/null, streams without a descriptor)
+    gets a pipe, read and passed through. Two streams that go to the same place share one
+    file or one pipe, so that what the job writes to each keeps its order exactly.
     """
     targets: list = [subprocess.PIPE, subprocess.PIPE]
     tails: list = []
     if fcntl is None or not hasattr(os, "preadv") or os.environ.get("OOMDOCTOR_RUN_PIPES"):
-        return targets, tails
+        return _share_pipe(targets, out, err), tails
     seen: dict = {}                            # (dev, inode) or "null" -> index already routed
     for i, (sink, name) in enumerate(((out, "stdout"), (err, "stderr"))):
         if sink.fd is None:
@@ -535,7 +615,24 @@ def _route_output(out: _Sink, err: _Sink) -> tuple[list, list]:
             targets[i] = sink.fd
         seen[key] = i
         tails.append(tail)
-    return targets, tails
+    return _share_pipe(targets, out, err), tails
+
+
+def _share_pipe(targets: list, out: _Sink, err: _Sink) -> list:
+    """One pipe for both streams when they go to the same place (``2>&1 | tee``, a terminal).
+
+    Two pipes read in turn would pass the job's stdout and stderr on in batches, not in
+    the order it wrote them; through one pipe the order is the job's own.
+    """
+    if targets != [subprocess.PIPE, subprocess.PIPE] or out.fd is None or err.fd is None:
+        return targets
+    try:
+        a, b = os.fstat(out.fd), os.fstat(err.fd)
+    except OSError:
+        return targets
+    if (a.st_dev, a.st_ino, a.st_rdev) == (b.st_dev, b.st_ino, b.st_rdev):
+        return [subprocess.PIPE, subprocess.STDOUT]
+    return targets
 
 
 def _read_tail(tail: _Tail, cap, buf: bytearray, view: memoryview) -> int:

@@ -6,6 +6,7 @@ A parser family is a module with ``parse(ctx: ParseContext) -> None`` that reads
 """
 from __future__ import annotations
 
+import bisect
 from typing import Optional
 
 import regex as re
@@ -23,6 +24,8 @@ class ParseContext:
         self.source = source
         self.facts = Facts()
         self._blob: Optional[tuple[str, list[int]]] = None
+        self._folded: Optional[str] = None
+        self._with: dict[tuple, list[int]] = {}
         # filled by the traceback family, read by phase/ranks (see traceback.frames_for)
         self.all_frames: list = []
         self.frame_index: list[int] = []
@@ -40,12 +43,55 @@ class ParseContext:
             self._blob = join_lines(self.lines)
         return self._blob
 
-    def grep(self, pattern: re.Pattern) -> list[int]:
-        """Indices of the lines where ``pattern`` matches (each line once, in order).
-        Compile patterns with (?m) if they use ^ or $ for line boundaries."""
-        import bisect
+    def lines_with(self, literals: tuple[str, ...], fold: bool = False) -> list[int]:
+        """Indices of the lines that contain any of ``literals`` (ascending, each once).
+
+        One ``str.find`` pass per literal over the blob runs at memory speed; a Python
+        loop over every line, or a regex alternation, costs ten to a hundred times more.
+        With ``fold`` the literals must be lower case and match any case."""
+        key = (literals, fold)
+        got = self._with.get(key)
+        if got is not None:
+            return got
         text, starts = self.blob()
-        out: list[int] = []
+        if fold:
+            if self._folded is None:
+                low = text.lower()
+                # lower() may change the length of rare characters: then offsets would lie
+                self._folded = low if len(low) == len(text) else ""
+            if not self._folded and text:
+                found = [i for i, ln in enumerate(self.lines) if any(w in ln.text.lower() for w in literals)]
+                self._with[key] = found
+                return found
+            text = self._folded
+        hits: set[int] = set()
+        n = len(starts)
+        for word in literals:
+            pos = text.find(word)
+            while pos >= 0:
+                i = bisect.bisect_right(starts, pos) - 1
+                hits.add(i)
+                if i + 1 >= n:
+                    break
+                pos = text.find(word, starts[i + 1])
+        found = sorted(hits)
+        self._with[key] = found
+        return found
+
+    def grep(self, pattern: re.Pattern, literals: Optional[tuple[str, ...]] = None) -> list[int]:
+        """Indices of the lines where ``pattern`` matches (each line once, in order).
+        Compile patterns with (?m) if they use ^ or $ for line boundaries.
+
+        ``literals`` (lower case, any case matches) is a gate: every match of ``pattern``
+        holds one of them. Then only the lines holding one are searched, line by line."""
+        if literals is not None:
+            out = []
+            for i in self.lines_with(literals, fold=True):
+                if self.search(pattern, self.lines[i].text):
+                    out.append(i)
+            return out
+        text, starts = self.blob()
+        out = []
         try:
             for m in pattern.finditer(text, timeout=REGEX_TIMEOUT * 10):
                 i = bisect.bisect_right(starts, m.start()) - 1

@@ -104,12 +104,6 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign")
 
 
-def _has_any(text: str, words: tuple[str, ...]) -> bool:
-    for w in words:  # a plain loop beats a regex alternation of literals here
-        if w in text:
-            return True
-    return False
-
 
 @dataclass
 class _Kill:
@@ -179,8 +173,6 @@ def _kb(text: Optional[str]) -> Optional[int]:
 def _scan_line(s: _Scan, i: int) -> None:
     ctx = s.ctx
     text = ctx.lines[i].text
-    if not _has_any(text, _QUICK):
-        return
     if "Traceback" in text and ctx.search(_TRACEBACK, text):
         s.failure_at(i)
     exc = ctx.search(_EXC_LINE, text) if ("Error" in text or "Exception" in text) else None
@@ -580,7 +572,7 @@ def _shm_failures(s: _Scan) -> None:
 
 def parse(ctx: ParseContext) -> None:
     s = _Scan(ctx)
-    for i in range(len(ctx.lines)):
+    for i in ctx.lines_with(_QUICK):
         _scan_line(s, i)
     _resolve_launchers(s)
     _host_events(s)

@@ -92,14 +92,9 @@ _MEMORY_WORDS = re.compile(
     r"out of memory|OutOfMemory|MemoryError|RESOURCE_EXHAUSTED|Resource exhausted|ResourceExhausted|OOM when allocating"
     r"|killed by signal|exited unexpectedly|ALLOC_FAILED|DefaultCPUAllocator|not enough memory|Cannot allocate memory"
     r"|paging file is too small|Failed to clone\(\) tensor", re.I)
+_EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "SystemExit", "StopIteration")
 _WRAPPERS = re.compile(r"ChildFailedError|CalledProcessError|Caught \w{1,60} in (?:DataLoader worker process|pin memory thread)")
 
-
-def _has_any(text: str, words: tuple[str, ...]) -> bool:
-    for w in words:  # a plain loop beats a regex alternation of literals here
-        if w in text:
-            return True
-    return False
 
 
 class _Failures:
@@ -140,10 +135,9 @@ def _device_mismatch_message(ctx: ParseContext, i: int) -> str:
 
 def _rules(ctx: ParseContext, fs: _Failures) -> None:
     has_nccl_oom = any(ev.kind == "nccl" for ev in ctx.facts.oom_events)
-    for i, ln in enumerate(ctx.lines):
+    for i in ctx.lines_with(_ALL_LITERALS):
+        ln = ctx.lines[i]
         text = ln.text
-        if not text or not _has_any(text, _ALL_LITERALS):
-            continue
         for kind, literals, pattern in _RULES:
             if not any(lit in text for lit in literals):
                 continue
@@ -165,11 +159,10 @@ def _rules(ctx: ParseContext, fs: _Failures) -> None:
 
 
 def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
-    for i, ln in enumerate(ctx.lines):
+    for i in ctx.lines_with(_EXCEPTION_WORDS):
+        ln = ctx.lines[i]
         text = ln.text
-        if (i in fs.named or ln.no in fs.taken or ln.no in fs.failed or not text or text[0].isspace()
-                or ("Error" not in text and "Exception" not in text and "Interrupt" not in text
-                    and "SystemExit" not in text and "StopIteration" not in text)):
+        if i in fs.named or ln.no in fs.taken or ln.no in fs.failed or text[0].isspace():
             continue
         m = ctx.search(_EXCEPTION_LINE, text)
         if not m or ctx.search(_MEMORY_WORDS, text) or ctx.search(_WRAPPERS, text):

@@ -38,6 +38,23 @@ MARKERS = {
     "preprocessing": re.compile(r"(?m)Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"),
 }
+# Lower-case literals of which every match of the marker holds one (see ParseContext.grep):
+# only the lines holding one are searched. Checked against MARKERS by a test.
+MARKER_GATES = {
+    "saving_checkpoint": ("sav",),
+    "loading_checkpoint_shards": ("load", "instantiating"),
+    "resuming": ("continuing training", "load", "resum"),
+    "training_completed": ("train_runtime", "training completed", "train metrics"),
+    "running_training": ("running training", "start", "training started", "epoch(train)"),
+    "running_evaluation": ("running evaluation", "start", "epoch(val)"),
+    "running_prediction": ("running prediction", "predict_with_generate"),
+    "ref_model_created": ("reference model", "ref_model"),
+    "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),
+    "engine_init": ("deepspeedzerooffload", "initialize beginning", "partitions", "creating zero offload",
+                    "finished initializing", "deepspeed final optimizer"),
+    "preprocessing": ("running tokenizer", "converting format", "map", "tokenizing", "generating",
+                      "preprocessing dataset", "packing dataset"),
+}
 _BAR = re.compile(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
 _STEP_TEXT = re.compile(r"(?i)\b(?:it|iter|iteration|step|global_step)\s*[=:]?\s*(?P<n>\d+)(?:\s*/\s*(?P<m>\d+))?")
@@ -119,15 +136,12 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     return None, None
 
 
-_EPOCHISH = re.compile(r"poch")
-
-
 def _markers(ctx: ParseContext) -> None:
     hits: dict[int, list[str]] = {}
     for name, rx in MARKERS.items():
-        for i in ctx.grep(rx):
+        for i in ctx.grep(rx, MARKER_GATES[name]):
             hits.setdefault(i, []).append(name)
-    for i in ctx.grep(_EPOCHISH):
+    for i in ctx.lines_with(("poch",)):
         hits.setdefault(i, [])
     seen_epochs: list[float] = []
     for i in sorted(hits):
@@ -242,7 +256,7 @@ def parse(ctx: ParseContext) -> None:
     markers = [(n, name) for name, ns in ctx.facts.markers.items() for n in ns if n <= line]
     ph.markers = [ctx.evidence(ctx.index_of(n)) for n, _ in sorted(markers)[-5:] if ctx.index_of(n) is not None]
     trained = any(n <= line for n in ctx.facts.markers.get("running_training", []))
-    if trained and ph.step in (None, 0) and not any(j < idx for j in ctx.grep(_LOSS)):
+    if trained and ph.step in (None, 0) and not any(j < idx for j in ctx.grep(_LOSS, ("loss",))):
         ctx.mark("first_step", ctx.lines[idx])
 
 

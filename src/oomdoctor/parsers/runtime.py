@@ -85,12 +85,6 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION")
 
 
-def _has_any(text: str, words: tuple[str, ...]) -> bool:
-    for w in words:  # a plain loop beats a regex alternation of literals here
-        if w in text:
-            return True
-    return False
-
 
 def _size(text: Optional[str]) -> Optional[int]:
     if not text:
@@ -193,7 +187,7 @@ def _in_bitsandbytes(ctx: ParseContext, i: int) -> bool:
 def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     ln = ctx.lines[i]
     text = ln.text
-    if ln.no in events.taken or not _has_any(text, _QUICK):
+    if ln.no in events.taken:
         return
     exc = _exception(ctx, text)
 
@@ -384,7 +378,7 @@ def _pin_thread(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None
 
 def parse(ctx: ParseContext) -> None:
     events = _Events(ctx)
-    for i in range(len(ctx.lines)):
+    for i in ctx.lines_with(_QUICK):
         _line_events(ctx, events, i)
     _fold_nccl_errors(ctx, events)
     _wrappers(ctx, events)
