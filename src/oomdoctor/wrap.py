@@ -254,7 +254,14 @@ def _restore(handlers: dict) -> None:
 
 
 class _Stream:
-    """One of the job's pipes: where its bytes go, and when it is read next."""
+    """One of the job's pipes: where its bytes go, and when it is read next.
+
+    A paced pipe (its output goes anywhere but a terminal) is never polled: once a reader
+    has polled a pipe, Linux wakes the pipe's wait queue on every write to it, which costs
+    a job printing line by line about as much as the rest of the pipe does. It is read
+    without blocking when its pause is over (``resume_at``), and at once when the job ends.
+    A terminal's pipe is polled, so that its output goes through as soon as it comes.
+    """
 
     def __init__(self, pipe, name: str, sink: _Sink, now: float) -> None:
         self.pipe = pipe
@@ -262,28 +269,41 @@ class _Stream:
         self.name = name
         self.sink = sink
         self.capacity = _pipe_capacity(self.fd)
+        self.paced = sink.paced and fcntl is not None
         # pending bytes above which searching the output pauses: the job is about to wait
         # for the wrapper (a paced pipe holds up to PACE_FILL of its size on purpose)
-        self.backlog = int(self.capacity * PACE_LATE) if sink.paced else BACKLOG
+        self.backlog = int(self.capacity * PACE_LATE) if self.paced else BACKLOG
         self.last_read = now
-        self.resume_at: Optional[float] = None   # set while the pipe is left to fill
+        self.pause = 0.0
+        self.resume_at: Optional[float] = now if self.paced else None
+        if self.paced:
+            try:
+                fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+            except OSError:
+                self.paced, self.backlog, self.resume_at = False, BACKLOG, None
 
     def pause_after(self, n: int, now: float) -> float:
-        """How long to leave the pipe alone after a read of ``n`` bytes at ``now``.
+        """How long to leave the pipe alone after a read of ``n`` bytes (0: it was empty).
 
         A terminal's pipe: COALESCE, as long as the reads are small. Any other: the time the
         job takes to fill PACE_FILL of the pipe at the rate it has just been writing, at most
         PACE_MAX, and none when the read found the pipe nearly full, so that the job never
         waits for the wrapper because of the pause (a job that starts writing fast after a
-        quiet spell may wait once, for at most PACE_MAX).
+        quiet spell may wait once, for at most PACE_MAX). An empty pipe doubles the pause,
+        so that a job that stops for a moment in a fast stretch is not left waiting long.
         """
+        if not self.paced:
+            return COALESCE if n < BACKLOG else 0.0
+        if not n:
+            self.pause = min(PACE_MAX, max(COALESCE, 2 * self.pause))
+            return self.pause
         elapsed = max(now - self.last_read, 1e-6)
         self.last_read = now
-        if not self.sink.paced:
-            return COALESCE if n < BACKLOG else 0.0
         if n >= self.capacity * PACE_LATE:
-            return 0.0
-        return min(PACE_MAX, self.capacity * PACE_FILL * elapsed / max(n, 1))
+            self.pause = 0.0
+        else:
+            self.pause = min(PACE_MAX, self.capacity * PACE_FILL * elapsed / n)
+        return self.pause
 
 
 def _pipe_capacity(fd: int) -> int:
@@ -300,12 +320,20 @@ def _pipe_capacity(fd: int) -> int:
         return 65536
 
 
+def _exit_notifier(pid: int) -> Optional[int]:
+    """A descriptor that polls readable once the job has exited (Linux ≥ 5.3), else None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult,
           deadline: list, tails: Sequence[_Tail] = ()) -> None:
     from . import cgroup
 
-    # poll(), not a selector: a pipe left to fill stays registered with no events, so the
-    # job's exit (its end of the pipe closing: POLLHUP) still ends the pause at once
+    # poll() rather than a selector: a terminal's pipe that is pausing stays registered with
+    # no events, so the job's end closing (POLLHUP) still ends the pause at once
     poller = select.poll()
     readable = select.POLLIN
     streams: dict[int, _Stream] = {}
@@ -315,12 +343,18 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
         if pipe is None:                  # the job writes to a file itself, or both streams share one pipe
             continue
         stream = _Stream(pipe, name, sink, now)
-        poller.register(stream.fd, readable)
         streams[stream.fd] = stream
+        if not stream.paced:
+            poller.register(stream.fd, readable)
+    exit_fd = _exit_notifier(proc.pid) if any(s.paced for s in streams.values()) else None
+    if exit_fd is not None:
+        poller.register(exit_fd, readable)
 
     def close(fd: int) -> None:
-        poller.unregister(fd)
-        streams.pop(fd).pipe.close()
+        stream = streams.pop(fd)
+        if not stream.paced:
+            poller.unregister(fd)
+        stream.pipe.close()
 
     def may_scan() -> bool:
         return all(_pending(fd) < stream.backlog for fd, stream in streams.items())
@@ -329,84 +363,103 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
     next_sample = time.monotonic() + 0.2
     next_poll = 0.0
     killed = False
-    # one reusable buffer: os.read(fd, 1 MiB) would map and unmap a fresh MiB on every call
+    # one reusable buffer for the tails: os.read(fd, 1 MiB) would map and unmap a fresh MiB on every call
     buf = bytearray(READ_SIZE)
     view = memoryview(buf)
     tail_busy = False
-    while streams or tails:
-        timeout = 0.25 if not tails else (0.0 if tail_busy else TAIL_IDLE)
-        now = time.monotonic()
-        for stream in streams.values():
-            if stream.resume_at is None:
-                continue
-            if stream.resume_at <= now:
-                stream.resume_at = None
-                poller.modify(stream.fd, readable)
-            else:
-                timeout = min(timeout, stream.resume_at - now)
-        if streams:
+    try:
+        while streams or tails:
+            timeout = 0.25 if not tails else (0.0 if tail_busy else TAIL_IDLE)
+            now = time.monotonic()
+            for stream in streams.values():
+                if stream.resume_at is None:
+                    continue
+                if stream.resume_at > now:
+                    timeout = min(timeout, stream.resume_at - now)
+                elif not stream.paced:
+                    stream.resume_at = None
+                    poller.modify(stream.fd, readable)
+                else:
+                    timeout = 0.0
             events = poller.poll(timeout * 1000)
-        else:
-            events = []
-            if timeout:
-                time.sleep(timeout)
-        tail_busy = False
-        for tail in tails:
-            n = _read_tail(tail, cap, buf, view)
-            tail_busy = tail_busy or n == READ_SIZE
-        now = time.monotonic()
-        for fd, revents in events:
-            stream = streams[fd]
-            try:
-                n = os.readv(fd, [buf])
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError:
-                n = 0
-            if n:
-                data = view[:n].tobytes()
-                stream.sink.write(data)
-                cap.feed(data, stream.name, may_scan)
-            if not n or stream.sink.closed:
-                # EOF; or our own output is gone: close the job's end too, so the job sees a
-                # broken pipe exactly as it would have without the wrapper
-                close(fd)
-                continue
-            pause = stream.pause_after(n, now)
-            if revents & (select.POLLHUP | select.POLLERR):
-                pause = 0.0             # the job's end is closed: read the rest at once
-            if pause > 0:
-                stream.resume_at = now + pause
-                poller.modify(fd, 0)    # POLLHUP and POLLERR only
-        if (events or tail_busy) and now < next_poll and deadline[0] is None:
-            continue                    # busy streaming: the checks below can wait a moment
-        next_poll = now + 0.1
-        if deadline[0] is not None and now >= deadline[0] and not killed:
-            killed = result.killed_after_grace = True
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if now >= next_sample and exited_at is None:
-            result.pids |= cgroup.session_pids(proc.pid)
-            next_sample = now + PID_SAMPLE_EVERY
-        if exited_at is None and proc.poll() is not None:
-            exited_at = now
-        if exited_at is not None and tails:
+            tail_busy = False
             for tail in tails:
-                # everything the job wrote before it ended; what its leftover processes
-                # write afterwards only for a while, as with pipes
-                written = tail.size()
-                while _read_tail(tail, cap, buf, view):
-                    if tail.pos >= written and time.monotonic() - exited_at > DRAIN_AFTER_EXIT:
-                        result.drained = False
-                        break
-            tails = []
-        if exited_at is not None and streams and now - exited_at > DRAIN_AFTER_EXIT:
-            # processes the job left behind still hold its pipes; stop waiting for them
-            result.drained = False
-            for fd in list(streams):
-                close(fd)
+                n = _read_tail(tail, cap, buf, view)
+                tail_busy = tail_busy or n == READ_SIZE
+            now = time.monotonic()
+            ready = []
+            for fd, revents in events:
+                if fd == exit_fd:
+                    # the job has ended: read what is left in the paced pipes now, and let
+                    # the checks below see the exit
+                    poller.unregister(exit_fd)
+                    os.close(exit_fd)
+                    exit_fd = None
+                    next_poll = 0.0
+                    for stream in streams.values():
+                        if stream.paced:
+                            stream.resume_at = now
+                elif fd in streams:
+                    ready.append((streams[fd], revents))
+            ready.extend((s, 0) for s in streams.values() if s.paced and s.resume_at <= now)
+            for stream, revents in ready:
+                # exactly what the pipe holds, read straight into the bytes the capture keeps
+                want = min(_pending(stream.fd), READ_SIZE) or 65536
+                try:
+                    data = os.read(stream.fd, want)
+                    n = len(data)
+                except (BlockingIOError, InterruptedError):
+                    n = -1                  # a paced pipe with nothing in it
+                except OSError:
+                    n = 0
+                if n > 0:
+                    stream.sink.write(data)
+                    cap.feed(data, stream.name, may_scan)
+                if not n or stream.sink.closed:
+                    # EOF; or our own output is gone: close the job's end too, so the job
+                    # sees a broken pipe exactly as it would have without the wrapper
+                    close(stream.fd)
+                    continue
+                pause = stream.pause_after(max(n, 0), now)
+                if revents & (select.POLLHUP | select.POLLERR):
+                    pause = 0.0             # the job's end is closed: read the rest at once
+                if stream.paced:
+                    stream.resume_at = now + pause
+                elif pause > 0:
+                    stream.resume_at = now + pause
+                    poller.modify(stream.fd, 0)     # POLLHUP and POLLERR only
+            if (ready or tail_busy) and now < next_poll and deadline[0] is None:
+                continue                    # busy streaming: the checks below can wait a moment
+            next_poll = now + 0.1
+            if deadline[0] is not None and now >= deadline[0] and not killed:
+                killed = result.killed_after_grace = True
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if now >= next_sample and exited_at is None:
+                result.pids |= cgroup.session_pids(proc.pid)
+                next_sample = now + PID_SAMPLE_EVERY
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and tails:
+                for tail in tails:
+                    # everything the job wrote before it ended; what its leftover processes
+                    # write afterwards only for a while, as with pipes
+                    written = tail.size()
+                    while _read_tail(tail, cap, buf, view):
+                        if tail.pos >= written and time.monotonic() - exited_at > DRAIN_AFTER_EXIT:
+                            result.drained = False
+                            break
+                tails = []
+            if exited_at is not None and streams and now - exited_at > DRAIN_AFTER_EXIT:
+                # processes the job left behind still hold its pipes; stop waiting for them
+                result.drained = False
+                for fd in list(streams):
+                    close(fd)
+    finally:
+        if exit_fd is not None:
+            os.close(exit_fd)
     while proc.poll() is None:
         now = time.monotonic()
         if deadline[0] is not None and now >= deadline[0] and not killed:

@@ -207,8 +207,33 @@ def _failure_anchor(ctx: ParseContext) -> tuple[Optional[int], Optional[int]]:
     return None, None
 
 
+# lines that say the job went on: a loss, a progress bar, a new training/evaluation run
+_GOING_ON_GATE = ("loss", "it/s", "s/it", "running training", "running evaluation", "start")
+
+
+def _progress_after_traceback(ctx: ParseContext) -> None:
+    """Mark the first sign of progress after the last traceback's last frame: that
+    traceback was logged and survived (a warning's stack, a retried download), so it is
+    not a process that died mid-traceback with its error line lost."""
+    if not ctx.frame_index:
+        return
+    last = ctx.frame_index[-1]
+    going_on = {n for name in ("running_training", "running_evaluation") for n in ctx.facts.markers.get(name, [])}
+    for i in ctx.lines_with(_GOING_ON_GATE, fold=True):
+        if i <= last:
+            continue
+        ln = ctx.lines[i]
+        text = ln.text
+        if _FRAME_LINE.match(text) or text.startswith("    "):
+            continue
+        if ln.no in going_on or ctx.search(_LOSS, text) or ctx.search(_BAR, text):
+            ctx.mark("progress_after_traceback", ln)
+            return
+
+
 def parse(ctx: ParseContext) -> None:
     _markers(ctx)
+    _progress_after_traceback(ctx)
     line, rank = _failure_anchor(ctx)
     ph = ctx.facts.phase
     if line is None:
