@@ -326,6 +326,39 @@ def test_output_to_a_file_is_byte_identical_to_the_job_run_directly(tmp_path, mo
     assert wrapped_log.read_bytes() == direct.read_bytes()
 
 
+def test_stdout_and_stderr_into_one_pipe_keep_the_jobs_order():
+    job = [sys.executable, "-c", _INTERLEAVED]
+    direct = subprocess.run(job, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    res = subprocess.run([*RUN, "--", *job], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    assert res.returncode == direct.returncode == 0
+    # `2>&1 | tee log`: the same bytes, stdout and stderr interleaved as the job wrote them
+    assert res.stdout == direct.stdout
+
+
+def test_output_into_a_pipe_is_passed_on_while_the_job_runs(tmp_path):
+    go = tmp_path / "go"
+    script = ("import os, sys, time\n"
+              "print('step 1', flush=True)\n"
+              "end = time.monotonic() + 60\n"
+              f"while not os.path.exists({str(go)!r}):\n"
+              "    if time.monotonic() > end:\n"
+              "        sys.exit(3)\n"
+              "    time.sleep(0.01)\n"
+              "print('step 2', flush=True)\n")
+    proc = subprocess.Popen([*RUN, "--", sys.executable, "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        first = proc.stdout.readline()           # the job waits for us: it has not ended
+        go.touch()
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+    assert (first, rest) == (b"step 1\n", b"step 2\n")
+
+
 def _oom_job() -> tuple[list[str], bytes]:
     out = (HELPERS / "cuda_oom_torch23.stdout").read_bytes()
     err = (HELPERS / "cuda_oom_torch23.stderr").read_bytes()

@@ -1,12 +1,13 @@
 """``oomdoctor run [OPTIONS] -- COMMAND ...``: run a training job and diagnose it if it fails.
 
 The wrapper must be invisible to the job and to the scheduler: the command's stdout and
-stderr are passed through byte for byte as they arrive, SIGINT/SIGTERM (and SIGHUP,
-SIGUSR1/2) are forwarded to the job's whole process group, and the wrapper exits with
-the job's status (128+N for signal N). Output that goes to a regular file needs no pipe:
-the job is handed the file and the wrapper reads what it appends (``_Tail``); with
-OOMDOCTOR_RUN_SCRATCH=1, /dev/null is replaced by an unlinked scratch file read the same
-way. Meanwhile it keeps, in bounded memory, the lines a diagnosis needs (``capture.py``),
+stderr are passed through byte for byte as they arrive (to a terminal at once, anywhere
+else within PACE_MAX, in batches that spare the job a reader waking for every write;
+see ``_Stream``), SIGINT/SIGTERM (and SIGHUP, SIGUSR1/2) are forwarded to the job's
+whole process group, and the wrapper exits with the job's status (128+N for signal N).
+Output that goes to a regular file needs no pipe: the job is handed the file and the
+wrapper reads what it appends (``_Tail``); with OOMDOCTOR_RUN_SCRATCH=1, /dev/null is
+replaced by an unlinked scratch file read the same way. Meanwhile it keeps, in bounded memory, the lines a diagnosis needs (``capture.py``),
 and when the job fails it adds what only it can see — the exit signal, the memory cgroup's counters, the kernel's kill lines (``cgroup.py``) —
 and prints the report to stderr after the job's own output.
 
@@ -49,12 +50,14 @@ TERMINATING = ("SIGINT", "SIGTERM", "SIGHUP")
 FORWARDED = TERMINATING + ("SIGUSR1", "SIGUSR2")
 _F_SETPIPE_SZ = 1031
 _F_GETPIPE_SZ = 1032
-# A reader that wakes for every write costs the job more than its own printing: a print()
-# loop under PYTHONUNBUFFERED makes two writes a line, and each wake-up of the reader takes
-# CPU the job would have had. So a pipe is left alone for a while after each read (see
-# _Stream.pause_after): a terminal's for COALESCE (what a person sees stays immediate);
+# How the job's pipes are read. Measured with a print() loop under PYTHONUNBUFFERED (two
+# write() calls a line), the CPU the job itself used, against writing to /dev/null: +75 %
+# with a reader woken by every write (`| cat`), +44 % with one polling the pipe and reading
+# every millisecond, +18 % with the pipe never polled and read about every 20 ms (what a
+# pipe costs per write). So a pipe is left alone for a while after each read
+# (_Stream.pause_after): a terminal's for COALESCE (what a person sees stays immediate);
 # any other's — /dev/null, a file, a pipe into tee or a log collector — until it is about
-# PACE_FILL full, at most PACE_MAX: one wake-up per half MiB instead of one per write.
+# PACE_FILL full, at most PACE_MAX: one read per half MiB instead of one per write.
 COALESCE = 0.001
 PACE_MAX = 0.05              # the latest a non-terminal's output is forwarded after it is written
 PACE_FILL = 0.5              # the share of the pipe a paced read waits for
@@ -320,6 +323,13 @@ def _pipe_capacity(fd: int) -> int:
         return 65536
 
 
+def _resume(streams: dict, now: float) -> None:
+    """Read the paced pipes now (the job has ended: nothing more is worth waiting for)."""
+    for stream in streams.values():
+        if stream.paced:
+            stream.resume_at = now
+
+
 def _exit_notifier(pid: int) -> Optional[int]:
     """A descriptor that polls readable once the job has exited (Linux ≥ 5.3), else None."""
     try:
@@ -367,6 +377,7 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
     buf = bytearray(READ_SIZE)
     view = memoryview(buf)
     tail_busy = False
+    ended = False
     try:
         while streams or tails:
             timeout = 0.25 if not tails else (0.0 if tail_busy else TAIL_IDLE)
@@ -396,9 +407,8 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
                     os.close(exit_fd)
                     exit_fd = None
                     next_poll = 0.0
-                    for stream in streams.values():
-                        if stream.paced:
-                            stream.resume_at = now
+                    ended = True
+                    _resume(streams, now)
                 elif fd in streams:
                     ready.append((streams[fd], revents))
             ready.extend((s, 0) for s in streams.values() if s.paced and s.resume_at <= now)
@@ -421,8 +431,8 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
                     close(stream.fd)
                     continue
                 pause = stream.pause_after(max(n, 0), now)
-                if revents & (select.POLLHUP | select.POLLERR):
-                    pause = 0.0             # the job's end is closed: read the rest at once
+                if revents & (select.POLLHUP | select.POLLERR) or (ended and n > 0):
+                    pause = 0.0             # the job's end is closed, or it has ended: read the rest at once
                 if stream.paced:
                     stream.resume_at = now + pause
                 elif pause > 0:
@@ -442,6 +452,9 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
                 next_sample = now + PID_SAMPLE_EVERY
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
+                if not ended:
+                    ended = True
+                    _resume(streams, now)
             if exited_at is not None and tails:
                 for tail in tails:
                     # everything the job wrote before it ended; what its leftover processes
