@@ -7,9 +7,10 @@ see ``_Stream``), SIGINT/SIGTERM (and SIGHUP, SIGUSR1/2) are forwarded to the jo
 whole process group, and the wrapper exits with the job's status (128+N for signal N).
 Output that goes to a regular file needs no pipe: the job is handed the file and the
 wrapper reads what it appends (``_Tail``); with OOMDOCTOR_RUN_SCRATCH=1, /dev/null is
-replaced by an unlinked scratch file read the same way. Meanwhile it keeps, in bounded memory, the lines a diagnosis needs (``capture.py``),
-and when the job fails it adds what only it can see — the exit signal, the memory cgroup's counters, the kernel's kill lines (``cgroup.py``) —
-and prints the report to stderr after the job's own output.
+replaced by an unlinked scratch file read the same way. Meanwhile it keeps, in bounded
+memory, the lines a diagnosis needs (``capture.py``), and when the job fails it adds
+what only it can see — the exit signal, the memory cgroup's counters, the kernel's kill
+lines (``cgroup.py``) — and prints the report to stderr after the job's own output.
 
 With ``--retry N`` a failure whose top diagnosis has a remediation the knowledge base
 marks safe to apply automatically (environment only, e.g. the allocator setting) is run
@@ -259,11 +260,12 @@ def _restore(handlers: dict) -> None:
 class _Stream:
     """One of the job's pipes: where its bytes go, and when it is read next.
 
-    A paced pipe (its output goes anywhere but a terminal) is never polled: once a reader
-    has polled a pipe, Linux wakes the pipe's wait queue on every write to it, which costs
-    a job printing line by line about as much as the rest of the pipe does. It is read
-    without blocking when its pause is over (``resume_at``), and at once when the job ends.
-    A terminal's pipe is polled, so that its output goes through as soon as it comes.
+    A paced pipe (its output goes anywhere but a terminal) is never polled: once a pipe
+    has been polled, Linux wakes its readers' wait queue on every write to it, which costs
+    a job printing line by line nearly as much as the rest of the pipe does. It is read
+    without blocking when its pause is over (``resume_at``), and at once when the job ends
+    (a pidfd tells when). A terminal's pipe is polled, so that its output goes through as
+    soon as it comes.
     """
 
     def __init__(self, pipe, name: str, sink: _Sink, now: float) -> None:
