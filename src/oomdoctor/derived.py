@@ -55,6 +55,21 @@ _SIZES = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "proc
           "already_allocated_bytes", "host_bytes")
 
 
+def allocated_of(ev: OomEvent) -> Optional[int]:
+    """What PyTorch had allocated: the new formats say it, the old ones "already allocated"."""
+    return ev.allocated_by_pytorch_bytes if ev.allocated_by_pytorch_bytes is not None else ev.already_allocated_bytes
+
+
+def unallocated_of(ev: OomEvent) -> Optional[int]:
+    """Reserved but unallocated: new format directly, old (F2/F3) reserved - allocated;
+    F1 "cached" already means reserved - allocated."""
+    if ev.reserved_unallocated_bytes is not None:
+        return ev.reserved_unallocated_bytes
+    if ev.reserved_total_bytes is not None and ev.already_allocated_bytes is not None:
+        return max(0, ev.reserved_total_bytes - ev.already_allocated_bytes)
+    return ev.cached_unallocated_bytes
+
+
 def _ratio(a: Optional[int], b: Optional[int]) -> Optional[float]:
     if a is None or not b:
         return None
@@ -97,19 +112,13 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         t["oom.total_capacity"] = ev.total_capacity_bytes
         t["oom.free"] = ev.free_bytes
         t["oom.process_in_use"] = ev.process_in_use_bytes
-        t["oom.allocated"] = ev.allocated_by_pytorch_bytes if ev.allocated_by_pytorch_bytes is not None else ev.already_allocated_bytes
+        t["oom.allocated"] = allocated_of(ev)
         t["oom.reserved_unallocated"] = ev.reserved_unallocated_bytes
         t["oom.reserved_total"] = ev.reserved_total_bytes
         t["oom.host_bytes"] = ev.host_bytes
         req = ev.tried_to_allocate_bytes
         cap = ev.total_capacity_bytes
-        # reserved-but-unallocated: new format directly, old (F2/F3) reserved - allocated;
-        # F1 "cached" already means reserved - allocated.
-        unalloc = ev.reserved_unallocated_bytes
-        if unalloc is None and ev.reserved_total_bytes is not None and ev.already_allocated_bytes is not None:
-            unalloc = max(0, ev.reserved_total_bytes - ev.already_allocated_bytes)
-        if unalloc is None:
-            unalloc = ev.cached_unallocated_bytes
+        unalloc = unallocated_of(ev)
         t["oom.unallocated"] = unalloc
         t["oom.reserved_unallocated_over_request"] = _ratio(unalloc, req)
         t["oom.reserved_unallocated_share"] = _ratio(unalloc, cap)

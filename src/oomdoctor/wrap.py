@@ -325,6 +325,17 @@ def _pipe_capacity(fd: int) -> int:
         return 65536
 
 
+def _kill_after_grace(proc: subprocess.Popen, deadline: Optional[float], now: float, result: RunResult) -> None:
+    """SIGKILL the job's process group once the grace period after a forwarded signal is over."""
+    if deadline is None or now < deadline or result.killed_after_grace:
+        return
+    result.killed_after_grace = True
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _resume(streams: dict, now: float) -> None:
     """Read the paced pipes now (the job has ended: nothing more is worth waiting for)."""
     for stream in streams.values():
@@ -374,7 +385,6 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
     exited_at: Optional[float] = None
     next_sample = time.monotonic() + 0.2
     next_poll = 0.0
-    killed = False
     # one reusable buffer for the tails: os.read(fd, 1 MiB) would map and unmap a fresh MiB on every call
     buf = bytearray(READ_SIZE)
     view = memoryview(buf)
@@ -443,12 +453,7 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
             if (ready or tail_busy) and now < next_poll and deadline[0] is None:
                 continue                    # busy streaming: the checks below can wait a moment
             next_poll = now + 0.1
-            if deadline[0] is not None and now >= deadline[0] and not killed:
-                killed = result.killed_after_grace = True
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            _kill_after_grace(proc, deadline[0], now, result)
             if now >= next_sample and exited_at is None:
                 result.pids |= cgroup.session_pids(proc.pid)
                 next_sample = now + PID_SAMPLE_EVERY
@@ -477,12 +482,7 @@ def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult
             os.close(exit_fd)
     while proc.poll() is None:
         now = time.monotonic()
-        if deadline[0] is not None and now >= deadline[0] and not killed:
-            killed = result.killed_after_grace = True
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _kill_after_grace(proc, deadline[0], now, result)
         try:
             proc.wait(timeout=0.25)
         except subprocess.TimeoutExpired:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..derived import HOST_KINDS, primary_event
+from ..derived import HOST_KINDS, allocated_of, primary_event, unallocated_of
 from ..facts import Facts, OomEvent
 from ..sizes import format_size
 from .fingerprint import describe, match_request
@@ -26,18 +26,6 @@ _FIGURES = ("params", "hidden_size", "num_layers", "num_attention_heads", "num_k
 
 # -- allocator figures --------------------------------------------------------------------
 
-def _unallocated(ev: OomEvent) -> Optional[int]:
-    if ev.reserved_unallocated_bytes is not None:
-        return ev.reserved_unallocated_bytes
-    if ev.reserved_total_bytes is not None and ev.already_allocated_bytes is not None:
-        return max(0, ev.reserved_total_bytes - ev.already_allocated_bytes)
-    return ev.cached_unallocated_bytes
-
-
-def _allocated(ev: OomEvent) -> Optional[int]:
-    return ev.allocated_by_pytorch_bytes if ev.allocated_by_pytorch_bytes is not None else ev.already_allocated_bytes
-
-
 def _self_use(ev: OomEvent) -> Optional[int]:
     own = next((p.bytes for p in ev.processes if p.is_self), None)
     return own if own is not None else ev.process_in_use_bytes
@@ -50,7 +38,7 @@ def gap_of(ev: Optional[OomEvent], facts: Facts, request_kind: Optional[str] = N
         return gap
     gap.host = ev.kind in HOST_KINDS
     gap.request = ev.tried_to_allocate_bytes
-    gap.unallocated = _unallocated(ev)
+    gap.unallocated = unallocated_of(ev)
     cap = ev.total_capacity_bytes or capacity
     own = _self_use(ev)
     if cap is not None and ev.free_bytes is not None and own is not None:
@@ -64,7 +52,7 @@ def gap_of(ev: Optional[OomEvent], facts: Facts, request_kind: Optional[str] = N
 def _allocator_lines(ev: OomEvent, gap: Gap, capacity: Optional[int]) -> list[MemoryLine]:
     lines = [MemoryLine(item="capacity", bytes=ev.total_capacity_bytes or capacity, basis="total capacity of the GPU")]
     lines.append(MemoryLine(item="free", bytes=ev.free_bytes, basis="free on the device when the request failed"))
-    alloc, unalloc, own = _allocated(ev), gap.unallocated, _self_use(ev)
+    alloc, unalloc, own = allocated_of(ev), gap.unallocated, _self_use(ev)
     lines.append(MemoryLine(item="this process", bytes=own, basis="PyTorch and non-PyTorch memory of the failing process"))
     lines.append(MemoryLine(item="allocated by PyTorch", bytes=alloc, basis="live tensors"))
     lines.append(MemoryLine(item="fragmentation", bytes=unalloc, basis="reserved by PyTorch but unallocated"))
@@ -141,7 +129,7 @@ def _estimate_lines(st: TrainingSetup) -> list[MemoryLine]:
 def _remainder(st: TrainingSetup, ev: Optional[OomEvent]) -> list[MemoryLine]:
     if ev is None:
         return []
-    alloc = _allocated(ev)
+    alloc = allocated_of(ev)
     states = model_states(st)
     if alloc is None or states is None or states.total is None:
         return []
@@ -211,7 +199,7 @@ def fingerprint_facts(facts: Facts) -> dict[str, Any]:
         request, matches, (is_, could, evidence, text) = _fingerprint(facts, st, ev)
         gap = gap_of(ev, facts, capacity=st.capacity)
         states = model_states(st)
-        alloc = _allocated(ev) if ev is not None else None
+        alloc = allocated_of(ev) if ev is not None else None
         cap = st.capacity
         total = states.total if states is not None else None
         act = activation_estimate(st)

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import regex as re
 import yaml
 
-from ..derived import HOST_KINDS, sibling_processes
+from ..derived import HOST_KINDS, allocated_of, sibling_processes, unallocated_of
 from ..facts import Evidence, OomEvent, ProcessUse
 from ..report import Diagnosis, Knob, Remediation, Report
 from ..sizes import format_size
@@ -144,25 +144,13 @@ def split_processes(ev: OomEvent) -> tuple[Optional[ProcessUse], list[ProcessUse
     has ...``; the entry closest to allocated + unallocated is then taken to be it."""
     me = next((p for p in ev.processes if p.is_self), None)
     others = [p for p in ev.processes if not p.is_self]
-    mine = (_allocated(ev) or 0) + (_unallocated(ev) or 0)
+    mine = (allocated_of(ev) or 0) + (unallocated_of(ev) or 0)
     if me is None and others and mine:
         best = min(others, key=lambda p: abs(p.bytes - mine))
         if best.bytes >= mine * 0.9:
             me = best
             others = [p for p in others if p is not best]
     return me, others
-
-
-def _allocated(ev: OomEvent) -> Optional[int]:
-    return ev.allocated_by_pytorch_bytes if ev.allocated_by_pytorch_bytes is not None else ev.already_allocated_bytes
-
-
-def _unallocated(ev: OomEvent) -> Optional[int]:
-    if ev.reserved_unallocated_bytes is not None:
-        return ev.reserved_unallocated_bytes
-    if ev.reserved_total_bytes is not None and ev.already_allocated_bytes is not None:
-        return max(0, ev.reserved_total_bytes - ev.already_allocated_bytes)
-    return ev.cached_unallocated_bytes
 
 
 def _share(part: Optional[int], whole: Optional[int], what: str) -> Optional[str]:
@@ -211,7 +199,7 @@ def _device_rows(ev: OomEvent) -> list[Row]:
                         _share(ev.allocated_by_pytorch_bytes, cap, "the device")))
     if ev.private_pool_bytes is not None:
         rows.append(Row("in private pools", format_size(ev.private_pool_bytes), "CUDA graphs / MemPool"))
-    unalloc = _unallocated(ev)
+    unalloc = unallocated_of(ev)
     if unalloc is not None:
         if ev.reserved_unallocated_bytes is not None:
             how = None
@@ -228,7 +216,7 @@ def _device_rows(ev: OomEvent) -> list[Row]:
     self_bytes = me.bytes if me is not None else ev.process_in_use_bytes
     if self_bytes is not None:
         note = f"PID {me.pid}" if me is not None and me.pid is not None and not me.is_self else None
-        alloc = _allocated(ev)
+        alloc = allocated_of(ev)
         if alloc is not None:
             outside = self_bytes - alloc - (unalloc or 0) - (ev.private_pool_bytes or 0)
             if outside > 0:
