@@ -277,7 +277,7 @@ def test_torch_is_never_imported_by_oomdoctor():
 
 
 def test_excepthook_reports_and_chains_to_the_previous_hook():
-    res = _script(f"""
+    res = _script("""
         import sys, oomdoctor
         def mine(t, e, tb):
             sys.stderr.write("previous hook ran\\n")

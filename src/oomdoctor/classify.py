@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 from .derived import fact_table, primary_event
 from .facts import Evidence, Facts
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
+from .literals import required_literals
 from .normalise import Line, join_lines
 from .report import Diagnosis, Knob, Remediation
 from .sizes import format_size
@@ -80,6 +81,7 @@ class Evaluator:
         self.failure_line = first or (ev.line if ev else None)
         self._text_cache: dict[tuple[str, Optional[int]], Optional[int]] = {}
         self._joined: Optional[tuple[str, list[int]]] = None
+        self._all_frames: Optional[str] = None
 
     # -- helpers ----------------------------------------------------------------
     def _rx(self, pattern: str) -> re.Pattern:
@@ -123,6 +125,9 @@ class Evaluator:
             return ok
         if cond.frame is not None:
             frames = self.frames[-cond.innermost:] if cond.innermost else self.frames
+            gate = required_literals(cond.frame)
+            if gate is not None and frames and not gate.may_match(self._frames_text()):
+                return False  # no frame holds a literal every match needs
             for text, line in frames:
                 if self._search(cond.frame, text):
                     if lines_out is not None:
@@ -143,6 +148,11 @@ class Evaluator:
             return bool(found)
         return False  # pragma: no cover - validated
 
+    def _frames_text(self) -> str:
+        if self._all_frames is None:
+            self._all_frames = "\n".join(text for text, _line in self.frames)
+        return self._all_frames
+
     def _blob(self) -> tuple[str, list[int]]:
         """All normalised lines as one text (one regex pass per pattern instead of one
         call per line) and the offset where each line starts."""
@@ -162,6 +172,10 @@ class Evaluator:
             lo = starts[first] if first < len(starts) else hi
             hi = starts[last] - 1 if last < len(starts) else hi
         found = None
+        gate = required_literals(pattern)
+        if gate is not None and not gate.may_match(blob[lo:hi] if (lo, hi) != (0, len(blob)) else blob):
+            self._text_cache[key] = None
+            return None
         try:
             # MULTILINE so that ^ and $ keep meaning the start and end of a log line
             m = self._rx("(?m)" + pattern).search(blob, lo, max(lo, hi), timeout=REGEX_TIMEOUT * 5)

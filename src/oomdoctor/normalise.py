@@ -218,7 +218,7 @@ def normalise_line(no: int, physical: str) -> list[Line]:
     if physical.endswith("\r"):
         physical = physical[:-1]
     raw = strip_ansi(physical)
-    if _CONTROL.search(raw):
+    if not raw.isprintable() and _CONTROL.search(raw):  # isprintable: one C pass, no controls
         raw = _CONTROL.sub("", raw.replace("\r", "\x00")).replace("\x00", "\r")
     if "\r" in raw:
         # A terminal shows only the last carriage-return segment; intermediate progress-bar

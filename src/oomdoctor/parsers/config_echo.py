@@ -527,7 +527,9 @@ _DUMP_KEYS = {"zero_config", "zero_optimization_stage", "bfloat16_enabled", "fp1
 
 def scan_dotted(col: Collector, text: str, line: int, on_row: Callable[[str, str], bool]) -> bool:
     """A dump row ("  name ...... value"); True when the row was one this parser knows."""
-    m = _DOTTED.match(text) or _DOTLESS.match(text)
+    # _DOTTED needs " .." and _DOTLESS an indented line: most lines are neither
+    m = (_DOTTED.match(text) if " .." in text else None) or \
+        (_DOTLESS.match(text) if text[:1].isspace() else None)
     if not m:
         return False
     key, value = m.group("k").strip(), m.group("v").strip()

@@ -241,6 +241,8 @@ _ACCEL_HINTS = (
     ("/rocm", "rocm", CONFIG), ("amdsmi", "rocm", CONFIG), ("hip error", "rocm", RUNTIME),
     ("mps backend", "mps", RUNTIME), ("device='mps'", "mps", CONFIG), ("cuda:", "cuda", WEAK),
 )
+_ACCEL_WORDS = frozenset(n for n, _a, _p in _ACCEL_HINTS if n.isidentifier())
+_ACCEL_SUBSTRINGS = tuple(n for n, _a, _p in _ACCEL_HINTS if not n.isidentifier())
 _BACKEND_ACCEL = {"CUDA": "cuda", "HIP": "rocm", "NPU": "npu", "XPU": "xpu", "MPS": "mps", "XLA": "xla"}
 
 
@@ -309,6 +311,8 @@ def _hardware(col: Collector, text: str, low: str, line: int, gpu_ids: dict, wor
         m = _VISIBLE.search(text)
         if m:
             col.set("gpu_count", len(m.group("ids").split(",")), line, RUNTIME - 5 if m.group("ds") else NAME_HINT)
+    if _ACCEL_WORDS.isdisjoint(words) and not any(n in low for n in _ACCEL_SUBSTRINGS):
+        return
     for needle, acc, prio in _ACCEL_HINTS:
         if needle in words if needle.isidentifier() else needle in low:
             col.set("accelerator", acc, line, prio)
@@ -648,9 +652,10 @@ def _code_lines(lines) -> set:
         t = ln.text
         if after_frame and t[:1].isspace():
             out.add(i)
-        elif _IPY_CODE.match(t) and i and (i - 1 in out or "Traceback" in lines[i - 1].text or ".py in " in lines[i - 1].text):
+        elif i and (i - 1 in out or "Traceback" in lines[i - 1].text or ".py in " in lines[i - 1].text) \
+                and _IPY_CODE.match(t):
             out.add(i)
-        after_frame = bool(_FRAME_LINE.match(t))
+        after_frame = 'File "' in t and bool(_FRAME_LINE.match(t))
     return out
 
 
@@ -669,9 +674,9 @@ def parse(ctx: ParseContext) -> None:
             continue
         no = ln.no
         raw = ln.raw or text
-        if i not in code:
+        if i not in code and (tracker.stack or "{" in text):
             tracker.feed(text, no)  # JSON blocks need every line, repeated or not
-        if _PROGRESS_NOISE.match(text):
+        if any(w in text for w in _PROGRESS_WORDS) and _PROGRESS_NOISE.match(text):
             continue  # per-step progress (bars, loss dicts, timers): most of a long log, no settings
         # A line seen before (another rank's copy, a repeated warning) can change nothing:
         # the first copy already set whatever it could, and equals never replace it.
@@ -716,6 +721,8 @@ def parse(ctx: ParseContext) -> None:
 _PROGRESS_NOISE = re.compile(
     r"\s*(?:\{'(?:loss|eval_loss|train_loss|grad_norm|learning_rate)'|[^|]{0,80}\d+%\|[^|]*\|\s*\d+/\d+ \["
     r"|rank=\d+ time \(ms\)|step=\d+, skipped=\d+|(?:Epoch|Iter)\(train\)\s*\[)")
+# every match of _PROGRESS_NOISE holds one of these (a substring test costs far less)
+_PROGRESS_WORDS = ("{'", "%|", "rank=", "step=", "(train)")
 
 
 _KEY_BEFORE = re.compile(r"(?P<k>[A-Za-z_][\w.-]{0,60}):\s+$")
@@ -726,7 +733,10 @@ def _yaml_key_taken_as_host(col: Collector, raw: str, text: str, line: int) -> N
     at = raw.rfind(text.strip()) if text.strip() else -1
     if at <= 0:
         return
-    m = _KEY_BEFORE.search(raw[max(0, at - 80):at])
+    before = raw[max(0, at - 80):at]
+    if not before.rstrip().endswith(":"):
+        return  # _KEY_BEFORE ends in ":" and whitespace
+    m = _KEY_BEFORE.search(before)
     if m and m.group("k").lower().replace("-", "_") in ce.KEYS:
         ce.scan_yaml(col, f"{m.group('k')}: {text.strip()}", line)
 

@@ -44,7 +44,9 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     ("nccl_timeout", ("Watchdog", "timing out", "timed out", "Timeout"),
      re.compile(r"Watchdog caught collective operation timeout|ran for \d{1,12} milliseconds before timing out"
                 r"|Some NCCL operations have failed or timed out")),
-    ("nccl_error", ("NCCL", "nccl", "unhandled system error", "remote process exited"),
+    ("nccl_error", ("NCCL error in:", "NCCL Error ", "ncclSystemError", "ncclRemoteError", "ncclInternalError",
+                    "ncclInvalidUsage", "ncclInvalidArgument", "ncclUnhandledCudaError", "NCCL communicator was aborted",
+                    "unhandled system error", "remote process exited"),
      re.compile(r"NCCL error in:|NCCL Error \d{1,3}:|ncclSystemError|ncclRemoteError|ncclInternalError|ncclInvalidUsage"
                 r"|ncclInvalidArgument|ncclUnhandledCudaError|NCCL communicator was aborted|unhandled system error"
                 r"|remote process exited or there was a network error|unhandled cuda error")),
@@ -72,9 +74,6 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
 ]
 
 _GLUED_PROGRESS = re.compile(r"\d%\||it/s|s/it|\]\s*$")
-
-# Every rule's literals: a line with none of them needs no regex (most lines).
-_ALL_LITERALS = tuple(lit for _kind, lits, _pat in _RULES for lit in lits)
 
 # Kinds whose line, when an OOM event already holds it, is that event's wording.
 _OOM_EXPLAINED = {"nccl_error"}
@@ -135,11 +134,13 @@ def _device_mismatch_message(ctx: ParseContext, i: int) -> str:
 
 def _rules(ctx: ParseContext, fs: _Failures) -> None:
     has_nccl_oom = any(ev.kind == "nccl" for ev in ctx.facts.oom_events)
-    for i in ctx.lines_with(_ALL_LITERALS):
+    # the lines holding each rule's literals, found once per rule over the whole log
+    holders = [set(ctx.lines_with(literals)) for _kind, literals, _pattern in _RULES]
+    for i in sorted(set().union(*holders)):
         ln = ctx.lines[i]
         text = ln.text
-        for kind, literals, pattern in _RULES:
-            if not any(lit in text for lit in literals):
+        for (kind, _literals, pattern), holding in zip(_RULES, holders):
+            if i not in holding:
                 continue
             m = ctx.search(pattern, text)
             if not m:

@@ -29,7 +29,8 @@ _S = r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTPE]i?B)"  # a size, unit maybe glued (
 
 ANCHOR = re.compile(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*Tried\s*to\s*allocate\s*(?!more\s*than\s*1EB)")
 # a cheap per-line test before the real anchor search
-_QUICK = re.compile(r"ut of memory|ried to alloc|capacity of|total capacity|OutOfMemoryError")
+# a line holding none of these starts no event (one str.find each over the whole log)
+_QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError")
 # The exception class with its message lost: IPython's "OutOfMemoryError   Traceback (most
 # recent call last)" header of a truncated paste, or "torch.OutOfMemoryError:" alone at the
 # end of a log. torch.OutOfMemoryError is raised only by the caching allocator.
@@ -219,8 +220,9 @@ def _message_later(ctx: ParseContext, i: int) -> bool:
 def parse(ctx: ParseContext) -> None:
     events: list[OomEvent] = []
     seen_lines: set[int] = set()
-    for i, ln in enumerate(ctx.lines):
-        if not _QUICK.search(ln.text) or i in seen_lines:
+    for i in ctx.lines_with(_QUICK):
+        ln = ctx.lines[i]
+        if i in seen_lines:
             continue
         if not ANCHOR.search(ln.text) and i + 1 < len(ctx.lines) and ANCHOR.search(ln.text + ctx.lines[i + 1].text):
             pass  # the anchor itself is hard-wrapped ("Tried t" / "o allocate"): the window rejoins it

@@ -175,7 +175,7 @@ def _oserror(exc: OSError) -> str:
 
 def _url_tasks(url: str, include, exclude, done) -> Iterator[Task]:
     try:
-        import fsspec
+        import fsspec  # noqa: F401  (the error below names the missing package)
         from fsspec.core import url_to_fs
     except ImportError:
         yield Task("error", url, error="URLs need the 'fsspec' package (pip install 'oomdoctor[cloud]')")
