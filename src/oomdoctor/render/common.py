@@ -53,6 +53,14 @@ def times(part: int, whole: int) -> str:
     return f"{r:.1f}x" if r >= 1 else pct(r) + " of"
 
 
+def candidate_note(d: Diagnosis) -> tuple[str, Optional[str]]:
+    """What a runner-up diagnosis is shown with: its kind ("" for a real cause) and its
+    first reason for (reasons against are left to the full report)."""
+    kind = " (not a memory failure)" if not d.memory_failure else " (fallback)" if d.fallback else ""
+    first = next((b for b in d.because if not b.startswith("against:")), None)
+    return kind, first
+
+
 def confidence_word(conf: float) -> str:
     return "high" if conf >= 0.8 else "medium" if conf >= 0.5 else "low"
 

@@ -15,7 +15,7 @@ from typing import Optional
 import regex as re
 
 from ..report import Diagnosis, Knob, Remediation, Report
-from .common import (Row, clean, diagnosis_evidence, env_rows, evidence_ref,
+from .common import (Row, candidate_note, clean, diagnosis_evidence, env_rows, evidence_ref,
                      fence_language, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, shown_diagnoses, split_fixes, verdict, versions_note,
                      where_rows)
@@ -164,11 +164,10 @@ def _others(report: Report, diagnoses: list[Diagnosis]) -> list[str]:
         return []
     out = ["### Other candidates", ""]
     for o in rest:
-        kind = " (not a memory failure)" if not o.memory_failure else " (fallback)" if o.fallback else ""
+        kind, first = candidate_note(o)
         line = f"- {md(o.title)} (`{clean(o.incident)}`, {pct(o.confidence)}){kind}"
-        firsts = [b for b in o.because if not b.startswith("against:")]
-        if firsts:
-            line += f": {md(firsts[0])}"
+        if first:
+            line += f": {md(first)}"
         out.append(line)
     if hidden:
         out.append(f"- {hidden} more not shown (`--top {len(diagnoses)}`)")

@@ -15,7 +15,7 @@ import textwrap
 from typing import Optional, Sequence
 
 from ..report import Diagnosis, Remediation, Report
-from .common import (WIDTH, Row, clean, compact, diagnosis_evidence, effect_line, env_rows,
+from .common import (WIDTH, Row, candidate_note, clean, compact, diagnosis_evidence, effect_line, env_rows,
                      evidence_ref, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, row_phrase, shown_diagnoses, split_fixes, verdict,
                      versions_note, where_rows)
@@ -256,11 +256,10 @@ def _others(out: _Out, report: Report, diagnoses: list[Diagnosis]) -> None:
         return
     out.heading("Other candidates")
     for o in rest:
-        kind = " (not a memory failure)" if not o.memory_failure else " (fallback)" if o.fallback else ""
+        kind, first = candidate_note(o)
         text = f"{o.title} ({o.incident}, {pct(o.confidence)}){kind}"
-        firsts = [b for b in o.because if not b.startswith("against:")]
-        if firsts:
-            text += f": {firsts[0]}"
+        if first:
+            text += f": {first}"
         out.para(text, 2, 0, first="- ")
     if hidden:
         out.para(f"{hidden} more not shown (--top {len(diagnoses)})", 2, 0, _DIM)
