@@ -33,6 +33,9 @@ def _kinds(text: str) -> list[str]:
     ("[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, "
      "Timeout(ms)=600000) ran for 600103 milliseconds before timing out.", "nccl_timeout"),
     ("RuntimeError: NCCL communicator was aborted on rank 3.", "nccl_error"),
+    ("node1:2211:2290 [3] NCCL WARN Call to CUDA function failed: unhandled cuda error", "nccl_error"),
+    ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, internal error - please report "
+     "this issue to the NCCL developers", "nccl_error"),
     ("torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 51 closing signal SIGTERM", "sigterm"),
     ("  traceback : Signal 15 (SIGTERM) received by PID 4411", "sigterm"),
     ("bash: line 1: 1234 Segmentation fault      (core dumped) python train.py", "segfault"),

@@ -221,11 +221,16 @@ def _attach_hint(ctx: ParseContext, ev: OomEvent, idx: int) -> None:
             return
 
 
+# every branch below and in _xla_event tests one of these first ("allocat" covers
+# TensorFlow "allocating" and the BFC "allocate" messages)
+_XLA_TF_LITERALS = ("allocat", "BufferAssignment", "not possible", "Used ", "ESOURCE", "esource")
+
+
 def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
     bfc_hits: list[tuple[int, re.Match]] = []
     buffer_dumps: list[int] = []
-    for i, ln in enumerate(ctx.lines):
-        text = ln.text
+    for i in ctx.lines_with(_XLA_TF_LITERALS):
+        text = ctx.lines[i].text
         if "OOM when allocating" in text:
             m = ctx.search(_TF_OOM, text)
             if m:

@@ -46,7 +46,7 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
                 r"|Some NCCL operations have failed or timed out")),
     ("nccl_error", ("NCCL error in:", "NCCL Error ", "ncclSystemError", "ncclRemoteError", "ncclInternalError",
                     "ncclInvalidUsage", "ncclInvalidArgument", "ncclUnhandledCudaError", "NCCL communicator was aborted",
-                    "unhandled system error", "remote process exited"),
+                    "unhandled system error", "remote process exited", "unhandled cuda error"),
      re.compile(r"NCCL error in:|NCCL Error \d{1,3}:|ncclSystemError|ncclRemoteError|ncclInternalError|ncclInvalidUsage"
                 r"|ncclInvalidArgument|ncclUnhandledCudaError|NCCL communicator was aborted|unhandled system error"
                 r"|remote process exited or there was a network error|unhandled cuda error")),

@@ -302,8 +302,9 @@ def _fold_nccl_errors(ctx: ParseContext, events: _Events) -> None:
     ev = events.by_key.get(("nccl",))
     if ev is None:
         return
-    for i, ln in enumerate(ctx.lines):
-        if ln.no in events.taken or "nhandled" not in ln.text:
+    for i in ctx.lines_with(("nhandled",)):
+        ln = ctx.lines[i]
+        if ln.no in events.taken:
             continue
         if ctx.search(_NCCL_UNHANDLED, ln.text):
             events.cover(ev, i)
@@ -316,8 +317,8 @@ def _fold_nccl_errors(ctx: ParseContext, events: _Events) -> None:
 
 def _wrappers(ctx: ParseContext, events: _Events) -> None:
     """FSDP's clone() failure and the DataLoader pin-memory thread hide the OOM they wrap."""
-    for i, ln in enumerate(ctx.lines):
-        text = ln.text
+    for i in ctx.lines_with(("Failed to clone()", "pin memory thread")):
+        text = ctx.lines[i].text
         if "Failed to clone()" in text:
             m = ctx.search(_FSDP_CLONE, text)
             if m:
