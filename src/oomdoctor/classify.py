@@ -82,6 +82,9 @@ class Evaluator:
         self._text_cache: dict[tuple[str, Optional[int]], Optional[int]] = {}
         self._joined: Optional[tuple[str, list[int]]] = None
         self._all_frames: Optional[str] = None
+        self._nos: Optional[list[int]] = None
+        # a window of the blob, and its lower-cased copy for case-insensitive gates
+        self._windows: dict[tuple[int, int], tuple[str, Optional[str]]] = {}
 
     # -- helpers ----------------------------------------------------------------
     def _rx(self, pattern: str) -> re.Pattern:
@@ -160,6 +163,19 @@ class Evaluator:
             self._joined = join_lines(self.lines)
         return self._joined
 
+    def _gate_passes(self, gate, blob: str, lo: int, hi: int) -> bool:
+        """``gate.may_match`` over ``blob[lo:hi]``; the window and its lower-cased copy are
+        made once per log, not once per pattern."""
+        window = self._windows.get((lo, hi))
+        if window is None:
+            text = blob if (lo, hi) == (0, len(blob)) else blob[lo:hi]
+            window = self._windows[(lo, hi)] = (text, None)
+        text, low = window
+        if gate.fold and low is None:
+            low = text.lower()
+            self._windows[(lo, hi)] = (text, low)
+        return gate.may_match(text, low)
+
     def _text(self, pattern: str, near: Optional[int]) -> Optional[int]:
         key = (pattern, near)
         if key in self._text_cache:
@@ -167,13 +183,15 @@ class Evaluator:
         blob, starts = self._blob()
         lo, hi = 0, len(blob)
         if near and self.failure_line:
-            first = bisect.bisect_left([ln.no for ln in self.lines], self.failure_line - near)
-            last = bisect.bisect_right([ln.no for ln in self.lines], self.failure_line)
+            if self._nos is None:
+                self._nos = [ln.no for ln in self.lines]
+            first = bisect.bisect_left(self._nos, self.failure_line - near)
+            last = bisect.bisect_right(self._nos, self.failure_line)
             lo = starts[first] if first < len(starts) else hi
             hi = starts[last] - 1 if last < len(starts) else hi
         found = None
         gate = required_literals(pattern)
-        if gate is not None and not gate.may_match(blob[lo:hi] if (lo, hi) != (0, len(blob)) else blob):
+        if gate is not None and not self._gate_passes(gate, blob, lo, hi):
             self._text_cache[key] = None
             return None
         try:

@@ -32,12 +32,13 @@ class Gate(NamedTuple):
     literals: tuple[str, ...]
     fold: bool                  # lower-cased: compare with lower-cased, ASCII-only text
 
-    def may_match(self, text: str) -> bool:
-        """False only when no match of the pattern can exist in ``text``."""
+    def may_match(self, text: str, lowered: Optional[str] = None) -> bool:
+        """False only when no match of the pattern can exist in ``text``. ``lowered`` is
+        ``text.lower()`` when the caller has it (it tests many gates on one text)."""
         if self.fold:
             if not text.isascii():
                 return True    # case folding beyond ASCII is the regex engine's business
-            text = text.lower()
+            text = lowered if lowered is not None else text.lower()
         return any(lit in text for lit in self.literals)
 
 
