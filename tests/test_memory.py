@@ -480,3 +480,20 @@ def test_bad_input_never_raises():
                        micro_batch_size=0, world_size=0, zero_stage=3, vocab_size=1, hidden_size=1)
     memory_section(weird, [diagnosis(*(remediation(n, n) for n in sorted(SAVING_ESTIMATES)))])
     assert isinstance(fact_table(weird), dict)
+
+
+def test_gathering_to_cpu_saves_gpu_memory_and_never_counts_as_a_host_saving():
+    # at the save: the failed gather is what moves to rank 0's host RAM
+    at_save = facts_with(oom("3.52 GiB", "1.88 GiB"), phase="checkpoint_save", model_name="Llama-2-70b-hf",
+                         fsdp=True, world_size=8)
+    diag = diagnosis(remediation("gather-to-cpu", "gather_to_cpu"))
+    memory_section(at_save, [diag])
+    fit = diag.remediations[0].fit
+    assert fit.saving_bytes == parse_size("3.52 GiB") and "host RAM instead" in fit.explanation
+    # elsewhere: the full model in the FSDP parameter dtype, on the GPU, at best "may-fit"
+    elsewhere = facts_with(oom("3.52 GiB", "1.88 GiB"), phase="forward", model_name="Llama-2-70b-hf",
+                           fsdp=True, world_size=8)
+    diag = diagnosis(remediation("gather-to-cpu", "gather_to_cpu"))
+    memory_section(elsewhere, [diag])
+    fit = diag.remediations[0].fit
+    assert "gathered on the GPU" in fit.explanation and fit.verdict != "fits"

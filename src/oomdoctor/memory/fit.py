@@ -272,6 +272,19 @@ def no_gather_on_save(st: TrainingSetup, gap: Gap) -> Saving:
     return Saving(F.gathered_16bit_model(st.params), "the full 16-bit model (2 B/param) gathered on rank 0", where="host")
 
 
+def gather_to_cpu(st: TrainingSetup, gap: Gap) -> Saving:
+    """FSDP FULL_STATE_DICT with offload_to_cpu and rank0_only: the full model goes to
+    rank 0's host RAM, one module at a time, instead of to every GPU. It saves GPU memory
+    and costs host RAM, so it never counts as a host saving."""
+    if gap.phase == "checkpoint_save" and gap.request:
+        return Saving(gap.request, f"the failed {_fmt(gap.request)} gather goes to host RAM instead")
+    if st.params is None:
+        return Saving(None, "needs the parameter count")
+    per = 2 if st.precision == "pure16" else 4
+    return Saving(st.params * per, f"the full model gathered on the GPU ({per} B/param in the FSDP parameter dtype)",
+                  capped=True)
+
+
 ESTIMATES: dict[str, Estimate] = {
     "gradient_checkpointing": gradient_checkpointing,
     "fused_attention": fused_attention,
@@ -298,6 +311,7 @@ ESTIMATES: dict[str, Estimate] = {
     "save_only_model": save_only_model,
     "no_gather_on_save": no_gather_on_save,
     "sharded_state_dict": no_gather_on_save,
+    "gather_to_cpu": gather_to_cpu,
 }
 
 # Fixes in one group overlap (both shrink the same memory); a combination takes one per group.
@@ -309,7 +323,7 @@ GROUPS = {
     "reference": ("no_ref_model",),
     "allocator": ("expandable_segments",),
     "others": ("free_other_processes",),
-    "save": ("save_only_model", "no_gather_on_save", "sharded_state_dict"),
+    "save": ("save_only_model", "no_gather_on_save", "sharded_state_dict", "gather_to_cpu"),
 }
 GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
 

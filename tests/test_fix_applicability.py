@@ -1,0 +1,101 @@
+"""Whether a fix is offered depends on what the log shows: framework, versions, hardware.
+
+Each case is a log a user could paste; the assertion is what they would check in the fix
+list: the fix is offered (``applicable``) or withheld with a reason that names the cause.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oomdoctor.knowledge import default_knowledge
+from oomdoctor.pipeline import diagnose_source
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+KB = Path(__file__).resolve().parents[1] / "knowledge"
+
+
+def remediation(text: str, incident: str, fix: str):
+    report = diagnose_source(text.encode(), knowledge=default_knowledge())
+    diagnosis = next((d for d in report.diagnoses if d.incident == incident), None)
+    assert diagnosis is not None, [d.incident for d in report.diagnoses]
+    found = next((r for r in diagnosis.remediations if r.id == fix), None)
+    assert found is not None, [r.id for r in diagnosis.remediations]
+    return found
+
+
+TRL_DPO = (LOGS / "fix-trl024-dpo-forward.log").read_text()
+
+
+def test_trl_dpo_from_0_24_does_not_get_checkpointing_it_already_has():
+    rem = remediation(TRL_DPO, "activation-memory", "gradient-checkpointing")
+    assert not rem.applicable
+    assert "TRL 0.24.0" in rem.why_not and "default" in rem.why_not
+
+
+@pytest.mark.parametrize("change", [
+    ("TRL version: 0.24.0", "TRL version: 0.19.1"),           # the default came with 0.24
+    ("Instantaneous batch size per device = 8",
+     "Instantaneous batch size per device = 8\ngradient_checkpointing: false"),  # shown off
+], ids=["trl-0.19", "shown-off"])
+def test_trl_dpo_checkpointing_offered_when_the_default_does_not_apply(change):
+    old, new = change
+    assert old in TRL_DPO
+    rem = remediation(TRL_DPO.replace(old, new), "activation-memory", "gradient-checkpointing")
+    assert rem.applicable, rem.why_not
+
+
+def test_without_a_traceback_the_dpo_trainer_line_is_enough():
+    # no frames: the framework reads as the HF Trainer, the stage comes from "DPOTrainer";
+    # the generic fallback's checkpointing fix follows the same rule
+    head = TRL_DPO.split("Traceback")[0].replace("- TRL version: 0.24.0\n",
+                                                 "- TRL version: 0.24.0\nbuilding DPOTrainer with the reference model\n")
+    message = TRL_DPO.splitlines()[-1].replace("2.63 GiB is reserved", "20.00 MiB is reserved")
+    text = head + message + "\n"
+    for incident, fix in (("activation-memory", "gradient-checkpointing"),
+                          ("unknown-oom", "gradient-checkpointing-generic")):
+        rem = remediation(text, incident, fix)
+        assert not rem.applicable and "TRL 0.24.0" in rem.why_not, (incident, rem.why_not)
+
+
+AXOLOTL_T5 = (LOGS / "fix-axolotl-transformers5-model-load.log").read_text()
+
+
+def test_axolotl_on_transformers_5_still_gets_the_16bit_load():
+    # transformers 5 loads in the checkpoint's dtype by default, but axolotl passes its own
+    # dtype and falls back to float32 without bf16/fp16
+    rem = remediation(AXOLOTL_T5, "model-load", "load-in-bf16")
+    assert rem.applicable, rem.why_not
+    assert rem.knob.framework == "axolotl" and "bf16: true" in rem.knob.setting
+
+
+def test_plain_transformers_5_does_not_get_the_16bit_load():
+    text = AXOLOTL_T5.replace("axolotl", "myproj").replace("[axolotl.cli.train] transformers version",
+                                                         "[train] transformers version")
+    rem = remediation(text, "model-load", "load-in-bf16")
+    assert not rem.applicable and "5.1.0" in rem.why_not
+
+
+# A knob that turns bf16 on, or points at a config file that does (axolotl's zero3_bf16*.json
+# hard-code "bf16": {"enabled": true}); "bf16: false" and "bf16/fp16 auto" are not advice.
+BF16_ON = r"(?i)\bbf16\b\"?\s*[:=]\s*(?:true|\"?auto)|torch\.bfloat16|pure_bf16\s*(?:[:=]\s*|\s+)true" \
+          r"|mixed_precision\s*[:=]\s*\"?bf16|--bf16\b(?!\s+false)|_bf16\w*\.json|\"bf16\":\s*\{\s*\"enabled\":\s*true"
+
+
+def _guarded(spec: dict) -> bool:
+    conditions = yaml.safe_dump(spec.get("not_when", [])) + yaml.safe_dump(spec.get("requires", []))
+    return "env.bf16_capable" in conditions
+
+
+@pytest.mark.parametrize("path", sorted(KB.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_fix_that_turns_bf16_on_is_withheld_on_gpus_without_bf16(path):
+    import regex as re
+    incident = yaml.safe_load(path.read_text())
+    for spec in incident.get("remediations", []):
+        if spec["id"] == "use-fp16":
+            continue  # the fix *away* from bf16 (it names bf16 only to turn it off)
+        advice = [f for f, setting in (spec.get("knobs") or {}).items() if re.search(BF16_ON, str(setting))]
+        assert not advice or _guarded(spec), \
+            f"{path.name}: {spec['id']} turns bf16 on for {advice} without a not_when on env.bf16_capable"
