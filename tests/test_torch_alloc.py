@@ -159,6 +159,28 @@ def test_notebook_header_without_message_still_counts():
     assert ev.kind == "cuda_caching_allocator" and ev.tried_to_allocate_bytes is None and ev.line == 2
 
 
+LABELLED = ["F1", "F2", "F3", "F4", "F5", "F7", "F8"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fmt=st.sampled_from(LABELLED), width=st.integers(50, 160), words=st.booleans())
+def test_wrapping_keeps_the_version_wording_and_the_hint(fmt, width, words):
+    """A message pasted into an issue or a narrow terminal: hard-wrapped at the width, or
+    word-wrapped. The version label, the hint and the sizes are those of the whole line."""
+    import textwrap
+    text, exp = message(fmt, **SIZES)
+    whole = one(text)
+    if words:
+        lines = textwrap.wrap(text, width, break_on_hyphens=False)
+    else:
+        lines = [text[i:i + width] for i in range(0, len(text), width)]
+    ev = one("\n".join(["step 10 loss 1.23", *lines, "", "next job"]) + "\n")
+    assert ev.message_format == whole.message_format, lines
+    assert ev.hint == whole.hint, lines
+    for field, value in exp.items():
+        assert getattr(ev, field) == value, (field, lines)
+
+
 def test_1eb_request_is_not_an_allocator_oom_event():
     assert events("RuntimeError: CUDA out of memory. Tried to allocate more than 1EB memory.") == []
 

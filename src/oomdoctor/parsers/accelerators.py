@@ -238,7 +238,7 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
                 continue
         if "ran out of memory trying to allocate" in text:
             m = ctx.search(_BFC, text)
-            if m and not ctx.search(_BFC_NOT_FAILURE, text):
+            if m and not (ctx.search(_BFC_NOT_FAILURE, text) or ctx.rejoined(i, _BFC_NOT_FAILURE, max_lines=2)):
                 bfc_hits.append((i, m))
             continue
         if "BufferAssignment" in text and ctx.search(_BUFFER_ASSIGNMENT, text):
@@ -253,8 +253,10 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
 
 
 def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
-    if "allocate" in text:
+    if "allocate" in text or "Out of memory while" in text:
         m = ctx.search(_XLA_OOM_BYTES, text)
+        if m is None and "Out of memory while" in text:
+            m = ctx.rejoined(i, _XLA_OOM_BYTES)   # hard-wrapped inside the message
         if m:
             n = int(m.group("n").replace(",", ""))
             exc = _xla_exception(ctx, text, m.start())
@@ -264,6 +266,8 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
             _attach_hint(ctx, ev, i)
             return
         m = ctx.search(_XLA_REQUEST, text)
+        if m is None and "Failed to allocate request" in text:
+            m = ctx.rejoined(i, _XLA_REQUEST)
         if m:
             n = int(m.group("n"))
             dev = int(m.group("dev"))

@@ -134,6 +134,25 @@ class ParseContext:
                 break
         return sep.join(parts), offsets
 
+    def rejoined(self, i: int, pattern: re.Pattern, max_lines: int = 3):
+        """``pattern`` searched on line ``i`` joined with the lines a hard wrap may have
+        pushed the rest of its message onto: first as they are (a wrap mid-word), then with
+        a space (a wrap at a word boundary that ate the space). For a message whose start
+        is on line ``i`` and whose search on that line alone came up short."""
+        parts = [self.lines[i].text]
+        for j in range(i + 1, min(len(self.lines), i + 1 + max_lines)):
+            text = self.lines[j].text
+            if not text.strip():
+                break
+            parts.append(text)
+        if len(parts) == 1:
+            return None
+        for sep in ("", " "):
+            m = self.search(pattern, sep.join(parts))
+            if m:
+                return m
+        return None
+
     def search(self, pattern: re.Pattern, text: str, pos: int = 0):
         try:
             return pattern.search(text, pos, timeout=REGEX_TIMEOUT)

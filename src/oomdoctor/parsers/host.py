@@ -41,6 +41,8 @@ _SYSTEMD_OOMD = re.compile(r"systemd-oomd(?:\[\d{1,9}\])?: Killed [^\n]{0,300}? 
 # -- schedulers (§3.3, §3.4) and Ray ---------------------------------------------------------
 _SLURM_EVENT = re.compile(r"Detected (?P<n>\d{1,6}) oom[-_ ]kill events?(?:\(s\))? in (?P<step>StepId=[\w.+]{1,60}|step [\w.+]{1,60})", re.I)
 _SLURM_SRUN = re.compile(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]{1,60}): Out Of Memory")
+# srun's man page reserves exit code 253 for out-of-memory errors
+_SLURM_253 = re.compile(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]{1,60}): Exited with exit code 253\b")
 _SLURM_SCRIPT = re.compile(r"slurm_script: line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed")
 _SLURM_LIMIT = re.compile(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}\),? being killed"
                           r"|slurmstepd: error: Exceeded (?:job|step) memory limit", re.I)
@@ -189,6 +191,8 @@ def _kernel(s: _Scan, i: int, text: str) -> bool:
     if "oom" not in text and "Kill" not in text and "systemd-oomd" not in text:
         return False
     m = ctx.search(_K_KILL, text) if "Kill" in text else None
+    if m and m.group("reason") and not m.group("rest"):
+        m = ctx.rejoined(i, _K_KILL) or m   # the figures wrapped onto the next line
     if m and (m.group("reason") or m.group("rest")):
         cgroup = (m.group("reason") or "").startswith("Memory cgroup")
         detail = f"kernel oom-killer killed {m.group('comm')} ({m.group('pid')})" + (" at the cgroup limit" if cgroup else "")
@@ -196,6 +200,8 @@ def _kernel(s: _Scan, i: int, text: str) -> bool:
         return True
     for pattern, what in ((_K_SUMMARY, "summary"), (_K_TRIGGER, "trigger"), (_K_REAPER, "reaper")):
         m = ctx.search(pattern, text)
+        if m is None and what == "summary" and "oom-kill:constraint=" in text:
+            m = ctx.rejoined(i, pattern, max_lines=2)   # a long line, often wrapped
         if m:
             pid = int(m.group("pid")) if "pid" in m.groupdict() and m.group("pid") else None
             if what == "trigger":
@@ -220,6 +226,12 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         m = ctx.search(_SLURM_SRUN, text)
         if m:
             s.kill(i, "certain", "slurm", f"Slurm: task {m.group('task')} on {m.group('node')} ran out of memory")
+            return True
+    if "exit code 253" in text:
+        m = ctx.search(_SLURM_253, text)
+        if m:
+            s.kill(i, "likely", "slurm", f"Slurm: task {m.group('task')} on {m.group('node')} exited with code 253, "
+                   "which srun reserves for out-of-memory errors")
             return True
     if "slurm_script" in text:
         m = ctx.search(_SLURM_SCRIPT, text)
@@ -253,7 +265,9 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     """CPU allocator / MemoryError / numpy: certain host-memory events with their size."""
     ctx = s.ctx
     found = None
-    m = ctx.search(_CPU_ALLOC, text) if "DefaultCPUAllocator" in text else None
+    m = None
+    if "DefaultCPUAllocator" in text:
+        m = ctx.search(_CPU_ALLOC, text) or ctx.rejoined(i, _CPU_ALLOC)
     if m:
         n = int(m.group("n"))
         found = (("alloc", n), n, "DefaultCPUAllocator", "PyTorch CPU allocator could not allocate host memory")

@@ -43,6 +43,9 @@ _CUBLAS_CREATE = re.compile(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas
 _CUDNN_NO_ALGO = re.compile(r"Unable to find a valid cuDNN algorithm to run convolution"
                             r"|(?:GET|FIND) was unable to find an engine to execute this computation")
 _WHEN_CALLING = re.compile(r"when calling `(?P<call>[^`]{1,200})`")
+# cuDNN's catch-all status: most often a workspace or handle it could not allocate
+_CUDNN_INTERNAL = re.compile(r"cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
+_NVML_RESOURCES = re.compile(r"NVML_ERROR_INSUFFICIENT_RESOURCES")
 # Signs whose event needs no figures from the text: (pattern, kind, fold key, strength, detail)
 _FIXED_CUDA_SIGNS = (
     (_CUBLAS_CREATE, "cublas_alloc", "create", "likely",
@@ -50,6 +53,10 @@ _FIXED_CUDA_SIGNS = (
     (_CUDNN_NO_ALGO, "cublas_alloc", "cudnn-no-algorithm", "weak",
      "cuDNN found no algorithm; workspaces that cannot be allocated are dropped silently"),
     (_CUDA_ENUM, "cuda_runtime_error", "cudaErrorMemoryAllocation", "certain", "cudaErrorMemoryAllocation"),
+    (_CUDNN_INTERNAL, "cublas_alloc", "cudnn-internal", "weak",
+     "CUDNN_STATUS_INTERNAL_ERROR: cuDNN's catch-all error, most often memory it could not allocate"),
+    (_NVML_RESOURCES, "cuda_runtime_error", "nvml-insufficient", "likely",
+     "NVML_ERROR_INSUFFICIENT_RESOURCES: the driver could not allocate what was asked"),
 )
 
 # -- NCCL ----------------------------------------------------------------------------------
@@ -82,7 +89,7 @@ _MAX_EVIDENCE = 12
 _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED",
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
-          "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION")
+          "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES")
 
 
 
@@ -320,7 +327,7 @@ def _wrappers(ctx: ParseContext, events: _Events) -> None:
     for i in ctx.lines_with(("Failed to clone()", "pin memory thread")):
         text = ctx.lines[i].text
         if "Failed to clone()" in text:
-            m = ctx.search(_FSDP_CLONE, text)
+            m = ctx.search(_FSDP_CLONE, text) or ctx.rejoined(i, _FSDP_CLONE)
             if m:
                 _fsdp_clone(ctx, events, i, m)
         elif "pin memory thread" in text:

@@ -58,7 +58,13 @@ _EXC = ("torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "torch.Accelera
         "torch.distributed.DistBackendError", "OutOfMemoryError", "RuntimeError")
 # lines that cannot continue a wrapped message
 _STOP = re.compile(r"^\s*(?:File \"|Traceback \(|During handling|The above exception|\[?\d{4}-\d{2}-\d{2}|\s{2,}\S)")
-_END = re.compile(r"PYTORCH_\w*ALLOC_CONF|notes/cuda\.html[#\w-]*\)|empty_cache`|fragmentation\.\s*$|cached\s*\)|by\s*PyTorch\s*\)\s*\.?\s*$")
+# the end of a message: its last words (the 2.0-era hint ends with the variable's name;
+# later hints go on "=expandable_segments:True to avoid fragmentation.  See documentation
+# ... (URL)", so there the variable's name is not the end)
+_END = re.compile(r"PYTORCH_\w*ALLOC_CONF\s*$|notes/cuda\.html[#\w-]*\)|empty_cache`|fragmentation\.\s*$|cached\s*\)"
+                  r"|by\s*PyTorch\s*\)\s*\.?\s*$")
+# a line that still belongs to a message whose last line looked like an end
+_GOES_ON = re.compile(r"^\s*(?:=|See\s*documentation|\(https?://|If\s*reserved)")
 
 # sizes no GPU has: NVML reports garbage in some containers / WSL (16 EiB "in use")
 _ABSURD = 2**50
@@ -92,35 +98,59 @@ def _format(text: str, backend: Optional[str]) -> str:
         return "torch_npu-old"
     if backend == "XPU":
         return "xpu"
-    if re.search(r"cached\s*\)", text):
+    flat = "".join(text.split())   # joined hard wraps may have lost or kept any space
+    if "cached)" in flat:
         return "torch-1.0-1.3"
-    if "reserved in total" in text or re.search(r"already\s*allocated", text):
-        return "torch-1.10-2.0" if "max_split_size_mb" in text else "torch-1.4-2.0"
-    if re.search(r"capac\s*ty\b", text) and not re.search(r"capaci\s*ty", text):
+    if "reservedintotal" in flat or "alreadyallocated" in flat:
+        return "torch-1.10-2.0" if "max_split_size_mb" in flat else "torch-1.4-2.0"
+    if "capacty" in flat and "capacity" not in flat:
         return "torch-2.1"
-    if "PYTORCH_ALLOC_CONF" in text:
+    if "PYTORCH_ALLOC_CONF" in flat:
         return "torch-2.10"
-    if "docs.pytorch.org" in text:
+    if "docs.pytorch.org" in flat:
         return "torch-2.11+"
-    if "private pools" in text:
+    if "privatepools" in flat:
         return "torch-2.4-2.9"
-    if "expandable_segments" in text:
+    if "expandable_segments" in flat:
         return "torch-2.2-2.9"
     return "torch-2.1+"
+
+
+# The hints PyTorch prints ({var}: PYTORCH_CUDA_ALLOC_CONF, PYTORCH_ALLOC_CONF, the HIP name).
+_HINTS = ("If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.",
+          "If reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.",
+          "If reserved but unallocated memory is large try setting {var}=expandable_segments:True",
+          "If reserved but unallocated memory is large try setting {var}")
+_HINT_VAR = re.compile(r"PYTORCH_\w*ALLOC_CONF")
+
+
+def _hint_text(found: str) -> str:
+    """The hint as PyTorch wrote it. A message joined across a word wrap lost the spaces at
+    its breaks ("try settingPYTORCH_..."), so compare without any spaces."""
+    flat = "".join(found.split())
+    var = _HINT_VAR.search(flat)
+    for hint in _HINTS:
+        hint = hint.format(var=var.group(0) if var else "")
+        if flat == "".join(hint.split()):
+            return hint
+    return " ".join(found.split())
 
 
 def _message_window(ctx: ParseContext, i: int) -> str:
     """The anchor line plus the lines a hard wrap may have pushed the rest onto."""
     text = ctx.lines[i].text
-    if _END.search(text):
-        return text
     parts = [text]
+    ended = bool(_END.search(text))
     for j in range(i + 1, min(len(ctx.lines), i + 10)):
         nxt = ctx.lines[j].text
-        if not nxt.strip() or _STOP.search(nxt) or ANCHOR.search(nxt):
+        if ended and not _GOES_ON.search(nxt):
+            break
+        if not nxt.strip() or (_STOP.search(nxt) and not _GOES_ON.search(nxt)) or ANCHOR.search(nxt):
             break
         parts.append(nxt.strip("\r"))
-        if _END.search(nxt) or sum(len(p) for p in parts) > 6000:
+        # the end may itself be wrapped ("...cuda.html#environment-variables" / ")")
+        ended = bool(_END.search(parts[-2][-200:] + nxt))
+        if sum(len(p) for p in parts) > 6000:
             break
     return "".join(parts)
 
@@ -158,7 +188,7 @@ def parse_message(body: str, backend: Optional[str]) -> dict:
     f["processes"] = [p for p in procs if p.bytes < _ABSURD]
     f["dropped_processes"] = len(procs) - len(f["processes"])
     h = get("hint")
-    f["hint"] = " ".join(h.group(0).split()) if h else None
+    f["hint"] = _hint_text(h.group(0)) if h else None
     return f
 
 
