@@ -620,3 +620,24 @@ def test_axolotl_resolving_bf16_auto_and_datasets_torch_line():
                  "bf16 support detected, enabling for this configuration.\n")
     assert (env.mixed_precision, env.sources["mixed_precision"]) == ("bf16", 3)
     assert (env.torch_version, env.sources["torch_version"]) == ("2.3.1", 2)
+
+
+def test_an_xla_oom_from_jax_is_not_taken_for_pytorch():
+    jax = ("Traceback (most recent call last):\n"
+           '  File "/home/user/train_jax.py", line 120, in <module>\n'
+           "    state, metrics = train_step(state, batch)\n"
+           '  File "/usr/lib/python3.11/site-packages/jax/_src/pjit.py", line 1177, in _pjit_call_impl\n'
+           "    return compiled.unsafe_call(*args)\n"
+           "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17142120448 bytes.\n")
+    assert env_of(jax).framework is None
+    # the same status under torch_xla is a PyTorch run
+    torch_xla = jax.replace("/jax/_src/pjit.py", "/torch_xla/core/xla_model.py").replace(
+        "jaxlib.xla_extension.XlaRuntimeError", "RuntimeError")
+    assert env_of(torch_xla).framework == "plain-pytorch"
+
+
+def test_mlu_and_gcu_out_of_memory_name_the_accelerator():
+    for dev in ("MLU", "GCU"):
+        text = (f"RuntimeError: {dev} out of memory. Tried to allocate 2.00 GiB ({dev} 0; 31.48 GiB total capacity; "
+                "28.10 GiB already allocated; 1.02 GiB free; 29.40 GiB reserved in total by PyTorch)\n")
+        assert env_of(text).accelerator == dev.lower()

@@ -121,7 +121,7 @@ class Environment(Model):
     cuda_version: Optional[str] = None
     python_version: Optional[str] = None
     framework_version: Optional[str] = None
-    accelerator: Optional[str] = Field(default=None, description="cuda, rocm, npu, xpu, mps, xla, cpu")
+    accelerator: Optional[str] = Field(default=None, description="cuda, rocm, npu, xpu, mps, xla, mlu, gcu, musa, cpu")
     gpu_name: Optional[str] = None
     gpu_capacity_bytes: Optional[int] = None
     compute_capability: Optional[str] = Field(default=None, description="e.g. 7.0 for V100; from the GPU name when not printed")

@@ -223,7 +223,7 @@ def _attach_hint(ctx: ParseContext, ev: OomEvent, idx: int) -> None:
 
 # every branch below and in _xla_event tests one of these first ("allocat" covers
 # TensorFlow "allocating" and the BFC "allocate" messages)
-_XLA_TF_LITERALS = ("allocat", "BufferAssignment", "not possible", "Used ", "ESOURCE", "esource")
+_XLA_TF_LITERALS = ("allocat", "BufferAssignment", "not possible", "Used ", "ESOURCE", "esource", "OOM when")
 
 
 def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
@@ -231,8 +231,8 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
     buffer_dumps: list[int] = []
     for i in ctx.lines_with(_XLA_TF_LITERALS):
         text = ctx.lines[i].text
-        if "OOM when allocating" in text:
-            m = ctx.search(_TF_OOM, text)
+        if "OOM when" in text:
+            m = ctx.search(_TF_OOM, text) or ctx.rejoined(i, _TF_OOM)   # "OOM when" / "allocating ..."
             if m:
                 _tf_event(ctx, events, i, m)
                 continue

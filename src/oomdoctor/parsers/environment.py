@@ -243,7 +243,8 @@ _ACCEL_HINTS = (
 )
 _ACCEL_WORDS = frozenset(n for n, _a, _p in _ACCEL_HINTS if n.isidentifier())
 _ACCEL_SUBSTRINGS = tuple(n for n, _a, _p in _ACCEL_HINTS if not n.isidentifier())
-_BACKEND_ACCEL = {"CUDA": "cuda", "HIP": "rocm", "NPU": "npu", "XPU": "xpu", "MPS": "mps", "XLA": "xla"}
+_BACKEND_ACCEL = {"CUDA": "cuda", "HIP": "rocm", "NPU": "npu", "XPU": "xpu", "MPS": "mps", "XLA": "xla",
+                  "MLU": "mlu", "GCU": "gcu", "MUSA": "musa"}
 
 
 def _gpu_name(col: Collector, name: str, line: int, prio: int) -> None:
@@ -623,7 +624,12 @@ def _score(score: dict, fw: str, weight: int, line: int) -> None:
 
 
 def _choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
-    events = [e for e in ctx.facts.oom_events if e.kind not in ("tensorflow", "host_oom_killer", "cpu_allocator", "dataloader_killed")]
+    # XLA statuses come from torch_xla and from JAX alike: JAX's frames or exception say which
+    jax = any("/jax/" in (fr.file or "") or "/flax/" in (fr.file or "") for fr in ctx.all_frames) or any(
+        (e.exception or "").startswith(("jaxlib.", "jax.")) for e in ctx.facts.oom_events)
+    events = [e for e in ctx.facts.oom_events
+              if e.kind not in ("tensorflow", "host_oom_killer", "cpu_allocator", "dataloader_killed")
+              and not (e.kind == "xla" and jax)]
     if events:
         _score(score, "plain-pytorch", 2, events[0].line)
     if col.get_part("deepspeed_used") or col.env.zero_stage is not None:
