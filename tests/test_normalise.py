@@ -37,6 +37,9 @@ CASES = [
     ("2024-12-08 18:25:31.748 | WARNING  | data:next_batch:88 - rank 3 waited 41 ms", "rank 3 waited 41 ms", None),
     ("3: 2024-12-08 18:25:31.748 | INFO     | __main__:<module>:12 - epoch 1 | step 5", "epoch 1 | step 5", 3),
     ("2024-05-01T10:00:00.123456Z torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", None),
+    # TensorFlow / XLA C++ logging
+    ("2024-04-03 10:11:40.412113: W external/xla/xla/tsl/framework/bfc_allocator.cc:291] Allocator (GPU_0_bfc) ran",
+     "Allocator (GPU_0_bfc) ran", None),
     # not prefixes: exception names, code, plain text
     ("RuntimeError: Expected all tensors to be on the same device", "RuntimeError: Expected all tensors to be on the same device", None),
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.", None),

@@ -89,6 +89,9 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     (re.compile(rf"^\[{_LEVEL}\] \[[\w.]+(?::\d+)?\](?: \[PID:\d+\])?(?: \[RANK:(?P<rank>\d+)\])? "), "logger"),
     # glog (torch >= 2.3 loggers, c10): "E0325 20:57:27.620000 2606 path/file.py:869] "
     (re.compile(r"^[IWEFCV]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w./-]+:\d+\] "), "logger"),
+    # TensorFlow / XLA C++ logging once its timestamp is gone:
+    # "2024-04-03 10:11:40.412113: W external/xla/.../bfc_allocator.cc:291] "
+    (re.compile(r"^: [IWEF] [\w./-]+:\d+\] "), "logger"),
     # c10 "[W ProcessGroupNCCL.cpp:1250] " / "[W1120 08:14:37.404062000 ProcessGroupNCCL.cpp:1250] "
     (re.compile(r"^\[[IWEF](?:\d{4} \d{2}:\d{2}:\d{2}\.\d+)? [\w./-]+:\d+\] "), "logger"),
     # torch 2.1/2.2 "torch.distributed.elastic.multiprocessing.api: [WARNING] "
@@ -103,7 +106,7 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
 
 # Cheap test: does this line possibly carry any prefix at all?
 _MAYBE_PREFIX = re.compile(
-    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||\|))"
+    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||\||: [IWEF] ))"
 )
 
 
