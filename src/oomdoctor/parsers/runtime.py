@@ -222,9 +222,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="hip", backend="HIP", exception=exc, message_format="hip-runtime-error", line=0))
         return
     m = ctx.search(_CUDA_DRIVER_OOM, text)
+    at = i
+    if (m is None or not m.group("n")) and i and "failed to allocate" in ctx.lines[i - 1].text:
+        # "failed to allocate 3.77G (4046333952 bytes) from device: CUDA_ERROR_OUT_OF_MEM" / "ORY"
+        joined = ctx.rejoined(i - 1, _CUDA_DRIVER_OOM, max_lines=1)
+        if joined and joined.group("n"):
+            m, at = joined, i - 1
     if m:
         n = int(m.group("n")) if m.group("n") else None
-        events.add(("cuda_runtime_error", "driver", n), i, lambda: OomEvent(
+        events.add(("cuda_runtime_error", "driver", n), at, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="cuda-driver-api",
             tried_to_allocate_bytes=n, line=0, detail="CUDA_ERROR_OUT_OF_MEMORY"))
         return
