@@ -11,6 +11,7 @@ from typing import Optional
 
 import regex as re
 
+from .. import literal_index
 from ..facts import Evidence, Facts
 from ..normalise import Line, join_lines
 
@@ -26,6 +27,7 @@ class ParseContext:
         self._blob: Optional[tuple[str, list[int]]] = None
         self._folded: Optional[str] = None
         self._with: dict[tuple, list[int]] = {}
+        self._indexed: Optional[dict] = None   # literal_index answers for this log
         # filled by the traceback family, read by phase/ranks (see traceback.frames_for)
         self.all_frames: list = []
         self.frame_index: list[int] = []
@@ -48,11 +50,27 @@ class ParseContext:
 
         One ``str.find`` pass per literal over the blob runs at memory speed; a Python
         loop over every line, or a regex alternation, costs ten to a hundred times more.
+        With Hyperscan, one pass answers every set asked for before (``literal_index``).
         With ``fold`` the literals must be lower case and match any case."""
         key = (literals, fold)
         got = self._with.get(key)
         if got is not None:
             return got
+        index = literal_index.shared()
+        if index is not None:
+            if key in index:
+                if self._indexed is None:   # one Hyperscan pass answers every known set
+                    self._indexed = index.lines([ln.text for ln in self.lines]) or {}
+                got = self._indexed.get(key)
+                if got is not None:
+                    self._with[key] = got
+                    return got
+            else:
+                index.register(key)
+        return self._lines_with_python(key)
+
+    def _lines_with_python(self, key: tuple[tuple[str, ...], bool]) -> list[int]:
+        literals, fold = key
         text, starts = self.blob()
         if fold:
             if self._folded is None:

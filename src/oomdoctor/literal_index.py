@@ -1,0 +1,139 @@
+"""One Hyperscan pass over a log for every literal set the parser families ask about.
+
+``ParseContext.lines_with(literals)`` answers "which lines hold any of these literals".
+In Python that is one ``str.find`` pass over the log's text per literal: about 300
+literals over the ~100 KB a scanned log keeps cost about 4 ms a log, a sixth of its
+parse. With Hyperscan installed, every set asked for so far in this process is compiled
+into one database, and a log is scanned once for all of them; the first log of a process
+(and any set asked for the first time) takes the Python path and registers its sets.
+
+The answers are the Python path's exactly: the same lines for the same literals, case
+folded the same way (a folded set is answered here only for text whose lower-casing
+Hyperscan's ASCII folding reproduces). ``OOMDOCTOR_PREFILTER=python`` turns this off, like
+the Hyperscan prefilter.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import threading
+from typing import Optional
+
+from .prefilter import PURE_PYTHON
+
+Key = tuple[tuple[str, ...], bool]   # (literals, fold)
+
+_KELVIN = "\u212a"   # lower-cases to an ASCII "k": Python's folding, not Hyperscan's
+
+
+class LiteralIndex:
+    def __init__(self) -> None:
+        self._keys: list[Key] = []
+        self._known: set[Key] = set()
+        self._db = None
+        self._compiled: tuple[Key, ...] = ()
+        self._pattern_keys: list[list[int]] = []   # pattern id -> indices into _compiled
+        self._local = threading.local()
+        self.broken = False
+
+    def register(self, key: Key) -> None:
+        if key not in self._known:
+            self._known.add(key)
+            self._keys.append(key)
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._known
+
+    def _compile(self) -> bool:
+        import hyperscan
+        patterns: dict[tuple[str, bool], int] = {}
+        owners: list[list[int]] = []
+        keys = tuple(self._keys)
+        for k, (literals, fold) in enumerate(keys):
+            for lit in literals:
+                pid = patterns.setdefault((lit, fold), len(patterns))
+                if pid == len(owners):
+                    owners.append([])
+                if not owners[pid] or owners[pid][-1] != k:
+                    owners[pid].append(k)
+        try:
+            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            exprs = [re.escape(lit).encode() for lit, _fold in patterns]
+            flags = [hyperscan.HS_FLAG_CASELESS if fold else 0 for _lit, fold in patterns]
+            db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        except Exception:  # noqa: BLE001 - an unusable native library: the Python path
+            self.broken = True
+            return False
+        self._db, self._compiled, self._pattern_keys = db, keys, owners
+        self._local = threading.local()
+        return True
+
+    def _scratch(self):
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            import hyperscan
+            scratch = self._local.scratch = hyperscan.Scratch(self._db)
+        return scratch
+
+    def lines(self, texts: list[str]) -> Optional[dict[Key, list[int]]]:
+        """For every registered set, the indices of ``texts`` holding one of its literals;
+        None when this log must take the Python path."""
+        if self.broken or not self._keys:
+            return None
+        if len(self._compiled) != len(self._keys) and not self._compile():
+            return None
+        blob = "\n".join(texts)
+        try:
+            data = blob.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        if len(data) == len(blob):
+            starts = _starts(texts, len)
+        else:
+            starts = _starts(texts, lambda t: len(t.encode("utf-8")))
+        hits: list[set[int]] = [set() for _ in self._pattern_keys]
+
+        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx) -> None:
+            hits[pid].add(bisect.bisect_right(starts, end - 1) - 1)
+
+        try:
+            self._db.scan(data, match_event_handler=on_match, scratch=self._scratch())
+        except Exception:  # noqa: BLE001
+            return None
+        # folded sets: Python lower-cases the text; that agrees with ASCII folding unless
+        # lower-casing changes the length (then the Python path goes line by line) or
+        # turns a non-ASCII letter into an ASCII one
+        fold_ok = blob.isascii() or (_KELVIN not in blob and len(blob.lower()) == len(blob))
+        per_key: list[set[int]] = [set() for _ in self._compiled]
+        for pid, lines in enumerate(hits):
+            if lines:
+                for k in self._pattern_keys[pid]:
+                    per_key[k] |= lines
+        return {key: sorted(per_key[k]) for k, key in enumerate(self._compiled) if fold_ok or not key[1]}
+
+
+def _starts(texts: list[str], size) -> list[int]:
+    out, pos = [], 0
+    for t in texts:
+        out.append(pos)
+        pos += size(t) + 1
+    return out
+
+
+_SHARED: Optional[LiteralIndex] = None
+_CHECKED = False
+
+
+def shared() -> Optional[LiteralIndex]:
+    """The process's index, or None without Hyperscan (or with OOMDOCTOR_PREFILTER=python)."""
+    global _SHARED, _CHECKED
+    if not _CHECKED:
+        _CHECKED = True
+        if os.environ.get("OOMDOCTOR_PREFILTER", "").lower() not in PURE_PYTHON:
+            try:
+                import hyperscan  # noqa: F401
+                _SHARED = LiteralIndex()
+            except ImportError:
+                _SHARED = None
+    return _SHARED
