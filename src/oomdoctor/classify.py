@@ -378,10 +378,14 @@ def _evidence(ev: Evaluator, line_nos: Iterable[int]) -> list[Evidence]:
 
 def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = None,
              framework: Optional[str] = None) -> list[Diagnosis]:
+    # every OOM was caught and the run went on: memory is not why the job ended
+    survived_only = bool(facts.oom_events) and all(e.survived for e in facts.oom_events)
     ev = Evaluator(facts, lines or [])
     detected = FRAMEWORK_ALIASES.get((framework or "").lower(), framework) if framework else ev.table.get("env.framework")
     scored: list[tuple[float, int, str, Incident, list[str], list[int]]] = []
     for inc in kb:
+        if survived_only and inc.memory_failure:
+            continue
         res = score_incident(inc, ev)
         if res is None:
             continue

@@ -86,6 +86,8 @@ class OomEvent(Model):
     ranks: list[int] = Field(default_factory=list, description="ranks that printed this same failure")
     count: int = Field(default=1, description="copies of this message folded into this event")
     line: int = Field(description="line of the first copy")
+    survived: bool = Field(default=False, description="the run went on after it (a later loss, a new run or the "
+                                                      "end of training was logged): caught, not why the job ended")
     evidence: list[Evidence] = Field(default_factory=list)
 
 

@@ -102,11 +102,11 @@ class Report(Model):
 
     @property
     def found_oom(self) -> bool:
-        return bool(self.oom_events) or any(d.memory_failure for d in self.diagnoses)
+        return any(not e.survived for e in self.oom_events) or any(d.memory_failure for d in self.diagnoses)
 
     @property
     def found_anything(self) -> bool:
-        return bool(self.oom_events or self.diagnoses)
+        return any(not e.survived for e in self.oom_events) or bool(self.diagnoses)
 
     @classmethod
     def from_facts(cls, facts: Facts, *, tool_version: str, source: Optional[str] = None) -> "Report":

@@ -197,7 +197,7 @@ def _progress_before(ctx: ParseContext, idx: int) -> None:
 def _failure_anchor(ctx: ParseContext) -> tuple[Optional[int], Optional[int]]:
     """(line number, rank) of the failure the report is about."""
     ev = primary_event(ctx.facts)
-    if ev is not None:
+    if ev is not None and not ev.survived:
         return ev.line, (ev.ranks[0] if ev.ranks else None)
     prim = [f for f in ctx.facts.failures if not f.secondary]
     if prim:
@@ -231,8 +231,49 @@ def _progress_after_traceback(ctx: ParseContext) -> None:
             return
 
 
+# said right after a caught OOM by code that goes on (fairseq, batch-size finders)
+_RECOVERY = re.compile(r"(?i)recover(?:ing|ed)? from|attempting to recover|retry(?:ing)?\b|reduc\w* (?:the )?batch size"
+                       r"|decreas\w* (?:the )?batch size|skipping (?:this )?batch|trying (?:a )?(?:smaller )?batch size")
+# exceptions that only wrap another process's failure
+_WRAPPING = re.compile(r"ChildFailedError|CalledProcessError|RemoteTraceback|RayTaskError|out of memory|OutOfMemory")
+
+
+def _survived_events(ctx: ParseContext) -> None:
+    """Mark the OOM events the run went on after. Two signs of going on (a logged loss, a
+    new training or evaluation run, the end-of-training summary) after the event are
+    needed, and one of: a recovery message right after it, the end-of-training summary, or
+    a later, different fatal exception. Progress lines alone are not enough: stdout
+    buffered in a pipe reaches the log after an unbuffered traceback."""
+    events = [e for e in ctx.facts.oom_events if e.kind not in ("host_oom_killer", "dataloader_killed")]
+    if not events:
+        return
+    markers = ctx.facts.markers
+    runs = sorted(n for name in ("running_training", "running_evaluation", "training_completed")
+                  for n in markers.get(name, []))
+    completed = markers.get("training_completed", [])
+    losses = [ctx.lines[i].no for i in ctx.lines_with(("loss",), fold=True)
+              if ctx.search(_LOSS, ctx.lines[i].text) and not _FRAME_LINE.match(ctx.lines[i].text)]
+    going_on = sorted(set(runs) | set(losses))
+    if not going_on:
+        return
+    fatal = [f.line for f in ctx.facts.failures if f.kind == "python_exception" and not f.secondary
+             and not _WRAPPING.search(f.message)]
+    for ev in events:
+        end = max([ev.line] + [e.line for e in ev.evidence])
+        after = [n for n in going_on if n > end]
+        if len(after) < 2:
+            continue
+        idx = ctx.index_of(ev.line)
+        recovered = idx is not None and any(
+            ctx.search(_RECOVERY, ln.text) for ln in ctx.lines[idx:idx + 6] if ln.no <= end + 5)
+        later_fatal = any(n > after[1] for n in fatal)
+        if recovered or later_fatal or any(n > end for n in completed):
+            ev.survived = True
+
+
 def parse(ctx: ParseContext) -> None:
     _markers(ctx)
+    _survived_events(ctx)
     _progress_after_traceback(ctx)
     line, rank = _failure_anchor(ctx)
     ph = ctx.facts.phase

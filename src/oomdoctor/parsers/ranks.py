@@ -16,7 +16,7 @@ CASCADE_KINDS = {"nccl_timeout", "nccl_error", "sigterm", "python_exception"}
 def parse(ctx: ParseContext) -> None:
     facts = ctx.facts
     rs = facts.ranks
-    events = facts.oom_events
+    events = [e for e in facts.oom_events if not e.survived]   # a caught OOM failed nothing
     ranks: set[int] = set()
     devices: set[int] = set()
     for ev in events:

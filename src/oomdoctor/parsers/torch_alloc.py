@@ -126,12 +126,13 @@ _HINT_VAR = re.compile(r"PYTORCH_\w*ALLOC_CONF")
 
 def _hint_text(found: str) -> str:
     """The hint as PyTorch wrote it. A message joined across a word wrap lost the spaces at
-    its breaks ("try settingPYTORCH_..."), so compare without any spaces."""
-    flat = "".join(found.split())
+    its breaks ("try settingPYTORCH_..."), and a wrap that put ">>" first on a line had it
+    taken for quoting, so compare without spaces and ">"."""
+    flat = "".join(found.split()).replace(">", "")
     var = _HINT_VAR.search(flat)
     for hint in _HINTS:
         hint = hint.format(var=var.group(0) if var else "")
-        if flat == "".join(hint.split()):
+        if flat == "".join(hint.split()).replace(">", ""):
             return hint
     return " ".join(found.split())
 

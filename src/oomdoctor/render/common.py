@@ -102,14 +102,18 @@ def verdict(report: Report, diagnoses: Sequence[Diagnosis]) -> tuple[str, Option
             return (f"Not an out-of-memory failure: {d.title} ({d.incident}, {conf})", None)
         return (f"OOM: {d.title} ({d.incident}, {conf})", None)
     ev = primary_event(report)
-    if ev is not None:
+    if ev is not None and not ev.survived:
         return (f"Out of memory ({kind_words(ev)}), but no known cause matched",
                 "The OOM is certain; nothing in the log pointed to one cause.")
+    survived = (f"The out-of-memory error at L{ev.line} was caught: the run went on after it."
+                if ev is not None else None)
     primary = [f for f in report.failures if not f.secondary]
     if primary:
         f = primary[0]
         return (f"Not an out-of-memory failure: the job failed with {f.kind.replace('_', ' ')} "
-                f"(L{f.line})", clean(f.message)[:300])
+                f"(L{f.line})", " ".join(x for x in (clean(f.message)[:300], survived) if x))
+    if survived:
+        return ("No fatal out-of-memory failure: the one in the log was survived", survived)
     return ("No out-of-memory failure found", looked_at(report))
 
 

@@ -50,7 +50,8 @@ def error_record(path: str, size: Optional[int], mtime: Optional[float], error: 
 
 def is_failure(rec: dict) -> bool:
     """Did the log fail? Same test as diagnose's exit code: any diagnosis or OOM event."""
-    return not rec.get("error") and bool(rec.get("diagnoses") or rec.get("oom_events"))
+    return not rec.get("error") and bool(rec.get("diagnoses") or any(
+        not e.get("survived") for e in rec.get("oom_events") or []))
 
 
 def key(rec: dict) -> tuple:
