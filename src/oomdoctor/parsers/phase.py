@@ -61,6 +61,7 @@ _STEP_TEXT = re.compile(r"(?i)\b(?:it|iter|iteration|step|global_step)\s*[=:]?\s
 _EPOCH_WORD = re.compile(r"(?i)\bepoch\s*[=:]?\s*(?P<e>\d+(?:\.\d+)?)")
 _EPOCH_DICT = re.compile(r"'epoch':\s*'?(?P<e>\d+(?:\.\d+)?)")
 _EPOCH_TEXT = re.compile(r"\bEpoch[ :\[]*(?P<e>\d+)(?:\s*/\s*\d+)?[\]\s,:|-]*(?:Iter|Step|step|iter|Batch|batch)?\s*\[?(?P<i>\d+)?")
+_PERCENT_AFTER = re.compile(r"[\d.]*%")
 _LOSS = re.compile(r"'loss':|\bloss[=:]\s*\d|Loss \d")
 _FRAME_LINE = re.compile(r"^\s*File \"")
 
@@ -144,12 +145,18 @@ def _markers(ctx: ParseContext) -> None:
     for i in ctx.lines_with(("poch",)):
         hits.setdefault(i, [])
     seen_epochs: list[float] = []
+    # the code line under a frame: "trainer.train(resume_from_checkpoint=checkpoint)" is in
+    # every example script's traceback, resuming or not (a load_checkpoint() call is a load)
+    code = {fi + 1 for fi in ctx.frame_index}
     for i in sorted(hits):
         ln = ctx.lines[i]
         text = ln.text
         if _FRAME_LINE.match(text):
             continue
         for name in hits[i]:
+            if name == "resuming" and i in code and "resume_from_checkpoint" in text \
+                    and "load_checkpoint(" not in text:
+                continue
             ctx.mark(name, ln)
         if "poch" not in text:
             continue
@@ -166,7 +173,10 @@ def _markers(ctx: ParseContext) -> None:
         if m:
             e = float(m.group("e"))
             it = m.group("i")
-            if seen_epochs and e > seen_epochs[-1] or (it is not None and e >= 1 and int(it) <= 3):
+            # a tqdm bar's "Epoch 2/5:   2%|" is just after epoch 1 ended; "Epoch 1/5:   2%|"
+            # is the start of training, not the end of an epoch
+            first = 2 if it is not None and _PERCENT_AFTER.match(text, m.end("i")) else 1
+            if seen_epochs and e > seen_epochs[-1] or (it is not None and e >= first and int(it) <= 3):
                 ctx.mark("epoch_boundary", ln)
             seen_epochs.append(e)
 

@@ -1,0 +1,50 @@
+"""Progress markers that decide a phase: epoch boundaries and resuming from a checkpoint."""
+from __future__ import annotations
+
+from oomdoctor.normalise import normalise
+from oomdoctor.parsers import extract
+
+DL_KILLED = """\
+Epoch {e}/{n}:   {pct}%|▎         | 1911/63000 [48:30<25:50:11,  1.52s/it, loss=3.412]
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1133, in _try_get_data
+    data = self._data_queue.get(timeout=timeout)
+RuntimeError: DataLoader worker (pid 40917) is killed by signal: Killed.
+"""
+
+
+def facts(text: str):
+    return extract(normalise(text))
+
+
+def test_a_few_percent_into_the_first_epoch_is_not_an_epoch_end():
+    f = facts(DL_KILLED.format(e=1, n=1, pct=3))
+    assert "epoch_boundary" not in f.markers
+    assert f.phase.phase != "epoch_end"
+
+
+def test_a_few_percent_into_a_later_epoch_is_just_after_a_boundary():
+    f = facts(DL_KILLED.format(e=2, n=5, pct=2))
+    assert f.markers.get("epoch_boundary")
+    assert f.phase.phase == "epoch_end"
+
+
+TB = """\
+Traceback (most recent call last):
+  File "/home/user/run_clm.py", line 601, in main
+    {code}
+  File "/usr/lib/python3.10/site-packages/transformers/trainer.py", line 1539, in train
+    return inner_training_loop(
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.
+"""
+
+
+def test_the_resume_argument_in_a_traceback_is_not_a_resume():
+    f = facts(TB.format(code="train_result = trainer.train(resume_from_checkpoint=checkpoint)"))
+    assert "resuming" not in f.markers
+
+
+def test_a_checkpoint_load_call_and_a_resume_message_still_are():
+    assert facts(TB.format(code="args.iteration = load_checkpoint(model, optimizer, opt_param_scheduler)")).markers.get("resuming")
+    logged = "Resuming training from checkpoint-500\n" + TB.format(code="trainer.train(resume_from_checkpoint=checkpoint)")
+    assert facts(logged).markers.get("resuming") == [1]
