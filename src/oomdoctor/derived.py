@@ -80,14 +80,24 @@ def sibling_processes(ev: OomEvent) -> int:
     """How many listed processes look like other ranks' CUDA contexts on this GPU.
 
     Several small, equal-sized entries (a CUDA context is ~300-1000 MiB) or zero-sized
-    entries next to one big one are what ranks sharing one GPU look like.
+    entries next to one big one are what ranks sharing one GPU look like; so are whole
+    copies the size of this process's own use, from processes started together
+    (neighbouring PIDs: a launcher's ranks, not leftovers of earlier runs).
     """
     others = [p for p in ev.processes if not p.is_self]
     if len(others) < 2:
         return 0
     small = [p for p in others if p.bytes <= 1536 * 2**20]
     sizes = {round(p.bytes / 2**20 / 16) for p in small}
-    return len(small) if len(small) >= 2 and len(sizes) <= 2 else 0
+    if len(small) >= 2 and len(sizes) <= 2:
+        return len(small)
+    mine = next((p.bytes for p in ev.processes if p.is_self), None) or ev.process_in_use_bytes
+    if mine:
+        copies = [p for p in others if abs(p.bytes - mine) <= 0.15 * mine]
+        pids = sorted(p.pid for p in copies if p.pid is not None)
+        if len(copies) >= 2 and len(pids) == len(copies) and pids[-1] - pids[0] <= 4 * len(pids) + 8:
+            return len(copies)
+    return 0
 
 
 def fact_table(facts: Facts) -> dict[str, Any]:
