@@ -171,3 +171,20 @@ def test_prefixes_do_not_hide_readings():
             "node2: [default0]:CPU Virtual Memory:  used = 10.0 GB, percent = 5.0%\n")
     (s,) = samples_of(text, "see_memory_usage")
     assert (s.allocated_bytes, s.max_reserved_bytes, s.host_percent) == (gib("1.5"), 3 * GiB, 5.0)
+
+
+@pytest.mark.parametrize("line,field,value", [
+    ("[train] step 200   loss 2.9137  mem_alloc 13.42 GB  mem_reserved 15.10 GB", "allocated_bytes", "13.42"),
+    ("[train] step 200   loss 2.9137  mem_alloc 13.42 GB  mem_reserved 15.10 GB", "reserved_bytes", "15.10"),
+    ("step 5745 loss=1.2555 mem_alloc=43.9GiB mem_reserved=49.1GiB", "allocated_bytes", "43.9"),
+    ("it 300 | max_mem_allocated: 61.02 GiB", "max_allocated_bytes", "61.02"),
+])
+def test_training_loops_shorthand_memory_prints(line, field, value):
+    s = samples_of(line + "\n", "user_print")
+    assert len(s) == 1
+    got = getattr(s[0], field)
+    assert got is not None and abs(got - gib(value)) <= 2**24, (got, gib(value))
+
+
+def test_shorthand_needs_a_unit_and_a_whole_key():
+    assert samples_of("mem_alloc 13 steps=4 item_mem_alloc 3.0 GB\n", "user_print") == []

@@ -193,6 +193,15 @@ _USER = re.compile(
     r"max_memory_cached|memory_cached)(?:\(\))?|max(?:imum)? memory allocated|max(?:imum)? memory reserved|"
     r"peak memory allocated|peak memory reserved|memory allocated|memory reserved|"
     r"(?:allocated|reserved)_bytes\.all\.(?:current|peak)|num_alloc_retries|num_ooms)['\"]?\s*[:=]\s*" + _NUM, re.I)
+# training loops' own shorthand ("mem_alloc 13.42 GB", "max_mem_alloc=43.9GiB"): a unit is required
+_USER_SHORT = re.compile(
+    r"(?<![\w.])(?P<key>max_mem_alloc(?:ated)?|peak_mem_alloc(?:ated)?|mem_alloc(?:ated)?|max_mem_reserved|"
+    r"peak_mem_reserved|mem_reserved|mem_res)['\"]?\s*[:=]?\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)\b")
+_SHORT_FIELD = {"max_mem_alloc": "max_allocated_bytes", "max_mem_allocated": "max_allocated_bytes",
+                "peak_mem_alloc": "max_allocated_bytes", "peak_mem_allocated": "max_allocated_bytes",
+                "mem_alloc": "allocated_bytes", "mem_allocated": "allocated_bytes",
+                "max_mem_reserved": "max_reserved_bytes", "peak_mem_reserved": "max_reserved_bytes",
+                "mem_reserved": "reserved_bytes", "mem_res": "reserved_bytes"}
 _RECIPES = re.compile(
     r"(?P<key>Max CUDA memory allocated was|Max CUDA memory reserved was|CUDA Malloc retries :"
     r"|CPU Total Peak Memory consumed during the train \(max\):) (?P<num>\d+)(?: GB)?")
@@ -229,6 +238,10 @@ def _user_prints(ctx: ParseContext, i: int, text: str, state: dict) -> bool:
         key = m.group("key").lower().replace("torch.cuda.", "").replace("()", "")
         field = _USER_FIELD.get(key)
         if field:
+            found.append((field, _user_value(field, m.group("num"), m.group("unit"))))
+    if not found and "mem_" in text:
+        for m in _finditer(_USER_SHORT, text):
+            field = _SHORT_FIELD[m.group("key").lower()]
             found.append((field, _user_value(field, m.group("num"), m.group("unit"))))
     m = _RECIPES.search(text) if not found and ("CUDA" in text or "Peak Memory" in text) else None
     if m:  # llama-recipes' MemoryTrace prints whole GiB (int(bytes / 2**30))
@@ -311,7 +324,7 @@ def parse(ctx: ParseContext) -> None:
                 _add(ctx, MemorySample(source="list_gpu_processes", line=ln.no, device_index=state.get("list_gpu"),
                                        pid=int(m.group("pid")), used_bytes=to_bytes(m.group("mb"), "MiB")))
         low = text.lower()
-        if "memory" in low or "num_" in low or "_bytes.all." in low or "retries" in low:
+        if "memory" in low or "num_" in low or "_bytes.all." in low or "retries" in low or "mem_" in low:
             _user_prints(ctx, i, text, state)
         i += 1
 
