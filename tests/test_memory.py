@@ -497,3 +497,13 @@ def test_gathering_to_cpu_saves_gpu_memory_and_never_counts_as_a_host_saving():
     memory_section(elsewhere, [diag])
     fit = diag.remediations[0].fit
     assert "gathered on the GPU" in fit.explanation and fit.verdict != "fits"
+
+
+def test_a_logits_request_just_over_a_unit_boundary_is_recognised():
+    # 1 × 5344 × 50257 fp32 logits = 1.0005 GiB, printed "1.00 GiB", which parses to exactly
+    # 2**30 - a size that itself would print as "1024.00 MiB"
+    req = printed(5344 * 50257 * 4)
+    assert req == 2**30
+    f = facts_with(oom(format_size(req), "100.00 MiB", capacity="139.81 GiB"), vocab_size=50257,
+                   sequence_length=5344, micro_batch_size=1)
+    assert build(f).request_is == "logits"

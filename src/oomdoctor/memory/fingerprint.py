@@ -75,8 +75,11 @@ def _origin(st: TrainingSetup, *names: str) -> str:
 
 def _token_counts(request: int, per_token: int) -> list[int]:
     """Integer token counts n with n·per_token printing as the request."""
-    lo = max(1, (request - F.print_unit(request) // 100 - F.K_ROUND_LARGE) // per_token)
-    hi = (request + F.print_unit(request) // 100) // per_token + 1
+    # "1.00 GiB" parses to exactly 2**30, which itself prints as "1024.00 MiB": at a unit's
+    # boundary the size was printed in the larger unit, with that unit's rounding
+    unit = F.print_unit(request + 1)
+    lo = max(1, (request - unit // 100 - F.K_ROUND_LARGE) // per_token)
+    hi = (request + unit // 100) // per_token + 1
     if hi - lo > 4096:
         return []
     return [n for n in range(lo, hi + 1) if _fits(n * per_token, request)]
