@@ -48,3 +48,8 @@ def test_a_checkpoint_load_call_and_a_resume_message_still_are():
     assert facts(TB.format(code="args.iteration = load_checkpoint(model, optimizer, opt_param_scheduler)")).markers.get("resuming")
     logged = "Resuming training from checkpoint-500\n" + TB.format(code="trainer.train(resume_from_checkpoint=checkpoint)")
     assert facts(logged).markers.get("resuming") == [1]
+
+
+def test_a_checkpoint_path_or_true_on_a_code_line_is_a_resume():
+    for arg in ('"out/checkpoint-500"', "True"):
+        assert facts(TB.format(code=f"trainer.train(resume_from_checkpoint={arg})")).markers.get("resuming"), arg

@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from oomdoctor.knowledge import default_knowledge
 from oomdoctor.pipeline import diagnose_source
 
@@ -115,3 +117,62 @@ def test_cli_says_the_oom_was_survived_and_exits_0(tmp_path):
     js = subprocess.run([sys.executable, "-m", "oomdoctor", "diagnose", "--format", "json", str(log)],
                         capture_output=True, text=True)
     assert json.loads(js.stdout)["oom_events"][0]["survived"] is True
+
+
+# The exception reached the top of the script: that process ended, whatever its buffered
+# stdout (losses, the end-of-training summary) printed after the traceback.
+EVAL_OOM_THEN_BUFFERED_SUMMARY = f"""\
+***** Running Evaluation *****
+Traceback (most recent call last):
+  File "/home/user/run_clm.py", line 640, in <module>
+    main()
+  File "/home/user/run_clm.py", line 610, in main
+    metrics = trainer.evaluate()
+{OOM}
+{{'loss': 2.3110, 'learning_rate': 5e-05, 'epoch': 0.98}}
+{{'loss': 2.2874, 'learning_rate': 5e-05, 'epoch': 0.99}}
+{{'train_runtime': 1800.0, 'train_samples_per_second': 12.1, 'epoch': 1.0}}
+"""
+
+
+def test_an_oom_that_reached_the_top_of_the_script_was_not_survived():
+    rep = report(EVAL_OOM_THEN_BUFFERED_SUMMARY)
+    assert [e.survived for e in rep.oom_events] == [False]
+    assert rep.diagnoses and rep.diagnoses[0].memory_failure
+
+
+def _rank_oom_then(knock_on: str) -> str:
+    return (f"[rank3]: Traceback (most recent call last):\n[rank3]:   File \"/home/user/train.py\", line 88, in step\n"
+            f"[rank3]:     loss.backward()\n[rank3]: {OOM}\n"
+            "[rank0]: {'loss': 1.9021, 'epoch': 0.06}\n[rank0]: {'loss': 1.8114, 'epoch': 0.07}\n"
+            f"[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/home/user/train.py\", line 90, in step\n"
+            f"[rank0]:     dist.all_reduce(t)\n[rank0]: {knock_on}\n")
+
+
+@pytest.mark.parametrize("knock_on", [
+    "KeyboardInterrupt",
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4121 got signal: 15",
+    "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 7/8 clients joined.",
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.3]:51022",
+])
+def test_other_ranks_knock_on_errors_are_not_a_different_failure(knock_on):
+    rep = report(_rank_oom_then(knock_on))
+    assert [e.survived for e in rep.oom_events] == [False]
+    assert rep.found_oom
+
+
+def test_a_memory_summary_between_the_caught_oom_and_the_recovery_message():
+    summary = "\n".join(["|===========================================================================|",
+                         "|                  PyTorch CUDA memory summary, device ID 0                 |"]
+                        + [f"| Allocated memory      |  {70 + k}.1 GiB |  75.0 GiB |  10.2 TiB |  10.1 TiB |"
+                           for k in range(9)])
+    text = SKIPPED_BATCH_THEN_DONE.replace("| WARNING: attempting", summary + "\n| WARNING: attempting")
+    assert [e.survived for e in report(text).oom_events] == [True]
+
+
+def test_json_progress_lines_count_as_going_on():
+    text = "\n".join(line.replace("loss=", '{"loss": "').replace(" ppl=", '", "ppl": "') + '"}'
+                     if line.startswith("epoch 001") else line
+                     for line in SKIPPED_BATCH_THEN_DONE.splitlines()) + "\n"
+    assert '"loss": "6.4' in text
+    assert [e.survived for e in report(text).oom_events] == [True]

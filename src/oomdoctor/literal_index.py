@@ -31,10 +31,9 @@ class LiteralIndex:
     def __init__(self) -> None:
         self._keys: list[Key] = []
         self._known: set[Key] = set()
-        self._db = None
-        self._compiled: tuple[Key, ...] = ()
-        self._pattern_keys: list[list[int]] = []   # pattern id -> indices into _compiled
-        self._local = threading.local()
+        # (database, the keys it answers, pattern id -> indices into those keys, scratch
+        # per thread): replaced as a whole, so a scan never mixes two compilations
+        self._state: Optional[tuple] = None
         self.broken = False
 
     def register(self, key: Key) -> None:
@@ -65,15 +64,16 @@ class LiteralIndex:
         except Exception:  # noqa: BLE001 - an unusable native library: the Python path
             self.broken = True
             return False
-        self._db, self._compiled, self._pattern_keys = db, keys, owners
-        self._local = threading.local()
+        self._state = (db, keys, owners, threading.local())
         return True
 
-    def _scratch(self):
-        scratch = getattr(self._local, "scratch", None)
+    @staticmethod
+    def _scratch(state: tuple):
+        db, _keys, _owners, local = state
+        scratch = getattr(local, "scratch", None)
         if scratch is None:
             import hyperscan
-            scratch = self._local.scratch = hyperscan.Scratch(self._db)
+            scratch = local.scratch = hyperscan.Scratch(db)
         return scratch
 
     def lines(self, texts: list[str]) -> Optional[dict[Key, list[int]]]:
@@ -81,8 +81,10 @@ class LiteralIndex:
         None when this log must take the Python path."""
         if self.broken or not self._keys:
             return None
-        if len(self._compiled) != len(self._keys) and not self._compile():
+        if (self._state is None or len(self._state[1]) != len(self._keys)) and not self._compile():
             return None
+        state = self._state
+        db, compiled, pattern_keys, _local = state
         blob = "\n".join(texts)
         try:
             data = blob.encode("utf-8")
@@ -92,25 +94,25 @@ class LiteralIndex:
             starts = _starts(texts, len)
         else:
             starts = _starts(texts, lambda t: len(t.encode("utf-8")))
-        hits: list[set[int]] = [set() for _ in self._pattern_keys]
+        hits: list[set[int]] = [set() for _ in pattern_keys]
 
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx) -> None:
             hits[pid].add(bisect.bisect_right(starts, end - 1) - 1)
 
         try:
-            self._db.scan(data, match_event_handler=on_match, scratch=self._scratch())
+            db.scan(data, match_event_handler=on_match, scratch=self._scratch(state))
         except Exception:  # noqa: BLE001
             return None
         # folded sets: Python lower-cases the text; that agrees with ASCII folding unless
         # lower-casing changes the length (then the Python path goes line by line) or
         # turns a non-ASCII letter into an ASCII one
         fold_ok = blob.isascii() or (_KELVIN not in blob and len(blob.lower()) == len(blob))
-        per_key: list[set[int]] = [set() for _ in self._compiled]
+        per_key: list[set[int]] = [set() for _ in compiled]
         for pid, lines in enumerate(hits):
             if lines:
-                for k in self._pattern_keys[pid]:
+                for k in pattern_keys[pid]:
                     per_key[k] |= lines
-        return {key: sorted(per_key[k]) for k, key in enumerate(self._compiled) if fold_ok or not key[1]}
+        return {key: sorted(per_key[k]) for k, key in enumerate(compiled) if fold_ok or not key[1]}
 
 
 def _starts(texts: list[str], size) -> list[int]:

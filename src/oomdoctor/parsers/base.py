@@ -156,7 +156,9 @@ class ParseContext:
         """``pattern`` searched on line ``i`` joined with the lines a hard wrap may have
         pushed the rest of its message onto: first as they are (a wrap mid-word), then with
         a space (a wrap at a word boundary that ate the space). For a message whose start
-        is on line ``i`` and whose search on that line alone came up short."""
+        is on line ``i`` and whose search on that line alone came up short: a match counts
+        only if it starts on line ``i`` and goes on past its end (one wholly on the next
+        line belongs to that line)."""
         parts = [self.lines[i].text]
         for j in range(i + 1, min(len(self.lines), i + 1 + max_lines)):
             text = self.lines[j].text
@@ -165,9 +167,10 @@ class ParseContext:
             parts.append(text)
         if len(parts) == 1:
             return None
+        first = len(parts[0])
         for sep in ("", " "):
             m = self.search(pattern, sep.join(parts))
-            if m:
+            if m and m.start() < first < m.end():
                 return m
         return None
 

@@ -62,7 +62,9 @@ _EPOCH_WORD = re.compile(r"(?i)\bepoch\s*[=:]?\s*(?P<e>\d+(?:\.\d+)?)")
 _EPOCH_DICT = re.compile(r"'epoch':\s*'?(?P<e>\d+(?:\.\d+)?)")
 _EPOCH_TEXT = re.compile(r"\bEpoch[ :\[]*(?P<e>\d+)(?:\s*/\s*\d+)?[\]\s,:|-]*(?:Iter|Step|step|iter|Batch|batch)?\s*\[?(?P<i>\d+)?")
 _PERCENT_AFTER = re.compile(r"[\d.]*%")
-_LOSS = re.compile(r"'loss':|\bloss[=:]\s*\d|Loss \d")
+# a variable passed along (resume or not is decided at run time), not a path or True
+_RESUME_ARG = re.compile(r"resume_from_checkpoint\s*=\s*(?!True\b)[A-Za-z_][\w.]*\s*[,)]")
+_LOSS = re.compile(r"'loss':|\"loss\":|\bloss[=:]\s*\d|Loss \d")
 _FRAME_LINE = re.compile(r"^\s*File \"")
 
 # (phase, frame pattern) checked against every frame, in this order
@@ -154,8 +156,7 @@ def _markers(ctx: ParseContext) -> None:
         if _FRAME_LINE.match(text):
             continue
         for name in hits[i]:
-            if name == "resuming" and i in code and "resume_from_checkpoint" in text \
-                    and "load_checkpoint(" not in text:
+            if name == "resuming" and i in code and _RESUME_ARG.search(text) and "load_checkpoint(" not in text:
                 continue
             ctx.mark(name, ln)
         if "poch" not in text:
@@ -244,8 +245,11 @@ def _progress_after_traceback(ctx: ParseContext) -> None:
 # said right after a caught OOM by code that goes on (fairseq, batch-size finders)
 _RECOVERY = re.compile(r"(?i)recover(?:ing|ed)? from|attempting to recover|retry(?:ing)?\b|reduc\w* (?:the )?batch size"
                        r"|decreas\w* (?:the )?batch size|skipping (?:this )?batch|trying (?:a )?(?:smaller )?batch size")
-# exceptions that only wrap another process's failure
-_WRAPPING = re.compile(r"ChildFailedError|CalledProcessError|RemoteTraceback|RayTaskError|out of memory|OutOfMemory")
+# exceptions that only wrap another process's failure, or follow from it (a rank torn down)
+_WRAPPING = re.compile(r"(?i)ChildFailedError|CalledProcessError|RemoteTraceback|RayTaskError|out of memory|OutOfMemory"
+                       r"|RESOURCE_EXHAUSTED|OOM when allocating|KeyboardInterrupt|SignalException|got signal"
+                       r"|DistStoreError|DistBackendError|DistNetworkError|Connection (?:closed|reset) by peer"
+                       r"|NCCL|ProcessGroup|timed out|Timeout|Broken pipe|EOFError")
 
 
 def _survived_events(ctx: ParseContext) -> None:
@@ -273,12 +277,31 @@ def _survived_events(ctx: ParseContext) -> None:
         after = [n for n in going_on if n > end]
         if len(after) < 2:
             continue
+        if _reached_top(ctx, ev):
+            continue   # the exception reached the top of the script: that process ended
         idx = ctx.index_of(ev.line)
+        # the recovery message comes before the run goes on (a memory summary may sit between)
         recovered = idx is not None and any(
-            ctx.search(_RECOVERY, ln.text) for ln in ctx.lines[idx:idx + 6] if ln.no <= end + 5)
+            ctx.search(_RECOVERY, ln.text) for ln in ctx.lines[idx:idx + 80] if ln.no < after[0])
         later_fatal = any(n > after[1] for n in fatal)
         if recovered or later_fatal or any(n > end for n in completed):
             ev.survived = True
+
+
+def _reached_top(ctx: ParseContext, ev) -> bool:
+    """Does the traceback printed just before this event's message run up to ``<module>``?"""
+    idx = ctx.index_of(ev.line)
+    if idx is None:
+        return False
+    headers = [h for h in ctx.tb_headers if h <= idx]
+    if not headers or idx - headers[-1] > 600:
+        return False
+    rank = ev.ranks[0] if ev.ranks else None
+    for fr, li in zip(ctx.all_frames, ctx.frame_index):
+        if headers[-1] <= li <= idx and fr.function == "<module>" and (
+                rank is None or ctx.lines[li].rank in (None, rank)):
+            return True
+    return False
 
 
 def parse(ctx: ParseContext) -> None:

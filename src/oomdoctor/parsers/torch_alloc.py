@@ -64,7 +64,7 @@ _STOP = re.compile(r"^\s*(?:File \"|Traceback \(|During handling|The above excep
 _END = re.compile(r"PYTORCH_\w*ALLOC_CONF\s*$|notes/cuda\.html[#\w-]*\)|empty_cache`|fragmentation\.\s*$|cached\s*\)"
                   r"|by\s*PyTorch\s*\)\s*\.?\s*$")
 # a line that still belongs to a message whose last line looked like an end
-_GOES_ON = re.compile(r"^\s*(?:=|See\s*documentation|\(https?://|If\s*reserved)")
+_GOES_ON = re.compile(r"^\s*(?:=\s*expandable|See\s*documentation|\(https?://|If\s*reserved)")
 
 # sizes no GPU has: NVML reports garbage in some containers / WSL (16 EiB "in use")
 _ABSURD = 2**50
