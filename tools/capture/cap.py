@@ -52,13 +52,8 @@ elif what == "ctx":
     a = torch.randn(1024, 1024, device=dev)
     print((a @ a).sum().item())
 elif what == "dataloader":
-    class DS(torch.utils.data.Dataset):
-        def __len__(self): return 100
-        def __getitem__(self, i):
-            if i == 3: os.kill(os.getpid(), 9)
-            return torch.zeros(4)
-    for b in torch.utils.data.DataLoader(DS(), num_workers=2, batch_size=2):
-        pass
+    import killed_worker  # beside this script
+    killed_worker.run()
 elif what == "illegal":
     # a store far outside any allocation; torch sees the sticky error at the next sync
     a = torch.zeros(16, device=dev)
