@@ -15,6 +15,7 @@ the Hyperscan prefilter.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import re
 import threading
@@ -76,24 +77,22 @@ class LiteralIndex:
             scratch = local.scratch = hyperscan.Scratch(db)
         return scratch
 
-    def lines(self, texts: list[str]) -> Optional[dict[Key, list[int]]]:
-        """For every registered set, the indices of ``texts`` holding one of its literals;
-        None when this log must take the Python path."""
+    def lines(self, blob: str, starts: list[int]) -> Optional[dict[Key, list[int]]]:
+        """For every registered set, the indices of the lines holding one of its literals;
+        ``blob`` and ``starts`` are the log's lines joined by newlines and each line's
+        offset (``normalise.join_lines``). None when this log must take the Python path."""
         if self.broken or not self._keys:
             return None
         if (self._state is None or len(self._state[1]) != len(self._keys)) and not self._compile():
             return None
         state = self._state
         db, compiled, pattern_keys, _local = state
-        blob = "\n".join(texts)
         try:
             data = blob.encode("utf-8")
         except UnicodeEncodeError:
             return None
-        if len(data) == len(blob):
-            starts = _starts(texts, len)
-        else:
-            starts = _starts(texts, lambda t: len(t.encode("utf-8")))
+        if len(data) != len(blob):   # multi-byte characters: Hyperscan reports byte offsets
+            starts = [0] + list(itertools.accumulate(len(part) + 1 for part in data.split(b"\n")[:-1]))
         hits: list[set[int]] = [set() for _ in pattern_keys]
 
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx) -> None:
@@ -113,14 +112,6 @@ class LiteralIndex:
                 for k in pattern_keys[pid]:
                     per_key[k] |= lines
         return {key: sorted(per_key[k]) for k, key in enumerate(compiled) if fold_ok or not key[1]}
-
-
-def _starts(texts: list[str], size) -> list[int]:
-    out, pos = [], 0
-    for t in texts:
-        out.append(pos)
-        pos += size(t) + 1
-    return out
 
 
 _SHARED: Optional[LiteralIndex] = None

@@ -60,7 +60,7 @@ class ParseContext:
         if index is not None:
             if key in index:
                 if self._indexed is None:   # one Hyperscan pass answers every known set
-                    self._indexed = index.lines([ln.text for ln in self.lines]) or {}
+                    self._indexed = index.lines(*self.blob()) or {}
                 got = self._indexed.get(key)
                 if got is not None:
                     self._with[key] = got
