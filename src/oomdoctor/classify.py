@@ -20,7 +20,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .derived import fact_table, primary_event
-from .facts import Evidence, Facts
+from .facts import Evidence, Facts, fatal_events
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
 from .literals import required_literals
 from .normalise import Line, join_lines
@@ -379,7 +379,7 @@ def _evidence(ev: Evaluator, line_nos: Iterable[int]) -> list[Evidence]:
 def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = None,
              framework: Optional[str] = None) -> list[Diagnosis]:
     # every OOM was caught and the run went on: memory is not why the job ended
-    survived_only = bool(facts.oom_events) and all(e.survived for e in facts.oom_events)
+    survived_only = bool(facts.oom_events) and not fatal_events(facts.oom_events)
     ev = Evaluator(facts, lines or [])
     detected = FRAMEWORK_ALIASES.get((framework or "").lower(), framework) if framework else ev.table.get("env.framework")
     scored: list[tuple[float, int, str, Incident, list[str], list[int]]] = []

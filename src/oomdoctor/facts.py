@@ -91,6 +91,11 @@ class OomEvent(Model):
     evidence: list[Evidence] = Field(default_factory=list)
 
 
+def fatal_events(events: list[OomEvent]) -> list[OomEvent]:
+    """The OOM events that ended something: not the ones the run caught and went on after."""
+    return [e for e in events if not e.survived]
+
+
 class Failure(Model):
     """A failure that is not a memory failure (or a consequence of one)."""
 

@@ -10,7 +10,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from .facts import (Environment, Evidence, Facts, Failure, Frame, MemorySample, Model,
-                    OomEvent, PhaseInfo, RankSummary)
+                    OomEvent, PhaseInfo, RankSummary, fatal_events)
 from .memory.models import MemoryReport
 
 SCHEMA_VERSION = "1.0"
@@ -102,11 +102,11 @@ class Report(Model):
 
     @property
     def found_oom(self) -> bool:
-        return any(not e.survived for e in self.oom_events) or any(d.memory_failure for d in self.diagnoses)
+        return bool(fatal_events(self.oom_events)) or any(d.memory_failure for d in self.diagnoses)
 
     @property
     def found_anything(self) -> bool:
-        return any(not e.survived for e in self.oom_events) or bool(self.diagnoses)
+        return bool(fatal_events(self.oom_events) or self.diagnoses)
 
     @classmethod
     def from_facts(cls, facts: Facts, *, tool_version: str, source: Optional[str] = None) -> "Report":

@@ -270,8 +270,7 @@ def _survived_events(ctx: ParseContext) -> None:
     going_on = sorted(set(runs) | set(losses))
     if not going_on:
         return
-    fatal = [f.line for f in ctx.facts.failures if f.kind == "python_exception" and not f.secondary
-             and not _WRAPPING.search(f.message)]
+    fatal = [f.line for f in ctx.facts.failures if f.kind == "python_exception" and not _WRAPPING.search(f.message)]
     for ev in events:
         end = max([ev.line] + [e.line for e in ev.evidence])
         after = [n for n in going_on if n > end]

@@ -8,6 +8,7 @@ log order, the earliest line) is named.
 from __future__ import annotations
 
 from ..derived import HOST_KINDS
+from ..facts import fatal_events
 from .base import ParseContext
 
 CASCADE_KINDS = {"nccl_timeout", "nccl_error", "sigterm", "python_exception"}
@@ -16,7 +17,7 @@ CASCADE_KINDS = {"nccl_timeout", "nccl_error", "sigterm", "python_exception"}
 def parse(ctx: ParseContext) -> None:
     facts = ctx.facts
     rs = facts.ranks
-    events = [e for e in facts.oom_events if not e.survived]   # a caught OOM failed nothing
+    events = fatal_events(facts.oom_events)   # a caught OOM failed nothing
     ranks: set[int] = set()
     devices: set[int] = set()
     for ev in events:
