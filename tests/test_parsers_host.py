@@ -148,3 +148,12 @@ def test_things_that_are_not_host_kills(text):
                                   "  exitcode  : -9 (pid: " * 3000, "DataLoader worker (pid(s) " + "1, " * 20000])
 def test_hostile_input_never_raises(text):
     _host_only(text)
+
+
+@pytest.mark.parametrize("line", [
+    "srun: error: gpu-node-4: task 0: Exited with exit code 2",
+    "srun: error: gpu-node-4: task 0: Exited with exit code 2530",
+    "srun: error: gpu-node-4: task 0: Exited with exit code 1",
+])
+def test_srun_exit_codes_other_than_253_are_no_host_oom(line):
+    assert _host_only(line + "\n").facts.oom_events == []

@@ -119,3 +119,14 @@ def test_look_alikes_are_not_runtime_ooms(text):
                                   "NCCL WARN Cuda failure 'out of memory'\n" * 2000])
 def test_hostile_input_never_raises(text):
     _runtime_only(text)
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
+    'RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":838, '
+    "please report a bug to PyTorch. NVML_ERROR_GPU_IS_LOST",
+])
+def test_other_cudnn_and_nvml_statuses_are_not_out_of_memory(line):
+    ctx = ParseContext(normalise(line + "\n"))
+    runtime.parse(ctx)
+    assert ctx.facts.oom_events == []
