@@ -147,7 +147,7 @@ def main() -> None:
         env["PYTHONUNBUFFERED"] = "1"
     elif args.buffering == "buffered":
         env.pop("PYTHONUNBUFFERED", None)
-    from oomdoctor import capture
+    from oomdoctor.wrap import capture
     engine = "hyperscan" if capture._hyperscan_finder() is not None else "re (pure Python)"
     print(f"job output: {size / 2**20:.0f} MiB, rounds: {args.repeat}, cores: {os.cpu_count()}, "
           f"prefilter: {engine}, print(): {'unbuffered' if env.get('PYTHONUNBUFFERED') else 'buffered'}, "

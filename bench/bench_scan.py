@@ -120,14 +120,14 @@ def _tasks(root: Path) -> list:
 
 
 def _use_engine(engine: str) -> None:
-    from oomdoctor import prefilter
+    from oomdoctor.read import prefilter
     prefilter._MATCHERS.clear()
     prefilter._MATCHERS["anchor"] = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine=engine)
 
 
 def anchor_pass(root: Path, engine: str) -> tuple[float, list[str]]:
     """Seconds to read every log and search it for the anchors; the logs that hold one."""
-    from oomdoctor.reader import has_anchor
+    from oomdoctor.read.reader import has_anchor
     _use_engine(engine)
     hits = []
     t0 = time.perf_counter()
@@ -140,7 +140,7 @@ def anchor_pass(root: Path, engine: str) -> tuple[float, list[str]]:
 
 def region_pass(paths: list[str]) -> tuple[float, list]:
     """Seconds to read the logs with an anchor again, in region mode; the views."""
-    from oomdoctor.reader import SCAN_REGIONS, read_view
+    from oomdoctor.read.reader import SCAN_REGIONS, read_view
     _use_engine("hyperscan")
     t0 = time.perf_counter()
     views = []
@@ -164,7 +164,7 @@ def pivot_hits(root: Path) -> None:
     """The pure-Python search's pivots and how often each hits in the archive: a byte at
     each occurrence (one comparison in Python), a substring of letters at each hit (a
     stretch of the log searched for its literals)."""
-    from oomdoctor import prefilter
+    from oomdoctor.read import prefilter
     plan = prefilter.plan_pivots(tuple(prefilter.ANCHOR_LITERALS))
     counts = dict.fromkeys(range(len(plan)), 0)
     total = 0
@@ -217,7 +217,7 @@ def main() -> int:
         # with its parent between fork and exec
         keep_best(runs, "rss", timed(oomdoctor_cmd(str(big), "--jobs", "1")))
 
-    from oomdoctor import prefilter
+    from oomdoctor.read import prefilter
     native = prefilter.Matcher(prefilter.ANCHOR_LITERALS).engine
     try:
         import isal  # noqa: F401

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oomdoctor.knowledge import default_knowledge
+from oomdoctor.kb.knowledge import default_knowledge
 from oomdoctor.pipeline import diagnose_source
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"

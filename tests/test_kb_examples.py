@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from oomdoctor.knowledge import default_knowledge
+from oomdoctor.kb.knowledge import default_knowledge
 from oomdoctor.pipeline import diagnose_source
 
 KB = default_knowledge()

@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from oomdoctor.cli import main
-from oomdoctor.knowledge import KnowledgeError, lint, load_file, load_knowledge, shipped_dir
+from oomdoctor.kb.knowledge import KnowledgeError, lint, load_file, load_knowledge, shipped_dir
 
 TAXONOMY_IDS = {
     "ckpt-save-gather", "ckpt-load", "alloc-fragmentation", "activation-memory", "large-vocab-logits",
@@ -145,7 +145,7 @@ def _conditions(node):
 
 def _rich_fact_names() -> set[str]:
     """Names fact_table produces for a log that has every kind of fact."""
-    from oomdoctor.derived import fact_table
+    from oomdoctor.kb.table import fact_table
     from oomdoctor.facts import Environment, Facts, MemorySample, OomEvent, ProcessUse
 
     gib = 2**30
@@ -178,7 +178,7 @@ def test_every_produced_fact_is_documented():
 
 
 def test_generated_incident_docs_are_current(tmp_path):
-    from oomdoctor.kbdocs import write_docs
+    from oomdoctor.kb.docs import write_docs
 
     written = write_docs(load_knowledge(strict=True), tmp_path)
     assert {p.name for p in written} == {"README.md", *(f"{i}.md" for i in TAXONOMY_IDS)}
@@ -190,7 +190,7 @@ def test_generated_incident_docs_are_current(tmp_path):
 
 
 def test_placeholders_name_facts_that_exist():
-    from oomdoctor.classify import _PLACEHOLDER
+    from oomdoctor.kb.classify import _PLACEHOLDER
 
     produced = _rich_fact_names() | {"oom.unaccounted", "oom.unaccounted_share", "env.bf16_capable",
                                      "env.compute_capability"}

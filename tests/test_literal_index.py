@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oomdoctor import literal_index
-from oomdoctor.normalise import Line, join_lines, normalise
+from oomdoctor.read import literal_index
+from oomdoctor.read.normalise import Line, join_lines, normalise
 from oomdoctor.parsers import FAMILIES
 from oomdoctor.parsers.base import ParseContext
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from pydantic import BaseModel
 
-from oomdoctor.knowledge import Condition, default_knowledge
-from oomdoctor.literals import Gate, required_literals
+from oomdoctor.kb.knowledge import Condition, default_knowledge
+from oomdoctor.read.literals import Gate, required_literals
 
 
 def _kb_patterns() -> list[str]:

@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oomdoctor.derived import fact_table
+from oomdoctor.kb.table import fact_table
 from oomdoctor.facts import Environment, Facts, Frame, OomEvent, PhaseInfo
 from oomdoctor.memory import SAVING_ESTIMATES, memory_rows, memory_section
 from oomdoctor.memory import formulas as F
 from oomdoctor.memory.section import build
-from oomdoctor.models_table import count_params, lookup, name_tokens, resolve_shape, table
-from oomdoctor.normalise import normalise_pairs
+from oomdoctor.memory.shapes import count_params, lookup, name_tokens, resolve_shape, table
+from oomdoctor.read.normalise import normalise_pairs
 from oomdoctor.parsers import extract
 from oomdoctor.report import Diagnosis, Remediation, Report
-from oomdoctor.sizes import format_size, parse_size
+from oomdoctor.facts.sizes import format_size, parse_size
 
 GiB, MiB = 2**30, 2**20
 LLAMA3_8B = dict(h=4096, a=32, layers=32, vocab=128256, params=8_030_261_248)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from oomdoctor.normalise import normalise, strip_ansi, strip_prefixes
+from oomdoctor.read.normalise import normalise, strip_ansi, strip_prefixes
 
 CASES = [
     # (physical line, expected text, expected rank)

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import phase
 from oomdoctor.parsers.base import ParseContext
 

@@ -5,7 +5,7 @@ import pytest
 
 import oomdoctor
 from fixture_facts import LOGS, _load, assert_facts
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import extract
 
 FAMILIES = ("host", "runtime", "accel", "lookalike")

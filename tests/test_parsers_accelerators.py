@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import accelerators
 from oomdoctor.parsers.base import ParseContext
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import extract
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import extract
-from oomdoctor.parsers.config_echo import zero_stage_from_name
+from oomdoctor.parsers.environment.collector import zero_stage_from_name
 from oomdoctor.parsers.environment import clean_version
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from oomdoctor.facts import Evidence, OomEvent
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import lookalikes
 from oomdoctor.parsers.base import ParseContext
 

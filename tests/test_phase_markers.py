@@ -1,7 +1,7 @@
 """Progress markers that decide a phase: epoch boundaries and resuming from a checkpoint."""
 from __future__ import annotations
 
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import extract
 
 DL_KILLED = """\

@@ -1,7 +1,7 @@
 """Re-joining a hard-wrapped message must not borrow a neighbouring line's words."""
 from __future__ import annotations
 
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import extract
 
 

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oomdoctor.facts import Environment, Evidence, Failure, OomEvent, PhaseInfo, ProcessUse, RankSummary
-from oomdoctor.render.common import compact, fence_language, number_list, signal_words
-from oomdoctor.render.markdown import render_markdown
-from oomdoctor.render.text import render_text
+from oomdoctor.report.common import compact, fence_language, number_list, signal_words
+from oomdoctor.report.markdown import render_markdown
+from oomdoctor.report.text import render_text
 from oomdoctor.report import Diagnosis, Fit, Knob, Remediation, Report
-from oomdoctor.sizes import parse_size
+from oomdoctor.facts.sizes import parse_size
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 OOM_LINE = ("[rank7]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.52 GiB. GPU 7 has a "

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import oomdoctor
-from oomdoctor.normalise import strip_ansi
+from oomdoctor.read.normalise import strip_ansi
 from oomdoctor.scan import records
 
 REPO = Path(__file__).resolve().parent.parent
@@ -212,7 +212,7 @@ def test_dask_local_cluster_gives_the_same_records(small_archive):
 def test_pure_python_search_gives_the_same_records(small_archive, monkeypatch):
     """Hyperscan (when installed), the pure-Python pivots and the plain pattern: the same
     records for every log of the archive."""
-    from oomdoctor import prefilter
+    from oomdoctor.read import prefilter
     root, _ = small_archive
     monkeypatch.setattr(prefilter, "_MATCHERS", {})
     default = scan_by_rel(root)

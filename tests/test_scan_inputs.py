@@ -229,7 +229,7 @@ def test_scan_is_callable_from_the_package():
 
 
 def test_pure_python_prefilter_gives_the_same_records(tmp_path: Path, monkeypatch):
-    from oomdoctor import prefilter
+    from oomdoctor.read import prefilter
     (tmp_path / "a.log").write_bytes(failing_log())
     (tmp_path / "b.log").write_bytes(CLEAN)
     (tmp_path / "c.log.gz").write_bytes(gzip.compress(failing_log(3000)))

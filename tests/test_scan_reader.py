@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oomdoctor import prefilter, reader
-from oomdoctor.reader import Regions
+from oomdoctor.read import prefilter
+from oomdoctor.read import reader
+from oomdoctor.read.reader import Regions
 
 PIECES = ["step 12 loss 1.5", "CUDA out of memory. Tried to allocate 2 GiB", "torch version 2.1.0",
           "Traceback (most recent call last):", "  File \"x.py\", line 3, in f", "", "Killed",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import regex as re
 
-from oomdoctor.knowledge import default_knowledge
+from oomdoctor.kb.knowledge import default_knowledge
 from oomdoctor.pipeline import diagnose_source
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"

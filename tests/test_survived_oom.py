@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from oomdoctor.knowledge import default_knowledge
+from oomdoctor.kb.knowledge import default_knowledge
 from oomdoctor.pipeline import diagnose_source
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of "

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from msggen import FORMATS, GIB, MIB, message, printed_bytes
-from oomdoctor.normalise import normalise
+from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import extract
 
 
@@ -142,7 +142,7 @@ def test_same_message_twice_folds_distinct_devices_do_not():
 
 
 def test_truncated_copy_is_its_own_event_and_complete_one_is_primary():
-    from oomdoctor.derived import primary_event
+    from oomdoctor.facts.derived import primary_event
     full, _ = message("F5", **{**SIZES, "dev": 1})
     cut = message("F5", **{**SIZES, "dev": 5})[0][:150]
     facts = extract(normalise(cut + "\n\n" + full))
@@ -233,7 +233,7 @@ def test_decorations_change_no_fact(fmt, seed, req, alloc, unalloc):
 def test_arbitrary_bytes_never_raise(data):
     """Any input gives a report, or (binary data) a one-line InputError: never a crash."""
     import oomdoctor
-    from oomdoctor.reader import InputError
+    from oomdoctor.read.reader import InputError
     try:
         report = oomdoctor.diagnose(data)
     except InputError as exc:

@@ -18,7 +18,7 @@ from decimal import Decimal
 import pytest
 
 import oomdoctor
-from oomdoctor.watch import is_oom
+from oomdoctor.wrap.watch import is_oom
 
 SUMMARY = """\
 |===========================================================================|
@@ -187,7 +187,7 @@ def test_the_imported_framework_and_versions_are_reported(fake_torch, monkeypatc
 
 
 def test_installed_but_not_imported_packages_are_left_out(monkeypatch):
-    from oomdoctor.watch import installed_versions
+    from oomdoctor.wrap.watch import installed_versions
     monkeypatch.delitem(sys.modules, "pip", raising=False)
     assert installed_versions(("pip",)) == {}           # installed, but it took no part
     import pip

@@ -463,7 +463,7 @@ def test_retry_into_a_file_captures_each_attempt_on_its_own(tmp_path, tiny_kb):
 # -- a real memory-cgroup OOM kill (root with a writable cgroup v1 memory controller) --------
 
 def _limited_cgroup(limit: int):
-    from oomdoctor import cgroup
+    from oomdoctor.wrap import cgroup
     state = cgroup.read_state()
     if state is None or state.version != 1 or os.geteuid() != 0:
         return None
@@ -509,9 +509,9 @@ def test_a_cgroup_oom_kill_is_certain(tmp_path):
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from oomdoctor import capture as capture_mod  # noqa: E402
-from oomdoctor import prefilter  # noqa: E402
-from oomdoctor.capture import Capture  # noqa: E402
+from oomdoctor.wrap import capture as capture_mod  # noqa: E402
+from oomdoctor.read import prefilter  # noqa: E402
+from oomdoctor.wrap.capture import Capture  # noqa: E402
 
 @pytest.fixture(params=["re", "hyperscan"], autouse=False)
 def finder(request, monkeypatch):
@@ -668,7 +668,7 @@ def test_once_the_early_store_is_full_repeated_context_is_sampled_and_anchors_al
 
 # -- cgroup counters and the kernel log ----------------------------------------------------------
 
-from oomdoctor import cgroup  # noqa: E402
+from oomdoctor.wrap import cgroup  # noqa: E402
 
 
 def _tree(tmp_path: Path, files: dict[str, str], proc: str) -> tuple[str, str]:
@@ -744,7 +744,9 @@ def test_kernel_lines_about_the_job_only():
 # -- the wrapper's own evidence becomes an event ---------------------------------------------
 
 from oomdoctor.facts import Evidence, Facts, OomEvent  # noqa: E402
-from oomdoctor.wrap import RunResult, add_wrapper_event, merge_env_value, wrapper_lines  # noqa: E402
+from oomdoctor.wrap.command import merge_env_value
+from oomdoctor.wrap.diagnosis import add_wrapper_event, wrapper_lines
+from oomdoctor.wrap.process import RunResult  # noqa: E402
 
 
 def _result(returncode: int, **kw) -> RunResult:

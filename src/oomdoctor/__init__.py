@@ -11,6 +11,10 @@ __version__ = "0.1.0"
 from typing import Optional, Union
 import os
 
+from ._moved import install as _install_moved
+
+_install_moved()  # old module paths (oomdoctor.reader, ...) keep working, with a warning
+
 __all__ = ["__version__", "diagnose", "scan", "Report", "InputError", "watch", "install_excepthook"]
 
 
@@ -23,7 +27,7 @@ def diagnose(source: Union[str, bytes, "os.PathLike[str]"], *, framework: Option
     ``str`` is a path (a missing file raises ``InputError``, so a typo never reads as an
     empty log) unless ``text=True``.
     """
-    from .knowledge import load_knowledge
+    from .kb.knowledge import load_knowledge
     from .pipeline import diagnose_source
 
     if isinstance(source, str) and (text or (text is None and "\n" in source)):
@@ -34,17 +38,17 @@ def diagnose(source: Union[str, bytes, "os.PathLike[str]"], *, framework: Option
 
 def __getattr__(name):  # lazy: keep `import oomdoctor` cheap for job wrappers
     if name == "Report":
-        from .report import Report
+        from .report.model import Report
         return Report
     if name == "InputError":  # raised for input that cannot be read (missing, binary, ...)
-        from .reader import InputError
+        from .read.reader import InputError
         return InputError
     if name == "scan":  # the subpackage is callable: oomdoctor.scan(paths, ...) yields records
         import importlib
         return importlib.import_module(".scan", __name__)
     if name in ("watch", "install_excepthook"):
         import importlib
-        module = importlib.import_module(".watch", __name__)
+        module = importlib.import_module(".wrap.watch", __name__)
         value = getattr(module, name)
         globals()[name] = value  # replaces the submodule binding that the import just made
         return value

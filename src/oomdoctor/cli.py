@@ -13,6 +13,7 @@ from typing import Optional
 import click
 
 from . import __version__
+from .report.render import render, use_color
 
 FORMATS = ("text", "markdown", "json")
 
@@ -36,8 +37,8 @@ class OomdoctorGroup(click.Group):
                 pass
             sys.exit(0)
         except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
-            from .knowledge import KnowledgeError
-            from .reader import InputError
+            from .kb.knowledge import KnowledgeError
+            from .read.reader import InputError
             if isinstance(exc, (InputError, KnowledgeError)):
                 click.echo(f"oomdoctor: {exc}", err=True)
             else:
@@ -57,31 +58,11 @@ def main() -> None:
 
 
 def _load_kb(kb_dirs: tuple[str, ...]):
-    from .knowledge import default_knowledge, load_knowledge
+    from .kb.knowledge import default_knowledge, load_knowledge
     kb = load_knowledge(list(kb_dirs)) if kb_dirs else default_knowledge()
     for problem in kb.problems:
         click.echo(f"oomdoctor: warning: knowledge file skipped: {problem}", err=True)
     return kb
-
-
-def render(report, fmt: str, *, top: Optional[int] = None, color: Optional[bool] = None) -> str:
-    if fmt == "json":
-        from .render.json import render_json
-        return render_json(report, top=top)
-    if fmt == "markdown":
-        from .render.markdown import render_markdown
-        return render_markdown(report, top=top)
-    from .render.text import render_text
-    return render_text(report, top=top, color=color)
-
-
-def use_color(stream=None) -> bool:
-    stream = stream or sys.stdout
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 @main.command()
@@ -128,7 +109,7 @@ def example_log():
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of the report (diagnose --format json)."""
-    from .report import Report
+    from .report.model import Report
     click.echo(json.dumps(Report.model_json_schema(), indent=2))
 
 
@@ -161,7 +142,7 @@ def kb_show(incident_id: str, kb_dirs: tuple[str, ...], fmt: str) -> None:
     if fmt == "yaml":
         click.echo(base.files[incident_id].read_text(encoding="utf-8"))
         return
-    from .kbdocs import incident_markdown
+    from .kb.docs import incident_markdown
     click.echo(incident_markdown(inc))
 
 
@@ -170,7 +151,7 @@ def kb_show(incident_id: str, kb_dirs: tuple[str, ...], fmt: str) -> None:
 @click.option("--no-shipped", is_flag=True, help="check only the given directories")
 def kb_lint(dirs: tuple[str, ...], no_shipped: bool) -> None:
     """Validate knowledge-base files (exit 1 and one line per problem when broken)."""
-    from .knowledge import lint
+    from .kb.knowledge import lint
     problems = lint(list(dirs), include_shipped=not no_shipped)
     for p in problems:
         click.echo(p)
@@ -184,7 +165,7 @@ def kb_lint(dirs: tuple[str, ...], no_shipped: bool) -> None:
 @click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR")
 def kb_docs(out: Optional[str], kb_dirs: tuple[str, ...]) -> None:
     """Generate the incident reference docs from the YAML."""
-    from .kbdocs import write_docs, index_markdown
+    from .kb.docs import write_docs, index_markdown
     base = _load_kb(kb_dirs)
     if out:
         for path in write_docs(base, out):
@@ -197,9 +178,9 @@ def kb_docs(out: Optional[str], kb_dirs: tuple[str, ...]) -> None:
 @click.argument("path")
 def kb_facts(path: str) -> None:
     """Print the named facts that incident conditions can test, for one log."""
-    from .derived import fact_table
+    from .kb.table import fact_table
     from .pipeline import facts_from_view
-    from .reader import open_source, read_view
+    from .read.reader import open_source, read_view
     stream, name = open_source(path)
     view = read_view(stream, name)
     facts, _ = facts_from_view(view, name)
@@ -212,7 +193,7 @@ def _register_optional_commands() -> None:
     """Commands that live beside their subsystem (scan, run, summarize)."""
     import importlib
     for module, attr in (("oomdoctor.scan.command", "scan"), ("oomdoctor.scan.command", "summarize"),
-                         ("oomdoctor.wrap", "run")):
+                         ("oomdoctor.wrap.command", "run")):
         try:
             mod = importlib.import_module(module)
         except ImportError as exc:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from . import __version__
-from .facts import Facts
-from .normalise import Line, normalise_pairs
+from .facts.models import Facts
+from .read.normalise import Line, normalise_pairs
 from .parsers import extract
-from .reader import LogView, Source, open_source, read_view
-from .report import Report
+from .read.reader import LogView, Source, open_source, read_view
+from .report.model import Report
 
 
 def facts_from_view(view: LogView, source: Optional[str] = None) -> tuple[Facts, list[Line]]:
@@ -29,8 +29,8 @@ def facts_from_view(view: LogView, source: Optional[str] = None) -> tuple[Facts,
 
 def report_from_facts(facts: Facts, lines: list[Line], *, source: Optional[str] = None,
                       knowledge=None, framework: Optional[str] = None) -> Report:
-    from .classify import classify
-    from .knowledge import default_knowledge
+    from .kb.classify import classify
+    from .kb.knowledge import default_knowledge
 
     kb = knowledge if knowledge is not None else default_knowledge()
     report = Report.from_facts(facts, tool_version=__version__, source=source)
@@ -38,7 +38,7 @@ def report_from_facts(facts: Facts, lines: list[Line], *, source: Optional[str] 
     report.notes.extend(f"knowledge file skipped: {p}" for p in kb.problems)
     from .memory import memory_section
     report.memory = memory_section(facts, report.diagnoses)
-    from .fingerprint import fingerprint
+    from .report.fingerprint import fingerprint
     report.fingerprint = fingerprint(report)
     return report
 

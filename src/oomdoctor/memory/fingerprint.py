@@ -24,9 +24,9 @@ from typing import Optional
 
 import regex as re
 
-from ..facts import Facts
-from ..models_table import family_vocabularies, layer_params
-from ..sizes import format_size
+from ..facts.models import Facts
+from .shapes import family_vocabularies, layer_params
+from ..facts.sizes import format_size
 from . import formulas as F
 from .setup import TrainingSetup
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
-from ..sizes import format_size
+from ..facts.sizes import format_size
 from . import formulas as F
 from .setup import TrainingSetup, activation_estimate, logits_estimate, model_states
 
 if TYPE_CHECKING:
-    from ..report import Diagnosis
+    from ..kb.diagnosis import Diagnosis
 
 ADAPTER_SHARE = 0.02     # LoRA adapters: "typically < 1-2% of params" (reference, optimizer-state)
 
@@ -366,7 +366,7 @@ _ORDER = {"fits": 0, "may-fit": 1, "unknown": 1, "will-not-fit": 2}
 
 def apply_fits(diagnoses: list["Diagnosis"], st: TrainingSetup, gap: Gap) -> Optional[str]:
     """Fill every remediation's ``fit``, re-rank them, and return the combination advice."""
-    from ..report import Fit
+    from .models import Fit
 
     combination: Optional[str] = None
     for i, diag in enumerate(diagnoses):

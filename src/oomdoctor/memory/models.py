@@ -1,14 +1,15 @@
 """The report's ``memory`` section (pydantic): budget, request fingerprint, assumptions.
 
-Kept free of imports from the rest of the memory package so ``report.py`` can use it.
+Kept free of imports from the rest of the memory package so the report model can use it.
+``Fit`` is what the arithmetic predicts for one remediation (set on ``Remediation.fit``).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field
 
-from ..facts import Model
+from ..facts.models import Model
 
 
 class MemoryLine(Model):
@@ -52,3 +53,11 @@ class MemoryReport(Model):
     assumptions: list[str] = Field(default_factory=list)
     unknown: list[str] = Field(default_factory=list, description="inputs the log does not give")
     combination: Optional[str] = Field(default=None, description="what combination of fixes closes the gap when no single one does")
+
+
+class Fit(Model):
+    """What the memory arithmetic predicts for one remediation."""
+
+    saving_bytes: Optional[int] = None
+    verdict: Literal["fits", "may-fit", "will-not-fit", "unknown"] = "unknown"
+    explanation: Optional[str] = None

@@ -3,22 +3,23 @@
 ``memory_section(facts, diagnoses)`` is called by the pipeline after classification: it
 builds the budget (estimate vs allocator), fingerprints the request, and fills each
 remediation's ``fit`` (re-ranking them). ``fingerprint_facts(facts)`` is called by
-``derived.fact_table`` so knowledge-base conditions can use the fingerprint.
+``kb.table.fact_table`` so knowledge-base conditions can use the fingerprint.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..derived import HOST_KINDS, allocated_of, primary_event, unallocated_of
-from ..facts import Facts, OomEvent
-from ..sizes import format_size
+from ..facts.derived import HOST_KINDS, allocated_of, primary_event, unallocated_of
+from ..facts.models import Facts, OomEvent
+from ..facts.sizes import format_size
 from .fingerprint import describe, match_request
 from .fit import Gap, apply_fits
 from .models import MemoryLine, MemoryReport, RequestMatch
 from .setup import TrainingSetup, activation_estimate, logits_estimate, model_states, read_setup
 
 if TYPE_CHECKING:
-    from ..report import Diagnosis, Report
+    from ..kb.diagnosis import Diagnosis
+    from ..report.model import Report
 
 _FIGURES = ("params", "hidden_size", "num_layers", "num_attention_heads", "num_kv_heads",
             "intermediate_size", "vocab_size")

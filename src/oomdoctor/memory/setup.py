@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..facts import Environment, Facts, OomEvent
-from ..models_table import ResolvedShape, resolve_shape
+from ..facts.models import Environment, Facts, OomEvent
+from .shapes import ResolvedShape, resolve_shape
 from . import formulas as F
 
 # DPO-style trainers run chosen and rejected sequences as one concatenated batch

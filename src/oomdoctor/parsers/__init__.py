@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..facts import Facts
-from ..normalise import Line
+from ..facts.models import Facts
+from ..read.normalise import Line
 from . import (accelerators, allocator_stats, environment, host, lookalikes, phase,
                ranks, runtime, torch_alloc, traceback)
 from .base import ParseContext

@@ -13,8 +13,8 @@ from typing import Optional
 
 import regex as re
 
-from ..facts import OomEvent
-from ..sizes import to_bytes
+from ..facts.models import OomEvent
+from ..facts.sizes import to_bytes
 from .base import ParseContext
 
 # A size as these stacks print it: "9.48 GiB", "375.40 MB", "256 bytes", "1.52GiB", "6.48G", "0B".

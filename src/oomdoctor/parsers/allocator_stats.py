@@ -19,8 +19,8 @@ from typing import Optional
 
 import regex as re
 
-from ..facts import MemorySample
-from ..sizes import to_bytes
+from ..facts.models import MemorySample
+from ..facts.sizes import to_bytes
 from .base import ParseContext
 
 MAX_SAMPLES = 5000

@@ -11,9 +11,9 @@ from typing import Optional
 
 import regex as re
 
-from .. import literal_index
-from ..facts import Evidence, Facts
-from ..normalise import Line, join_lines
+from ..read import literal_index
+from ..facts.models import Evidence, Facts
+from ..read.normalise import Line, join_lines
 
 # Every regex applied to log text must be bounded: user input can be hostile.
 REGEX_TIMEOUT = 0.5  # seconds, per search over one window

@@ -18,8 +18,8 @@ from typing import Optional
 
 import regex as re
 
-from ..facts import Failure, OomEvent
-from ..sizes import to_bytes
+from ..facts.models import Failure, OomEvent
+from ..facts.sizes import to_bytes
 from .base import ParseContext
 
 _STRENGTH_ORDER = {"certain": 0, "likely": 1, "weak": 2}

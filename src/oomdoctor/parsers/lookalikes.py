@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import regex as re
 
-from ..facts import Failure
+from ..facts.models import Failure
 from .base import ParseContext
 
 _MAX_EVIDENCE = 12

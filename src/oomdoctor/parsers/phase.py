@@ -13,8 +13,8 @@ from typing import Optional
 
 import regex as re
 
-from ..derived import HOST_KINDS, primary_event
-from ..facts import Frame
+from ..facts.derived import HOST_KINDS, primary_event
+from ..facts.models import Frame
 from .base import ParseContext
 from .traceback import frames_for
 

@@ -7,8 +7,8 @@ log order, the earliest line) is named.
 """
 from __future__ import annotations
 
-from ..derived import HOST_KINDS
-from ..facts import fatal_events
+from ..facts.derived import HOST_KINDS
+from ..facts.models import fatal_events
 from .base import ParseContext
 
 CASCADE_KINDS = {"nccl_timeout", "nccl_error", "sigterm", "python_exception"}

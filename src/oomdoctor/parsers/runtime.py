@@ -14,8 +14,8 @@ from typing import Callable, Optional
 
 import regex as re
 
-from ..facts import OomEvent
-from ..sizes import to_bytes
+from ..facts.models import OomEvent
+from ..facts.sizes import to_bytes
 from .base import ParseContext
 
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"

@@ -21,8 +21,8 @@ from typing import Optional
 
 import regex as re
 
-from ..facts import Evidence, OomEvent, ProcessUse
-from ..sizes import to_bytes
+from ..facts.models import Evidence, OomEvent, ProcessUse
+from ..facts.sizes import to_bytes
 from .base import ParseContext
 
 _S = r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTPE]i?B)"  # a size, unit maybe glued (wraps)

@@ -13,7 +13,7 @@ from typing import Optional
 
 import regex as re
 
-from ..facts import Frame
+from ..facts.models import Frame
 from .base import ParseContext
 
 _PY = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+), in (?P<func>\S.*?)\s*$")

@@ -15,7 +15,7 @@ import os
 import tarfile
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
-from ..reader import SCAN_REGIONS, InputError, has_anchor, read_view
+from ..read.reader import SCAN_REGIONS, InputError, has_anchor, read_view
 from . import records
 from .sources import MEMBER_SEP, Task, open_task, wanted
 
@@ -23,13 +23,14 @@ SPOOL_LIMIT = 32 * 2**20   # a tar member up to this size is held in memory for 
 
 
 def _kb():
-    from ..knowledge import default_knowledge
+    from ..kb.knowledge import default_knowledge
     return default_knowledge()
 
 
 def warm_up() -> None:
     """Load what every worker needs (knowledge base, prefilter) before forking."""
-    from .. import prefilter, pipeline  # noqa: F401
+    from .. import pipeline  # noqa: F401
+    from ..read import prefilter  # noqa: F401
     prefilter.anchor_matcher()
     _kb()
 
@@ -108,7 +109,7 @@ def _open_tar(task: Task):
         stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return raw, tarfile.open(fileobj=stream, mode="r|")
     if low.endswith((".tar.gz", ".tgz")):
-        from ..reader import open_decompressed
+        from ..read.reader import open_decompressed
         stream = open_decompressed(raw, b"\x1f\x8b")   # ISA-L when installed
         return raw, tarfile.open(fileobj=stream, mode="r|")
     return raw, tarfile.open(fileobj=raw, mode="r|*")   # streaming: members in order, no seeks

@@ -5,7 +5,7 @@ import sys
 import time
 from typing import IO, Optional
 
-from ..sizes import format_size
+from ..facts.sizes import format_size
 
 
 class Progress:

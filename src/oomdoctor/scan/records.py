@@ -34,7 +34,7 @@ def clean_record(path: str, size: Optional[int], mtime: Optional[float], bytes_r
     global _CLEAN_TEMPLATE
     if _CLEAN_TEMPLATE is None:
         from .. import __version__
-        from ..report import Report
+        from ..report.model import Report
         _CLEAN_TEMPLATE = Report(tool_version=__version__).model_dump(mode="json")
     rec: dict[str, Any] = {"path": path, "size": size, "mtime": mtime}
     rec.update(_CLEAN_TEMPLATE)   # shallow: records are only ever serialised, never changed

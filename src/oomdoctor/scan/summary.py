@@ -11,7 +11,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from ..sizes import format_size
+from ..facts.sizes import format_size
 from .records import is_failure
 
 EXAMPLES = 5   # files listed under each fingerprint

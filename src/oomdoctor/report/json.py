@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..report import Report
+from .model import Report
 
 
 def render_json(report: Report, *, top: Optional[int] = None) -> str:

@@ -1,103 +1,17 @@
-"""The flat table of named facts that knowledge-base conditions refer to.
+"""The named facts knowledge-base conditions test (``fact: oom.kind``, ``memory.request_is`` ...).
 
-Raw facts come from the parsers; facts that need code (ratios, "the other processes are
-sibling ranks", "the GPU cannot do bf16") are computed here once and exposed by name,
-so incident YAML can say ``{fact: oom.reserved_unallocated_over_request, gte: 1}``.
-The full list of names is in docs/knowledge-format.md; ``oomdoctor kb facts LOG`` prints
-the table for a log.
+One flat table per log, built from the parsed facts, the values derived from them
+(``facts.derived``) and the memory arithmetic's fingerprint of the failed request
+(``memory.fingerprint_facts``); ``oomdoctor kb facts LOG`` prints it.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from .facts import Facts, OomEvent
-
-DEVICE_KINDS = {"cuda_caching_allocator", "cuda_runtime_error", "cublas_alloc", "nccl", "hip",
-                "npu", "xpu", "mps", "xla", "tensorflow", "bitsandbytes"}
-ALLOCATOR_KINDS = {"cuda_caching_allocator", "hip", "npu", "xpu", "mps"}
-HOST_KINDS = {"host_oom_killer", "cpu_allocator", "dataloader_killed"}
-
-# compute capability by GPU name fragment (public NVIDIA specs); first match wins
-_CAPABILITY = (
-    ("H200", "9.0"), ("H100", "9.0"), ("H800", "9.0"), ("GH200", "9.0"), ("B200", "10.0"), ("B100", "10.0"),
-    ("A100", "8.0"), ("A800", "8.0"), ("A30", "8.0"), ("A10", "8.6"), ("A40", "8.6"), ("A6000", "8.6"),
-    ("A5000", "8.6"), ("A4000", "8.6"), ("RTX 30", "8.6"), ("RTX 40", "8.9"), ("RTX 50", "12.0"),
-    ("L40", "8.9"), ("L4", "8.9"), ("RTX 6000 Ada", "8.9"), ("V100", "7.0"), ("T4", "7.5"),
-    ("RTX 20", "7.5"), ("TITAN RTX", "7.5"), ("Quadro RTX", "7.5"), ("P100", "6.0"), ("P40", "6.1"),
-    ("GTX 10", "6.1"), ("K80", "3.7"), ("TITAN V", "7.0"),
-)
-
-
-def capability_of(gpu_name: Optional[str]) -> Optional[str]:
-    if not gpu_name:
-        return None
-    name = gpu_name.upper()
-    for frag, cap in _CAPABILITY:
-        if frag.upper() in name:
-            return cap
-    return None
-
-
-def primary_event(facts: Facts) -> Optional[OomEvent]:
-    """The event a diagnosis is about: the most certain, then the most complete message
-    (a copy cut off mid-sentence says less than its sibling's), then the earliest."""
-    if not facts.oom_events:
-        return None
-    order = {"certain": 0, "likely": 1, "weak": 2}
-
-    def filled(e: OomEvent) -> int:
-        return sum(1 for name in _SIZES if getattr(e, name) is not None)
-    return min(facts.oom_events, key=lambda e: (e.survived, order.get(e.strength, 3), -filled(e), e.line))
-
-
-_SIZES = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "process_in_use_bytes",
-          "allocated_by_pytorch_bytes", "reserved_unallocated_bytes", "reserved_total_bytes",
-          "already_allocated_bytes", "host_bytes")
-
-
-def allocated_of(ev: OomEvent) -> Optional[int]:
-    """What PyTorch had allocated: the new formats say it, the old ones "already allocated"."""
-    return ev.allocated_by_pytorch_bytes if ev.allocated_by_pytorch_bytes is not None else ev.already_allocated_bytes
-
-
-def unallocated_of(ev: OomEvent) -> Optional[int]:
-    """Reserved but unallocated: new format directly, old (F2/F3) reserved - allocated;
-    F1 "cached" already means reserved - allocated."""
-    if ev.reserved_unallocated_bytes is not None:
-        return ev.reserved_unallocated_bytes
-    if ev.reserved_total_bytes is not None and ev.already_allocated_bytes is not None:
-        return max(0, ev.reserved_total_bytes - ev.already_allocated_bytes)
-    return ev.cached_unallocated_bytes
-
-
-def _ratio(a: Optional[int], b: Optional[int]) -> Optional[float]:
-    if a is None or not b:
-        return None
-    return a / b
-
-
-def sibling_processes(ev: OomEvent) -> int:
-    """How many listed processes look like other ranks' CUDA contexts on this GPU.
-
-    Several small, equal-sized entries (a CUDA context is ~300-1000 MiB) or zero-sized
-    entries next to one big one are what ranks sharing one GPU look like; so are whole
-    copies the size of this process's own use, from processes started together
-    (neighbouring PIDs: a launcher's ranks, not leftovers of earlier runs).
-    """
-    others = [p for p in ev.processes if not p.is_self]
-    if len(others) < 2:
-        return 0
-    small = [p for p in others if p.bytes <= 1536 * 2**20]
-    sizes = {round(p.bytes / 2**20 / 16) for p in small}
-    if len(small) >= 2 and len(sizes) <= 2:
-        return len(small)
-    mine = next((p.bytes for p in ev.processes if p.is_self), None) or ev.process_in_use_bytes
-    if mine:
-        copies = [p for p in others if abs(p.bytes - mine) <= 0.15 * mine]
-        pids = sorted(p.pid for p in copies if p.pid is not None)
-        if len(copies) >= 2 and len(pids) == len(copies) and pids[-1] - pids[0] <= 4 * len(pids) + 8:
-            return len(copies)
-    return 0
+from ..facts.models import Facts
+from ..facts.derived import (DEVICE_KINDS, HOST_KINDS, allocated_of, capability_of, primary_event, ratio,
+                             sibling_processes, unallocated_of)
+from ..memory import fingerprint_facts
 
 
 def fact_table(facts: Facts) -> dict[str, Any]:
@@ -130,17 +44,17 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         cap = ev.total_capacity_bytes
         unalloc = unallocated_of(ev)
         t["oom.unallocated"] = unalloc
-        t["oom.reserved_unallocated_over_request"] = _ratio(unalloc, req)
-        t["oom.reserved_unallocated_share"] = _ratio(unalloc, cap)
-        t["oom.request_share"] = _ratio(req, cap)
-        t["oom.free_share"] = _ratio(ev.free_bytes, cap)
-        t["oom.free_over_request"] = _ratio(ev.free_bytes, req)
+        t["oom.reserved_unallocated_over_request"] = ratio(unalloc, req)
+        t["oom.reserved_unallocated_share"] = ratio(unalloc, cap)
+        t["oom.request_share"] = ratio(req, cap)
+        t["oom.free_share"] = ratio(ev.free_bytes, cap)
+        t["oom.free_over_request"] = ratio(ev.free_bytes, req)
         # free + reserved-but-unallocated against the request: >= 1 means the memory existed
         # (the allocator releases wholly free segments before it raises), only fragmented
-        t["oom.reclaimable_over_request"] = (_ratio(ev.free_bytes + unalloc, req)
+        t["oom.reclaimable_over_request"] = (ratio(ev.free_bytes + unalloc, req)
                                              if ev.free_bytes is not None and unalloc is not None else None)
         alloc = t["oom.allocated"]
-        t["oom.allocated_share"] = _ratio(alloc, cap)
+        t["oom.allocated_share"] = ratio(alloc, cap)
         # memory of this process outside PyTorch's allocator (NCCL, context, cuBLAS, ...)
         self_use = next((p.bytes for p in ev.processes if p.is_self), None)
         if self_use is None:
@@ -148,7 +62,7 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         if self_use is not None and alloc is not None:
             non_pt = self_use - alloc - (unalloc or 0) - (ev.private_pool_bytes or 0)
             t["oom.non_pytorch"] = max(0, non_pt)
-            t["oom.non_pytorch_share"] = _ratio(max(0, non_pt), cap)
+            t["oom.non_pytorch_share"] = ratio(max(0, non_pt), cap)
         siblings = sibling_processes(ev)
         others = [p for p in ev.processes if not p.is_self]
         t["oom.process_count"] = len(ev.processes)
@@ -164,7 +78,7 @@ def fact_table(facts: Facts) -> dict[str, Any]:
                 foreign.remove(best)
         t["oom.other_process_bytes"] = sum(p.bytes for p in foreign)
         t["oom.other_process_count"] = len(foreign)
-        t["oom.other_process_share"] = _ratio(sum(p.bytes for p in foreign), cap)
+        t["oom.other_process_share"] = ratio(sum(p.bytes for p in foreign), cap)
         # GPU memory in use that this process's own figures do not account for: capacity
         # minus free minus this process (its NVML entry, else what PyTorch reserved). For
         # messages without a process list (torch <= 2.0, ROCm) it is the only trace of
@@ -174,7 +88,7 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             else ((alloc + unalloc) if (alloc is not None and unalloc is not None) else None))
         if cap and ev.free_bytes is not None and own is not None and not foreign:
             t["oom.unaccounted"] = max(0, cap - ev.free_bytes - own)
-            t["oom.unaccounted_share"] = _ratio(t["oom.unaccounted"], cap)
+            t["oom.unaccounted_share"] = ratio(t["oom.unaccounted"], cap)
         # this process's footprint when the allocator's own figures are not there
         t["oom.absurd_request"] = bool(req and req >= 2**60)
     t["oom.devices"] = sorted({e.device_index for e in facts.oom_events if e.device_index is not None})
@@ -218,7 +132,6 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     t["stats.alloc_retries"] = max((s.alloc_retries or 0 for s in samples), default=None) if samples else None
     for name, lines in facts.markers.items():
         t[f"marker.{name}"] = len(lines)
-    from .memory import fingerprint_facts  # lazy: the memory package imports this module
     t.update(fingerprint_facts(facts))
     return t
 

@@ -217,11 +217,11 @@ class KnowledgeBase:
 
 def shipped_dir() -> Path:
     """The KB inside the installed package, or the repository's top-level knowledge/."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "knowledge"
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "knowledge"
     if packaged.is_dir():
         return packaged
-    return here.parent.parent / "knowledge"
+    return package.parent.parent / "knowledge"
 
 
 def _format_error(path: Path, exc: ValidationError) -> str:
@@ -267,7 +267,7 @@ def _cache_path(dirs: list[Path]) -> Optional[Path]:
     if os.environ.get("OOMDOCTOR_NO_CACHE"):
         return None
     import hashlib
-    from . import __version__
+    from .. import __version__
     h = hashlib.sha1(__version__.encode())
     for d in dirs:
         if not d.is_dir():

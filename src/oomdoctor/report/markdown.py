@@ -14,7 +14,8 @@ from typing import Optional
 
 import regex as re
 
-from ..report import Diagnosis, Knob, Remediation, Report
+from ..kb.diagnosis import Diagnosis, Knob, Remediation
+from .model import Report
 from .common import (Row, candidate_note, clean, diagnosis_evidence, env_rows, evidence_ref,
                      fence_language, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, shown_diagnoses, split_fixes, verdict, versions_note,

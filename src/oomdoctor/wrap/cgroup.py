@@ -130,7 +130,7 @@ def oom_kills_during(before: Optional[CgroupState], after: Optional[CgroupState]
 
 
 def _size(n: int) -> str:
-    from .sizes import format_size
+    from ..facts.sizes import format_size
     return format_size(n)
 
 

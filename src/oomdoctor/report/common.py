@@ -16,10 +16,11 @@ from typing import Any, NamedTuple, Optional, Sequence
 import regex as re
 import yaml
 
-from ..derived import HOST_KINDS, allocated_of, sibling_processes, unallocated_of
-from ..facts import Evidence, OomEvent, ProcessUse
-from ..report import Diagnosis, Knob, Remediation, Report
-from ..sizes import format_size
+from ..facts.derived import HOST_KINDS, allocated_of, sibling_processes, unallocated_of
+from ..facts.models import Evidence, OomEvent, ProcessUse
+from ..kb.diagnosis import Diagnosis, Knob, Remediation
+from .model import Report
+from ..facts.sizes import format_size
 
 WIDTH = 100          # prose lines stay within this many columns
 MAX_PIDS = 6         # other processes listed by PID before "… N more"
@@ -144,7 +145,7 @@ def kind_words(ev: OomEvent) -> str:
 
 
 def primary_event(report: Report) -> Optional[OomEvent]:
-    """The event the report is about: the first certain one, else the first (as derived.py)."""
+    """The event the report is about: the first certain one, else the first (as facts.derived)."""
     if not report.oom_events:
         return None
     order = {"certain": 0, "likely": 1, "weak": 2}

@@ -1,37 +1,21 @@
-"""``oomdoctor run [OPTIONS] -- COMMAND ...``: run a training job and diagnose it if it fails.
+"""The job's output passed through byte for byte while the lines a diagnosis needs are kept.
 
-The wrapper must be invisible to the job and to the scheduler: the command's stdout and
-stderr are passed through byte for byte as they arrive (to a terminal at once, anywhere
-else within PACE_MAX, in batches that spare the job a reader waking for every write;
-see ``_Stream``), SIGINT/SIGTERM (and SIGHUP, SIGUSR1/2) are forwarded to the job's
-whole process group, and the wrapper exits with the job's status (128+N for signal N).
-Output that goes to a regular file needs no pipe: the job is handed the file and the
-wrapper reads what it appends (``_Tail``); with OOMDOCTOR_RUN_SCRATCH=1, /dev/null is
-replaced by an unlinked scratch file read the same way. Meanwhile it keeps, in bounded
-memory, the lines a diagnosis needs (``capture.py``), and when the job fails it adds
-what only it can see — the exit signal, the memory cgroup's counters, the kernel's kill
-lines (``cgroup.py``) — and prints the report to stderr after the job's own output.
-
-With ``--retry N`` a failure whose top diagnosis has a remediation the knowledge base
-marks safe to apply automatically (environment only, e.g. the allocator setting) is run
-again with that environment change, at most N times; files are never touched.
-
-This module is imported when the CLI starts, so it imports nothing heavy at the top.
+To a terminal at once, anywhere else within PACE_MAX, in batches that spare the job a reader
+waking for every write (``_Stream``). Output that goes to a regular file needs no pipe: the
+job is handed the file and the wrapper reads what it appends (``_Tail``); with
+OOMDOCTOR_RUN_SCRATCH=1, /dev/null is replaced by an unlinked scratch file read the same way.
+What is read is fed to the bounded ``capture.Capture``.
 """
 from __future__ import annotations
 
 import os
-import re
 import select
-import shlex
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-import click
 
 try:
     import fcntl
@@ -41,14 +25,14 @@ except ImportError:                              # not a POSIX system: no backlo
     fcntl = None  # type: ignore[assignment]
     _FIONREAD = None
 
-GRACE = 20.0                 # seconds from a forwarded SIGINT/SIGTERM to SIGKILL of the group
+if TYPE_CHECKING:
+    from .process import RunResult
+
 READ_SIZE = 2**20
 PIPE_SIZE = 2**20            # ask the kernel for larger pipes: fewer wake-ups at high output rates
 BACKLOG = 128 * 1024         # pending bytes in the job's pipes above which searching pauses
 DRAIN_AFTER_EXIT = 3.0       # how long to wait for the pipes to close after the job's exit
 PID_SAMPLE_EVERY = 2.0       # how often the job's processes are listed (for kernel kill lines)
-TERMINATING = ("SIGINT", "SIGTERM", "SIGHUP")
-FORWARDED = TERMINATING + ("SIGUSR1", "SIGUSR2")
 _F_SETPIPE_SZ = 1031
 _F_GETPIPE_SZ = 1032
 # How the job's pipes are read. Measured with a print() loop under PYTHONUNBUFFERED (two
@@ -69,52 +53,7 @@ PACE_LATE = 0.75             # a read that found the pipe this full came late: r
 SCAN_SHARE = 0.2
 
 
-def exit_status(returncode: int) -> int:
-    """What a shell reports: the exit code, or 128+N for a job ended by signal N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
-
-
-@dataclass
-class RunResult:
-    """What one run of the command left behind."""
-
-    argv: list[str]
-    returncode: int
-    duration: float
-    capture: object                          # capture.Capture
-    env_changes: dict[str, str] = field(default_factory=dict)
-    forwarded: list[str] = field(default_factory=list)
-    killed_after_grace: bool = False
-    output_closed: bool = False              # our stdout/stderr went away (e.g. piped into head)
-    drained: bool = True                     # the pipes closed after the job ended
-    pids: set[int] = field(default_factory=set)
-    start_monotonic: float = 0.0
-    cgroup_before: object = None
-    cgroup_after: object = None
-    kernel_lines: list[str] = field(default_factory=list)
-    kernel_kills: list = field(default_factory=list)
-
-    @property
-    def exit_status(self) -> int:
-        return exit_status(self.returncode)
-
-    @property
-    def signal(self) -> Optional[int]:
-        return -self.returncode if self.returncode < 0 else None
-
-    @property
-    def failed(self) -> bool:
-        return self.returncode != 0
-
-
-class _Sink:
+class Sink:
     """Where one of the job's streams goes: our own fd, written without any buffering.
 
     ``paced``: nobody sees this output as it comes (not a terminal), so the job's pipe may
@@ -174,88 +113,6 @@ def _pending(fd: int) -> int:
         return 0
 
 
-def run_once(argv: list[str], *, env: Optional[dict[str, str]] = None, grace: float = GRACE,
-             stdout=None, stderr=None) -> RunResult:
-    """Run the command once: pass its output through, capture, forward signals, wait."""
-    from . import cgroup
-    from .capture import Capture
-
-    out = _Sink(stdout or sys.stdout)
-    err = _Sink(stderr or sys.stderr)
-    cap = Capture(scan_share=SCAN_SHARE)
-    before = cgroup.read_state()
-    result = RunResult(argv=list(argv), returncode=0, duration=0.0, capture=cap, cgroup_before=before)
-    deadline: list[Optional[float]] = [None]
-    group: list[Optional[int]] = [None]           # the job's process group, once it exists
-    early: list[int] = []                         # signals that came before the job started
-
-    def forward(signum, _frame) -> None:
-        name = signal_name(signum)
-        result.forwarded.append(name)
-        if group[0] is None:
-            early.append(signum)
-        else:
-            try:
-                os.killpg(group[0], signum)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if name in TERMINATING and grace > 0 and deadline[0] is None:
-            deadline[0] = time.monotonic() + grace
-
-    previous = {}
-    for name in FORWARDED:
-        num = getattr(signal, name, None)
-        if num is None:
-            continue
-        try:
-            previous[num] = signal.signal(num, forward)
-        except (ValueError, OSError):            # not the main thread: no forwarding possible
-            break
-    start = time.monotonic()
-    result.start_monotonic = start_kernel = cgroup.monotonic_now()
-    targets, tails = _route_output(out, err)
-    try:
-        proc = subprocess.Popen(argv, stdout=targets[0], stderr=targets[1], env=env,
-                                start_new_session=True, bufsize=0)
-    except BaseException:
-        _restore(previous)
-        for tail in tails:
-            tail.close()
-        raise
-    group[0] = proc.pid
-    result.pids.add(proc.pid)
-    for signum in early:
-        try:
-            os.killpg(proc.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-    try:
-        _pump(proc, cap, out, err, result, deadline, tails)
-    finally:
-        _restore(previous)
-        for tail in tails:
-            tail.close()
-    result.returncode = proc.returncode if proc.returncode is not None else proc.wait()
-    result.duration = time.monotonic() - start
-    result.output_closed = out.closed or err.closed
-    cap.finish()
-    if result.failed:
-        result.cgroup_after = cgroup.read_state()
-        log = cgroup.read_kernel_log()
-        if log:
-            path = getattr(before, "path", None)
-            result.kernel_lines, result.kernel_kills = cgroup.kernel_oom_lines(
-                log, since=start_kernel, pids=result.pids, cgroup_path=path)
-    return result
-
-
-def _restore(handlers: dict) -> None:
-    for num, handler in handlers.items():
-        try:
-            signal.signal(num, handler)
-        except (ValueError, OSError):
-            pass
-
 
 class _Stream:
     """One of the job's pipes: where its bytes go, and when it is read next.
@@ -268,7 +125,7 @@ class _Stream:
     soon as it comes.
     """
 
-    def __init__(self, pipe, name: str, sink: _Sink, now: float) -> None:
+    def __init__(self, pipe, name: str, sink: Sink, now: float) -> None:
         self.pipe = pipe
         self.fd = pipe.fileno()
         self.name = name
@@ -351,7 +208,7 @@ def _exit_notifier(pid: int) -> Optional[int]:
         return None
 
 
-def _pump(proc: subprocess.Popen, cap, out: _Sink, err: _Sink, result: RunResult,
+def pump(proc: subprocess.Popen, cap, out: Sink, err: Sink, result: RunResult,
           deadline: list, tails: Sequence[_Tail] = ()) -> None:
     from . import cgroup
 
@@ -635,7 +492,7 @@ def _punch_hole(fd: int, offset: int, length: int) -> bool:
     return fn(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0
 
 
-def _route_output(out: _Sink, err: _Sink) -> tuple[list, list]:
+def route_output(out: Sink, err: Sink) -> tuple[list, list]:
     """Decide, per stream, between a pipe and handing the job a file descriptor directly.
 
     Returns the Popen stdout/stderr arguments and the tails to read.
@@ -686,7 +543,7 @@ def _route_output(out: _Sink, err: _Sink) -> tuple[list, list]:
     return _share_pipe(targets, out, err), tails
 
 
-def _share_pipe(targets: list, out: _Sink, err: _Sink) -> list:
+def _share_pipe(targets: list, out: Sink, err: Sink) -> list:
     """One pipe for both streams when they go to the same place (``2>&1 | tee``, a terminal).
 
     Two pipes read in turn would pass the job's stdout and stderr on in batches, not in
@@ -710,270 +567,3 @@ def _read_tail(tail: _Tail, cap, buf: bytearray, view: memoryview) -> int:
         cap.feed(view[:n].tobytes(), tail.name, lambda: tail.backlog() < TAIL_BACKLOG)
         tail.free_read_part()
     return n
-
-
-# -- diagnosis ------------------------------------------------------------------------------
-
-def wrapper_lines(result: RunResult) -> list[str]:
-    """The wrapper's own evidence, as labelled lines appended after the job's output."""
-    lines = [f"oomdoctor-run: command: {shlex.join(result.argv)[:2000]}"]
-    if result.env_changes:
-        lines.append("oomdoctor-run: environment changed for this attempt: "
-                     + " ".join(f"{k}={v}" for k, v in result.env_changes.items()))
-    for name in dict.fromkeys(result.forwarded):
-        lines.append(f"oomdoctor-run: received {name} and forwarded it to the job's process group")
-    if result.killed_after_grace:
-        lines.append("oomdoctor-run: the job was still running after the grace period; oomdoctor run ended it")
-    elif result.signal is not None:
-        lines.append(f"oomdoctor-run: child exited with signal {result.signal} ({signal_name(result.signal)})")
-    else:
-        lines.append(f"oomdoctor-run: child exited with status {result.returncode}")
-    from . import cgroup
-    lines.extend(cgroup.evidence_lines(result.cgroup_before, result.cgroup_after))
-    lines.extend(result.kernel_lines)
-    return lines
-
-
-_ANON_RSS = re.compile(r"anon-rss:\s*([\d,]+)\s*kB")
-_STRENGTH = {"weak": 0, "likely": 1, "certain": 2}
-
-
-def add_wrapper_event(facts, numbered: list[tuple[int, str]], result: RunResult) -> None:
-    """Turn the exit signal, cgroup counters and kernel kill lines into a host OOM event.
-
-    A bare SIGKILL is only "likely" an OOM kill (schedulers and people send it too); the
-    cgroup's oom_kill counter rising during the job, or a kernel kill line naming one of
-    the job's processes, makes it certain. An event the parsers already found is
-    strengthened rather than duplicated.
-    """
-    from . import cgroup
-    from .facts import Evidence, OomEvent
-
-    kills = cgroup.oom_kills_during(result.cgroup_before, result.cgroup_after)
-    sigkill = not result.killed_after_grace and (result.signal == signal.SIGKILL or result.returncode == 137)
-    if not (sigkill or kills or result.kernel_kills):
-        return
-    strength = "certain" if (kills or result.kernel_kills) else "likely"
-    wanted = ("child exited with signal", "child exited with status", "oom_kill", "failcnt",
-              "Killed process", "Kill process")
-    evidence = [Evidence(line=no, text=text[:400]) for no, text in numbered
-                if any(w in text for w in wanted) and not text.endswith("status 0")]
-    reasons = []
-    if sigkill:
-        reasons.append(f"the job was ended by SIGKILL (exit status {result.exit_status})")
-    if kills:
-        reasons.append(f"its memory cgroup counted {kills} OOM kill{'s' if kills > 1 else ''} while it ran")
-    if result.kernel_kills:
-        reasons.append("the kernel log shows one of its processes killed for memory")
-    detail = "; ".join(reasons)
-    host_bytes = None
-    for kill in result.kernel_kills:
-        m = _ANON_RSS.search(kill.line)
-        if m:
-            host_bytes = int(m.group(1).replace(",", "")) * 1024
-    existing = [e for e in facts.oom_events if e.kind == "host_oom_killer"]
-    if existing:
-        ev = max(existing, key=lambda e: _STRENGTH.get(e.strength, 0))
-        if _STRENGTH[strength] > _STRENGTH.get(ev.strength, 0):
-            ev.strength = strength
-        seen = {e.line for e in ev.evidence}
-        ev.evidence.extend(e for e in evidence if e.line not in seen)
-        ev.detail = f"{ev.detail}; {detail}" if ev.detail else detail
-        if ev.host_bytes is None:
-            ev.host_bytes = host_bytes
-        return
-    line = evidence[0].line if evidence else (numbered[-1][0] if numbered else 1)
-    facts.oom_events.append(OomEvent(kind="host_oom_killer", strength=strength, backend="host",
-                                     detail=detail, host_bytes=host_bytes, line=line, evidence=evidence))
-
-
-def diagnose_result(result: RunResult, *, knowledge=None, framework: Optional[str] = None):
-    """The report for one failed run: its captured output plus the wrapper's evidence."""
-    from .pipeline import facts_from_view, report_from_facts
-
-    view = result.capture.view()
-    extra = wrapper_lines(result)
-    numbered = [(view.lines_read + i, text) for i, text in enumerate(extra, 1)]
-    view.pairs.extend(numbered)
-    source = "oomdoctor run: " + shlex.join(result.argv)[:200]
-    facts, lines = facts_from_view(view, source)
-    add_wrapper_event(facts, numbered, result)
-    if not result.drained:
-        facts.notes.append("processes started by the job still held its output open after it ended; "
-                           "their later output was not passed through")
-    return report_from_facts(facts, lines, source=source, knowledge=knowledge, framework=framework)
-
-
-# -- retry ------------------------------------------------------------------------------------
-
-_OPTION_LIST = re.compile(r"^[\w.\-]+:[^,:]*(?:,[\w.\-]+:[^,:]*)*$")
-
-
-def merge_env_value(old: Optional[str], new: str) -> str:
-    """``key:value,...`` settings (the allocator's style) are merged; anything else is replaced."""
-    if not old:
-        return new
-    if _OPTION_LIST.match(old) and _OPTION_LIST.match(new):
-        merged = dict(item.split(":", 1) for item in old.split(","))
-        merged.update(item.split(":", 1) for item in new.split(","))
-        return ",".join(f"{k}:{v}" for k, v in merged.items())
-    return new
-
-
-def next_env_change(report, env: dict[str, str]) -> Optional[tuple[object, dict[str, str]]]:
-    """The first applicable remediation of the top diagnosis whose environment change is new."""
-    top = report.top
-    if top is None:
-        return None
-    for rem in top.remediations:
-        if not rem.applicable or not rem.auto_env:
-            continue
-        change = {}
-        for key, value in rem.auto_env.items():
-            new = merge_env_value(env.get(key), str(value))
-            if new != env.get(key):
-                change[key] = new
-        if change:
-            return rem, change
-    return None
-
-
-def attempt_record(number: int, result: RunResult, report=None) -> dict:
-    """One entry of the report's ``attempts`` (a plain dict: a job that succeeds never loads pydantic)."""
-    return dict(
-        attempt=number, env_changes=dict(result.env_changes), exit_status=result.exit_status,
-        signal=signal_name(result.signal) if result.signal else None, duration_s=round(result.duration, 3),
-        incident=report.top.incident if report is not None and report.top is not None else None,
-        lines=result.capture.lines,
-    )
-
-
-def _say(message: str) -> None:
-    try:
-        sys.stderr.write(message + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-
-
-def _describe(result: RunResult) -> str:
-    if result.killed_after_grace:
-        return "was ended after the grace period"
-    if result.signal is not None:
-        return f"was killed by {signal_name(result.signal)} (exit status {result.exit_status})"
-    return f"exited with status {result.returncode}"
-
-
-def _write(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
-                                 "help_option_names": ["-h", "--help"]})
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None, metavar="FILE.json",
-              help="when the job fails, also write the report as JSON here")
-@click.option("--markdown", "report_md", type=click.Path(dir_okay=False), default=None, metavar="FILE.md",
-              help="when the job fails, also write the report as markdown here")
-@click.option("--retry", type=click.IntRange(0, 20), default=0, show_default=True, metavar="N",
-              help="rerun a failed job at most N times with an environment-only fix the knowledge base marks safe")
-@click.option("--grace", type=click.FloatRange(min=0), default=GRACE, show_default=True, metavar="SECONDS",
-              help="after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the job's process group if it is still running "
-                   "this many seconds later (0: never); keep it below the scheduler's own kill delay")
-@click.option("--framework", default=None, metavar="NAME", help="write fixes for this framework instead of the detected one")
-@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
-              help="extra knowledge-base directory (repeatable; also $OOMDOCTOR_KB)")
-@click.option("--color/--no-color", default=None, help="colour the report (default: when stderr is a terminal, unless NO_COLOR)")
-def run(command: tuple[str, ...], report_json: Optional[str], report_md: Optional[str], retry: int, grace: float,
-        framework: Optional[str], kb_dirs: tuple[str, ...], color: Optional[bool]) -> None:
-    """Run COMMAND (after --), pass its output through, and diagnose it if it fails.
-
-    \b
-    oomdoctor run -- torchrun --nproc_per_node 8 train.py --config cfg.yaml
-    oomdoctor run --report oom.json --retry 1 -- python train.py
-
-    Exits with the command's status (128+N when signal N ended it). A job that succeeds
-    prints nothing extra.
-    """
-    argv = list(command)
-    env = dict(os.environ)
-    changes: dict[str, str] = {}
-    attempts = []
-    final = None                 # (report, result) of the last failed attempt
-    result = None
-    for number in range(1, retry + 2):
-        try:
-            result = run_once(argv, env=env if changes else None, grace=grace)
-        except FileNotFoundError:
-            _say(f"oomdoctor: {argv[0]}: command not found")
-            sys.exit(127)
-        except PermissionError:
-            _say(f"oomdoctor: {argv[0]}: permission denied")
-            sys.exit(126)
-        result.env_changes = dict(changes)
-        if not result.failed:
-            attempts.append(attempt_record(number, result))
-            break
-        report = None
-        try:
-            kb = None
-            if kb_dirs:
-                from .knowledge import load_knowledge
-                kb = load_knowledge(list(kb_dirs))
-            report = diagnose_result(result, knowledge=kb, framework=framework)
-        except Exception as exc:  # noqa: BLE001 - the job's status matters more than our report
-            _say(f"oomdoctor: could not diagnose the failure ({type(exc).__name__}: {str(exc)[:200]})")
-        attempts.append(attempt_record(number, result, report))
-        if report is not None:
-            final = (report, result)
-        if report is None or number > retry or result.forwarded or result.output_closed:
-            break
-        nxt = next_env_change(report, env)
-        if nxt is None:
-            break
-        rem, change = nxt
-        said = ", ".join(f"{k}={v}" + (f" (was {env[k]})" if env.get(k) else " (was unset)") for k, v in change.items())
-        _say(f"oomdoctor: attempt {number} {_describe(result)}: {report.top.incident}. "
-             f"Retrying with {said}: {rem.title} (only the environment changes)")
-        env.update(change)
-        changes.update(change)
-    assert result is not None
-    if final is not None:
-        try:
-            _finish(final[0], final[1], attempts, result, report_json, report_md, color)
-        except Exception as exc:  # noqa: BLE001 - whatever happens here, exit with the job's status
-            _say(f"oomdoctor: could not write the report ({type(exc).__name__}: {str(exc)[:200]})")
-    sys.exit(result.exit_status)
-
-
-def _finish(report, failed: RunResult, attempts: list, last: RunResult, report_json: Optional[str],
-            report_md: Optional[str], color: Optional[bool]) -> None:
-    """Print the report of the last failed attempt (and the attempts), write the files."""
-    from .cli import render, use_color
-    from .report import RunAttempt
-
-    report.attempts = [RunAttempt(**a) for a in attempts]
-    attempts = report.attempts
-    try:
-        if last.failed and not last.output_closed:
-            text = render(report, "text", color=use_color(sys.stderr) if color is None else color)
-            _say(f"\noomdoctor: {shlex.join(failed.argv)[:200]} {_describe(failed)}; diagnosis:")
-            sys.stderr.write(text if text.endswith("\n") else text + "\n")
-        if len(attempts) > 1:
-            for a in attempts:
-                env = " ".join(f"{k}={v}" for k, v in a.env_changes.items()) or "original environment"
-                outcome = "succeeded" if a.exit_status == 0 else f"exit status {a.exit_status}" + (
-                    f", {a.incident}" if a.incident else "")
-                _say(f"oomdoctor: attempt {a.attempt} ({env}): {outcome}")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    if report_json:
-        _write(report_json, render(report, "json"))
-    if report_md:
-        _write(report_md, render(report, "markdown"))

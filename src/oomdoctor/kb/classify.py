@@ -19,13 +19,14 @@ import regex as re
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .derived import fact_table, primary_event
-from .facts import Evidence, Facts, fatal_events
+from ..facts.derived import primary_event
+from ..facts.models import Evidence, Facts, fatal_events
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
-from .literals import required_literals
-from .normalise import Line, join_lines
-from .report import Diagnosis, Knob, Remediation
-from .sizes import format_size
+from ..read.literals import required_literals
+from ..read.normalise import Line, join_lines
+from .diagnosis import Diagnosis, Knob, Remediation
+from .table import fact_table
+from ..facts.sizes import format_size
 
 REGEX_TIMEOUT = 0.2
 CONFIDENT = 5.0          # a real cause scoring this much pushes the fallback out

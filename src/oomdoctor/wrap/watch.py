@@ -236,7 +236,7 @@ def _memory_stats_sample(exc: BaseException, line: int):
         stats = cuda.memory_stats(device)
     except Exception:  # noqa: BLE001
         return None
-    from .facts import MemorySample
+    from ..facts.models import MemorySample
     return MemorySample(
         source="memory_stats", line=line, label="torch.cuda.memory_stats() when the exception escaped",
         allocated_bytes=stats.get("allocated_bytes.all.current"),
@@ -250,8 +250,8 @@ def _memory_stats_sample(exc: BaseException, line: int):
 
 def diagnose_exception(exc: BaseException, *, knowledge=None, framework: Optional[str] = None):
     """The report for an exception raised in this process (the same pipeline as ``diagnose``)."""
-    from .pipeline import facts_from_view, report_from_facts
-    from .reader import LogView
+    from ..pipeline import facts_from_view, report_from_facts
+    from ..read.reader import LogView
 
     versions = installed_versions()
     banner = live_lines(exc, versions)
@@ -348,15 +348,15 @@ class watch:  # noqa: N801 - used like a function: oomdoctor.watch()
         try:
             kb = None
             if self.kb_dirs:
-                from .knowledge import load_knowledge
+                from ..kb.knowledge import load_knowledge
                 kb = load_knowledge(list(self.kb_dirs))
             report = diagnose_exception(exc, knowledge=kb, framework=self.framework)
             self.report = report
             # the renderers directly: importing the CLI would load click inside a training job
-            from .render.text import render_text
+            from ..report.text import render_text
             self.log.log(self.level, "out-of-memory diagnosis (oomdoctor):\n%s", render_text(report, color=False))
             if self.report_path:
-                from .render.json import render_json
+                from ..report.json import render_json
                 path = _expand(self.report_path)
                 directory = os.path.dirname(os.path.abspath(path))
                 os.makedirs(directory, exist_ok=True)

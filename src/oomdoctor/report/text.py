@@ -14,7 +14,8 @@ import shutil
 import textwrap
 from typing import Optional, Sequence
 
-from ..report import Diagnosis, Remediation, Report
+from ..kb.diagnosis import Diagnosis, Remediation
+from .model import Report
 from .common import (WIDTH, Row, candidate_note, clean, compact, diagnosis_evidence, effect_line, env_rows,
                      evidence_ref, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, row_phrase, shown_diagnoses, split_fixes, verdict,

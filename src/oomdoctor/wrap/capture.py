@@ -28,8 +28,8 @@ import re
 import time
 from typing import Callable, Optional
 
-from . import prefilter
-from .reader import AFTER, BEFORE, HEAD_LINES, MAX_KEPT_LINE, TAIL_LINES, LogView, _decode
+from ..read import prefilter
+from ..read.reader import AFTER, BEFORE, HEAD_LINES, MAX_KEPT_LINE, TAIL_LINES, LogView, _decode
 
 MAX_LINE = MAX_KEPT_LINE          # bytes kept of one line
 HEAD_BYTES = 4 * 2**20

@@ -10,7 +10,7 @@ import hashlib
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .report import Report
+    from .model import Report
 
 
 def _frame_key(file: str, function: str) -> str:

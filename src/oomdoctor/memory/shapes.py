@@ -1,7 +1,7 @@
 """Public architecture figures of common model families, and the shape a log implies.
 
 Logs often name the model ("model_name_or_path: meta-llama/Meta-Llama-3-8B") without
-echoing its config. The bundled table (``data/model_shapes.yaml``, figures from each
+echoing its config. The bundled table (``memory/model_shapes.yaml``, figures from each
 model's config.json on its public model card) fills in hidden size, layers, heads,
 vocabulary and parameter count. Figures the log prints itself always win over the
 table: a fine-tune may have resized its vocabulary. No network is used.
@@ -19,9 +19,9 @@ from typing import Any, Optional
 import regex as re
 import yaml
 
-from .facts import Environment
+from ..facts.models import Environment
 
-DATA_FILE = Path(__file__).resolve().parent / "data" / "model_shapes.yaml"
+DATA_FILE = Path(__file__).resolve().parent / "model_shapes.yaml"
 CARD_URL = "https://huggingface.co/{repo}/blob/main/config.json"
 
 # Split "Meta-Llama-3.1-8B-Instruct" into words, then letters from the digits that follow

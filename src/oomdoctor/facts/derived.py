@@ -1,0 +1,97 @@
+"""Values computed from the parsed facts that need code: the primary OOM event, what the
+allocator holds unallocated, "the other processes are sibling ranks", "the GPU cannot do
+bf16". Computed once here and used by the knowledge base's fact table (``kb.table``), the
+memory arithmetic and the renderers.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .models import Facts, OomEvent
+
+DEVICE_KINDS = {"cuda_caching_allocator", "cuda_runtime_error", "cublas_alloc", "nccl", "hip",
+                "npu", "xpu", "mps", "xla", "tensorflow", "bitsandbytes"}
+ALLOCATOR_KINDS = {"cuda_caching_allocator", "hip", "npu", "xpu", "mps"}
+HOST_KINDS = {"host_oom_killer", "cpu_allocator", "dataloader_killed"}
+
+# compute capability by GPU name fragment (public NVIDIA specs); first match wins
+_CAPABILITY = (
+    ("H200", "9.0"), ("H100", "9.0"), ("H800", "9.0"), ("GH200", "9.0"), ("B200", "10.0"), ("B100", "10.0"),
+    ("A100", "8.0"), ("A800", "8.0"), ("A30", "8.0"), ("A10", "8.6"), ("A40", "8.6"), ("A6000", "8.6"),
+    ("A5000", "8.6"), ("A4000", "8.6"), ("RTX 30", "8.6"), ("RTX 40", "8.9"), ("RTX 50", "12.0"),
+    ("L40", "8.9"), ("L4", "8.9"), ("RTX 6000 Ada", "8.9"), ("V100", "7.0"), ("T4", "7.5"),
+    ("RTX 20", "7.5"), ("TITAN RTX", "7.5"), ("Quadro RTX", "7.5"), ("P100", "6.0"), ("P40", "6.1"),
+    ("GTX 10", "6.1"), ("K80", "3.7"), ("TITAN V", "7.0"),
+)
+
+
+def capability_of(gpu_name: Optional[str]) -> Optional[str]:
+    if not gpu_name:
+        return None
+    name = gpu_name.upper()
+    for frag, cap in _CAPABILITY:
+        if frag.upper() in name:
+            return cap
+    return None
+
+
+def primary_event(facts: Facts) -> Optional[OomEvent]:
+    """The event a diagnosis is about: the most certain, then the most complete message
+    (a copy cut off mid-sentence says less than its sibling's), then the earliest."""
+    if not facts.oom_events:
+        return None
+    order = {"certain": 0, "likely": 1, "weak": 2}
+
+    def filled(e: OomEvent) -> int:
+        return sum(1 for name in _SIZES if getattr(e, name) is not None)
+    return min(facts.oom_events, key=lambda e: (e.survived, order.get(e.strength, 3), -filled(e), e.line))
+
+
+_SIZES = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "process_in_use_bytes",
+          "allocated_by_pytorch_bytes", "reserved_unallocated_bytes", "reserved_total_bytes",
+          "already_allocated_bytes", "host_bytes")
+
+
+def allocated_of(ev: OomEvent) -> Optional[int]:
+    """What PyTorch had allocated: the new formats say it, the old ones "already allocated"."""
+    return ev.allocated_by_pytorch_bytes if ev.allocated_by_pytorch_bytes is not None else ev.already_allocated_bytes
+
+
+def unallocated_of(ev: OomEvent) -> Optional[int]:
+    """Reserved but unallocated: new format directly, old (F2/F3) reserved - allocated;
+    F1 "cached" already means reserved - allocated."""
+    if ev.reserved_unallocated_bytes is not None:
+        return ev.reserved_unallocated_bytes
+    if ev.reserved_total_bytes is not None and ev.already_allocated_bytes is not None:
+        return max(0, ev.reserved_total_bytes - ev.already_allocated_bytes)
+    return ev.cached_unallocated_bytes
+
+
+def ratio(a: Optional[int], b: Optional[int]) -> Optional[float]:
+    if a is None or not b:
+        return None
+    return a / b
+
+
+def sibling_processes(ev: OomEvent) -> int:
+    """How many listed processes look like other ranks' CUDA contexts on this GPU.
+
+    Several small, equal-sized entries (a CUDA context is ~300-1000 MiB) or zero-sized
+    entries next to one big one are what ranks sharing one GPU look like; so are whole
+    copies the size of this process's own use, from processes started together
+    (neighbouring PIDs: a launcher's ranks, not leftovers of earlier runs).
+    """
+    others = [p for p in ev.processes if not p.is_self]
+    if len(others) < 2:
+        return 0
+    small = [p for p in others if p.bytes <= 1536 * 2**20]
+    sizes = {round(p.bytes / 2**20 / 16) for p in small}
+    if len(small) >= 2 and len(sizes) <= 2:
+        return len(small)
+    mine = next((p.bytes for p in ev.processes if p.is_self), None) or ev.process_in_use_bytes
+    if mine:
+        copies = [p for p in others if abs(p.bytes - mine) <= 0.15 * mine]
+        pids = sorted(p.pid for p in copies if p.pid is not None)
+        if len(copies) >= 2 and len(pids) == len(copies) and pids[-1] - pids[0] <= 4 * len(pids) + 8:
+            return len(copies)
+    return 0

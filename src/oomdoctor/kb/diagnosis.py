@@ -1,0 +1,53 @@
+"""What the classifier says about a log: ranked diagnoses with their remediations (pydantic).
+
+The report (``report.model.Report``) carries a list of these; the memory arithmetic fills
+in each remediation's ``fit``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field
+
+from ..facts.models import Evidence, Model
+from ..memory.models import Fit
+
+
+class Knob(Model):
+    """One way to apply a remediation, in one framework's syntax."""
+
+    framework: str = Field(description="llamafactory, axolotl, xtuner, hf, trl, deepspeed, accelerate, fsdp, llama-cookbook, env, code, ...")
+    setting: str = Field(description="the exact change: a YAML/JSON snippet, an argument, an environment variable")
+    note: Optional[str] = None
+
+
+class Remediation(Model):
+    id: str
+    rank: int = Field(description="1 = apply first")
+    title: str
+    knob: Optional[Knob] = Field(default=None, description="the knob for the detected (or requested) framework")
+    other_knobs: list[Knob] = Field(default_factory=list)
+    memory_effect: Optional[str] = None
+    cost: Optional[str] = None
+    caveats: list[str] = Field(default_factory=list)
+    min_versions: dict[str, str] = Field(default_factory=dict)
+    applicable: bool = True
+    why_not: Optional[str] = Field(default=None, description="why it does not apply to this log (hardware, versions)")
+    auto_env: dict[str, str] = Field(default_factory=dict, description="environment-only change that is safe to apply automatically")
+    fit: Optional[Fit] = None
+    saving: Optional[str] = Field(default=None, description="name of the memory-arithmetic estimate of its saving (docs/memory.md)")
+
+
+class Diagnosis(Model):
+    incident: str = Field(description="a knowledge-base incident id (TAXONOMY)")
+    title: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    score: float
+    fallback: bool = Field(default=False, description="generic match: an OOM is certain, its cause is not")
+    memory_failure: bool = Field(default=True, description="False for non-memory incidents (bf16-unsupported, ds-device-mismatch)")
+    explanation: str
+    because: list[str] = Field(default_factory=list, description="the signals that matched, in words")
+    evidence: list[Evidence] = Field(default_factory=list)
+    remediations: list[Remediation] = Field(default_factory=list)
+    next_steps: list[str] = Field(default_factory=list, description="what to capture when the log cannot decide")
+    references: list[str] = Field(default_factory=list)

@@ -1,0 +1,82 @@
+"""Launchers and ranks: world size, nodes and hosts (torchrun, deepspeed, accelerate, NCCL rings)."""
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import json
+
+import regex as re
+
+from .collector import CONFIG, Collector, LAUNCH, RUNTIME
+from .forms import finditer
+
+
+# -- world size -----------------------------------------------------------------------
+
+_WORLD = re.compile(
+    r"dist_world_size=(?P<dist>\d{1,7})|WORLD INFO DICT: (?P<dict>\{[^\n]{0,20000}\})"
+    r"|nnodes=(?P<nn>\d{1,5}), num_local_procs=(?P<nl>\d{1,5})|--world_info=(?P<b64>[A-Za-z0-9+/=]{8,20000})"
+    r"|(?:^|, |using )world[ _]size: (?P<ws>\d{1,7})|^Num processes: (?P<np>\d{1,7})"
+    r"|global_world_sizes=\[(?P<gws>\d{1,7})|\bn[Rr]anks (?P<nr>\d{1,7})(?: nNodes (?P<nnodes>\d{1,5}))?"
+    r"|\bWORLD_SIZE['\"]?\s*(?:=|:\s*|,\s*)['\"]?(?P<env>\d{1,7})\b"
+    # xtuner and ms-swift launch through these environment variables
+    r"|\bNPROC_PER_NODE=(?P<npn>\d{1,5})\b|\bNNODES=(?P<nnodes_env>\d{1,5})\b"
+    # torchrun's worker group (group_world_size counts nodes) and the store-based barrier
+    r"|\bgroup_world_size=(?P<gws_nodes>\d{1,5})\b|Completed store-based barrier for key:\S{1,80} with (?P<barrier>\d{1,7}) nodes"
+    r"|\bmpirun\b[^\n]{0,200}?\s-n(?:p)? (?P<mpi>\d{1,6})\b")
+_NCCL_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
+
+
+def _hosts(col: Collector, mapping: dict, line: int, prio: int) -> None:
+    if isinstance(mapping, dict) and mapping and all(isinstance(v, list) for v in mapping.values()):
+        col.set("world_size", sum(len(v) for v in mapping.values()), line, prio)
+        col.set("num_nodes", len(mapping), line, prio)
+
+
+def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
+    if "nccl info channel" in low:
+        m = _NCCL_CHANNEL.search(text)
+        if m:  # every rank sits on the ring, so the highest one seen is world size - 1
+            top = max(int(m.group("a")), int(m.group("b")))
+            if top + 1 > nccl[0]:
+                nccl[0], nccl[1] = top + 1, line
+        return
+    if not ("world" in low or "nnodes" in low or "ranks" in low or "num processes" in low or "nproc_per_node" in low
+            or "barrier" in low or "mpirun" in low):
+        return
+    for m in finditer(_WORLD, text)[:3]:
+        g = m.groupdict()
+        if g["dist"]:
+            col.set("world_size", int(g["dist"]), line, RUNTIME)
+        elif g["dict"]:
+            try:
+                _hosts(col, ast.literal_eval(g["dict"]), line, RUNTIME)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                pass
+        elif g["nn"]:
+            col.set("world_size", int(g["nn"]) * int(g["nl"]), line, RUNTIME)
+            col.set("num_nodes", int(g["nn"]), line, RUNTIME)
+        elif g["b64"]:
+            try:
+                _hosts(col, json.loads(base64.b64decode(g["b64"], validate=False)[:20000]), line, RUNTIME - 1)
+            except (binascii.Error, ValueError, UnicodeDecodeError):
+                pass
+        elif g["ws"] or g["np"] or g["gws"]:
+            col.set("world_size", int(g["ws"] or g["np"] or g["gws"]), line, RUNTIME)
+        elif g["nr"]:
+            col.set("world_size", int(g["nr"]), line, RUNTIME - 2)
+            if g["nnodes"]:
+                col.set("num_nodes", int(g["nnodes"]), line, RUNTIME - 2)
+        elif g["env"]:
+            col.set("world_size", int(g["env"]), line, CONFIG)
+        elif g["npn"]:
+            col.part("nproc_per_node", int(g["npn"]), line, LAUNCH)
+        elif g["nnodes_env"]:
+            col.part("nnodes", int(g["nnodes_env"]), line, LAUNCH)
+        elif g["gws_nodes"]:
+            col.set("num_nodes", int(g["gws_nodes"]), line, RUNTIME - 2)
+        elif g["barrier"]:
+            col.set("world_size", int(g["barrier"]), line, RUNTIME - 2)
+        elif g["mpi"]:
+            col.set("world_size", int(g["mpi"]), line, LAUNCH)

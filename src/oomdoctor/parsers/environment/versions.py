@@ -1,0 +1,201 @@
+"""Versions and banners: collect_env, ds_report, pip/conda lists, wheel names, start-up lines."""
+from __future__ import annotations
+
+from typing import Optional
+
+import regex as re
+from packaging.version import InvalidVersion, Version
+
+from .collector import CONFIG, Collector, LAUNCH, RUNTIME, WEAK
+from .forms import finditer
+
+
+# -- versions -------------------------------------------------------------------------
+
+_V = r"(?P<ver>\d{1,4}(?:\.\d{1,8}){0,3}(?:[.-]?(?:a|b|rc|dev|post)\d{0,10}){0,3}(?:\+[\w.]{1,40})?)"
+_PKG_FIELD = {
+    "torch": "torch_version", "pytorch": "torch_version", "deepspeed": "deepspeed_version",
+    "transformers": "transformers_version", "accelerate": "accelerate_version",
+    "peft": "peft_version", "trl": "trl_version", "python": "python_version",
+}
+# package name -> framework whose version it is (framework_version is picked at the end)
+_PKG_FRAMEWORK = {
+    "llamafactory": "llamafactory", "llmtuner": "llamafactory", "axolotl": "axolotl",
+    "xtuner": "xtuner", "ms-swift": "ms-swift", "ms_swift": "ms-swift", "swift": "ms-swift",
+    "llama-recipes": "llama-recipes", "llama_recipes": "llama-recipes",
+    "llama-cookbook": "llama-recipes", "llama_cookbook": "llama-recipes",
+    "unsloth": "unsloth", "torchtune": "torchtune", "megatron-core": "megatron",
+    "trl": "trl", "transformers": "hf-trainer", "accelerate": "accelerate",
+    "deepspeed": "deepspeed", "torch": "plain-pytorch", "pytorch": "plain-pytorch",
+}
+_ENV_ROW = re.compile(
+    r"^[\s\-*]{0,6}`?(?P<pkg>[A-Za-z][\w-]{0,30}(?: [A-Za-z][\w-]{0,20}){0,2})`?\s+version"
+    r"(?P<paren>\s*\([^)]{0,20}\))?\s*:\s*" + _V + r"(?:\s*\((?P<what>[^)]{1,20})\))?")
+_PIN = re.compile(r"(?<![\w.-])(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms-swift|unsloth|torchtune|llama-recipes|llama-cookbook|megatron-core)==" + _V)
+_CONDA = re.compile(r"^\[conda\]\s+(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl)\s+" + _V + r"\s")
+_WHEEL = re.compile(r"(?<![\w.-])(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms_swift|unsloth|torchtune)-" + _V + r"(?=-cp|-py|\.tar|\s|$|,)")
+_REQ = re.compile(r"Requirement already satisfied: (?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl)\b[^(\n]{0,300}\(" + _V + r"\)")
+# "PyTorch: 2.1.2+cu121" (mmengine env), "Pytorch: 2.4.0+cu121." / "Transformers = 4.44.2." (unsloth),
+# "torch: 2.1.2" (user prints); a full x.y.z is required, "torch: 1.5 GB" is not a version
+_COLON = re.compile(r"(?:^|\s)(?P<pkg>PyTorch|Pytorch|Python|Transformers|torch)\s*[:=]\s+(?=\d{1,4}\.\d{1,4}\.\d)" + _V)
+_COLON_WORDS = frozenset({"pytorch", "python", "transformers", "torch"})
+# `pip list` / `conda list` rows: "torch     2.1.2" or "pytorch   2.1.2   py3.10_cuda12.1_0   pytorch"
+_PIP_LIST = re.compile(r"^(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner"
+                       r"|ms-swift|unsloth|torchtune|llama-recipes|llama-cookbook|megatron-core)\s{2,}" + _V
+                       + r"(?:\s{2,}\S{1,80}){0,3}\s*$")
+_PIP_SHOW = re.compile(r"^Name: (?P<pkg>[\w.-]{1,40})\s*$")
+_DS_INFO = re.compile(r"DeepSpeed info: version=" + _V)
+_AVAILABLE = re.compile(r"PyTorch version " + _V + r" available")  # HF datasets at import time
+# user prints and some frameworks' start-up lines: "torch.__version__ = 2.1.0", "swift.__version__: 3.1.0"
+_DUNDER = re.compile(r"\b(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|swift|xtuner|axolotl|llamafactory)"
+                     r"\.__version__['\"]?\s*[:=]\s*['\"]?" + _V)
+_LF_BANNER = re.compile(r"LLaMA[- ]?Factory,? version " + _V, re.I)
+_PYPATH = re.compile(r"python(?P<ver>3\.\d{1,2})/(?:site|dist)-packages/")
+_CUDA_BUILD = re.compile(r"^(?P<what>CUDA|ROCM|HIP) used to build PyTorch: " + _V)
+_CUDA_MISC = re.compile(r"CUDA Version: (?P<smi>\d+\.\d+)|Cuda compilation tools, release (?P<nvcc>\d+\.\d+)|CUDA Toolkit = (?P<tk>\d+\.\d+)")
+
+
+def clean_version(v: Optional[str]) -> Optional[str]:
+    """The public part of a PEP 440 version (``2.1.2+cu121`` -> ``2.1.2``), else None."""
+    if not v:
+        return None
+    v = v.strip().rstrip(".,;)")
+    public = v.split("+", 1)[0].rstrip(".-")
+    if not public or not public[0].isdigit():
+        return None
+    try:
+        Version(public)
+    except InvalidVersion:
+        return None
+    return public
+
+
+def _local_hints(col: Collector, raw: str, line: int, prio: int) -> None:
+    """``2.1.2+cu121`` says CUDA 12.1; ``+rocm6.0`` says ROCm."""
+    local = raw.split("+", 1)[1].lower().rstrip(".,;)") if "+" in raw else ""
+    m = re.match(r"cu(\d{2,3})$", local)
+    if m:
+        d = m.group(1)
+        col.set("cuda_version", f"{d[:-1]}.{d[-1]}", line, prio - 5)
+    elif local.startswith("rocm"):
+        col.set("accelerator", "rocm", line, RUNTIME)
+
+
+def _version(col: Collector, pkg: str, raw: str, line: int, prio: int) -> None:
+    pkg = pkg.lower().strip("`")
+    ver = clean_version(raw)
+    if ver is None:
+        return
+    field = _PKG_FIELD.get(pkg)
+    if field:
+        if col.set(field, ver, line, prio) and field == "torch_version":
+            _local_hints(col, raw, line, prio)
+    fw = _PKG_FRAMEWORK.get(pkg)
+    if fw:
+        col.part("fwver:" + fw, ver, line, prio)
+
+
+def versions(col: Collector, text: str, low: str, line: int, words: set) -> None:
+    if "version" in low:
+        m = _ENV_ROW.match(text)
+        if m:
+            pkg = m.group("pkg").lower()
+            if pkg in ("cuda runtime", "cuda"):
+                col.set("cuda_version", clean_version(m.group("ver")), line, LAUNCH)
+            else:
+                _version(col, pkg, m.group("ver"), line, RUNTIME)
+                what = (m.group("what") or "").lower()
+                if pkg == "pytorch" and what in ("cuda", "npu", "xpu", "mps"):
+                    col.set("accelerator", what, line, RUNTIME)
+        m = _DS_INFO.search(text)
+        if m:
+            _version(col, "deepspeed", m.group("ver"), line, RUNTIME)
+        m = _AVAILABLE.search(text)
+        if m:
+            _version(col, "torch", m.group("ver"), line, RUNTIME - 2)
+        m = _LF_BANNER.search(text)
+        if m:
+            _version(col, "llamafactory", m.group("ver"), line, RUNTIME)
+    if "__version__" in text:
+        m = _DUNDER.search(text)
+        if m:
+            _version(col, m.group("pkg"), m.group("ver"), line, RUNTIME - 1)
+    if "==" in text:
+        for m in finditer(_PIN, text):
+            _version(col, m.group("pkg"), m.group("ver"), line, RUNTIME - 2 if text.startswith("[pip") else CONFIG)
+    if text.startswith("[conda]"):
+        m = _CONDA.match(text)
+        if m:
+            _version(col, m.group("pkg"), m.group("ver"), line, RUNTIME - 3)
+    if "-" in text and ("whl" in low or "installed" in low or "collected" in low or "downloading" in low):
+        for m in finditer(_WHEEL, text):
+            _version(col, m.group("pkg"), m.group("ver"), line, LAUNCH)
+    if "requirement already" in low:
+        m = _REQ.search(text)
+        if m:
+            _version(col, m.group("pkg"), m.group("ver"), line, CONFIG)
+    if _COLON_WORDS.intersection(words):
+        for m in finditer(_COLON, text):
+            _version(col, m.group("pkg"), m.group("ver"), line, CONFIG - 2)
+    if text[:1].isalpha() and "  " in text:
+        m = _PIP_LIST.match(text)
+        if m:
+            _version(col, m.group("pkg"), m.group("ver"), line, CONFIG)
+    if "packages/" in text:
+        m = _PYPATH.search(text)
+        if m:
+            col.set("python_version", m.group("ver"), line, WEAK)
+    if "cuda" in low:
+        m = _CUDA_BUILD.match(text)
+        if m and clean_version(m.group("ver")):
+            if m.group("what") == "CUDA":
+                col.set("cuda_version", clean_version(m.group("ver")), line, RUNTIME)
+            else:
+                col.set("accelerator", "rocm", line, RUNTIME)
+        m = _CUDA_MISC.search(text)
+        if m:
+            if m.group("smi"):
+                col.set("cuda_version", m.group("smi"), line, WEAK + 5)
+            else:
+                col.set("cuda_version", m.group("nvcc") or m.group("tk"), line, LAUNCH)
+
+
+def ds_report_row(col: Collector, key: str, value: str, line: int) -> bool:
+    """ds_report rows share the dotted layout of DeepSpeed's config dump; True if one."""
+    k = key.lower()
+    if k not in _DS_REPORT_KEYS and not k.startswith("deepspeed wheel compiled"):
+        return False
+    if k == "torch version":
+        _version(col, "torch", value.split()[0], line, RUNTIME)
+    elif k == "deepspeed info":
+        _version(col, "deepspeed", value.split(",")[0], line, RUNTIME)
+    elif k == "torch cuda version":
+        col.set("cuda_version", clean_version(value.split()[0]), line, RUNTIME)
+    elif k == "torch hip version" and clean_version(value.split()[0]):
+        col.set("accelerator", "rocm", line, RUNTIME)
+    elif k == "nvcc version":
+        col.set("cuda_version", clean_version(value.split()[0]), line, LAUNCH)
+    elif k in ("torch_npu version", "torch_npu install path"):
+        col.set("accelerator", "npu", line, RUNTIME)
+    elif k.startswith("deepspeed wheel compiled"):
+        # what the wheel was built against, not what runs: only a fallback
+        m = re.search(r"torch (\d+\.\d+)", value)
+        if m:
+            col.set("torch_version", m.group(1), line, WEAK + 5)
+    return True
+
+
+def pip_show(col: Collector, text: str, line: int, state: dict) -> None:
+    """``pip show torch``: "Name: torch" then "Version: 2.1.2" on the next line."""
+    if text.startswith("Name: "):
+        m = _PIP_SHOW.match(text)
+        state["pip_name"] = (m.group("pkg").lower(), line) if m else None
+    elif text.startswith("Version: ") and state.get("pip_name"):
+        pkg, at = state.pop("pip_name")
+        if line - at <= 2:
+            _version(col, pkg, text[9:].strip(), line, CONFIG)
+
+
+_DS_REPORT_KEYS = {"torch version", "deepspeed info", "torch cuda version", "torch hip version", "nvcc version",
+                   "torch_npu version", "torch_npu install path", "torch install path", "deepspeed install path",
+                   "ascend_cann version", "shared memory (/dev/shm) size"}

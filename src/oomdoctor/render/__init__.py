@@ -1,1 +1,0 @@
-"""Renderers: text (terminal), markdown (issues), json (tools). They read only the Report."""
