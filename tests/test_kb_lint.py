@@ -16,7 +16,7 @@ TAXONOMY_IDS = {
     "ckpt-save-gather", "ckpt-load", "alloc-fragmentation", "activation-memory", "large-vocab-logits",
     "preference-ref-model", "optimizer-state", "model-load", "eval-generation", "gradual-leak", "host-oom",
     "zero3-epoch-end-leak", "pinned-memory", "dataloader-host-oom", "ds-device-mismatch", "stale-gpu-process",
-    "ranks-share-gpu", "non-pytorch-memory", "bf16-unsupported", "unknown-oom",
+    "ranks-share-gpu", "non-pytorch-memory", "bf16-unsupported", "unknown-oom", "shm-exhausted",
 }
 TEMPLATE = shipped_dir() / "alloc-fragmentation.yaml"
 

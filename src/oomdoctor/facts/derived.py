@@ -44,7 +44,7 @@ def primary_event(facts: Facts) -> Optional[OomEvent]:
 
     def filled(e: OomEvent) -> int:
         return sum(1 for name in _SIZES if getattr(e, name) is not None)
-    return min(facts.oom_events, key=lambda e: (e.survived, order.get(e.strength, 3), -filled(e), e.line))
+    return min(facts.oom_events, key=lambda e: (e.survived or bool(e.symptom), order.get(e.strength, 3), -filled(e), e.line))
 
 
 _SIZES = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "process_in_use_bytes",

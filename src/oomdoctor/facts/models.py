@@ -62,7 +62,7 @@ class OomEvent(Model):
 
     kind: OomKind
     strength: Strength = "certain"
-    backend: Optional[str] = Field(default=None, description="CUDA, HIP, NPU, XPU, MPS, MLU, GCU, XLA, TF, host")
+    backend: Optional[str] = Field(default=None, description="CUDA, HIP, NPU, XPU, MPS, MLU, GCU, XLA, TF, host, shm (shared memory, /dev/shm)")
     exception: Optional[str] = Field(default=None, description="exception class as printed, e.g. torch.OutOfMemoryError")
     message_format: Optional[str] = Field(default=None, description="which version's wording the message uses")
     device_index: Optional[int] = None
@@ -88,12 +88,16 @@ class OomEvent(Model):
     line: int = Field(description="line of the first copy")
     survived: bool = Field(default=False, description="the run went on after it (a later loss, a new run or the "
                                                       "end of training was logged): caught, not why the job ended")
+    symptom: Optional[str] = Field(default=None, description="why this event is not believed to be memory pressure: a "
+                                                             "size no device has, or a knock-on of a failure that "
+                                                             "corrupts the CUDA context (device-side assert, bad index)")
     evidence: list[Evidence] = Field(default_factory=list)
 
 
 def fatal_events(events: list[OomEvent]) -> list[OomEvent]:
-    """The OOM events that ended something: not the ones the run caught and went on after."""
-    return [e for e in events if not e.survived]
+    """The OOM events that ended something: not the ones the run caught and went on after,
+    nor those that are symptoms of another failure."""
+    return [e for e in events if not e.survived and not e.symptom]
 
 
 class Failure(Model):
@@ -180,6 +184,9 @@ class PhaseInfo(Model):
     total_steps: Optional[int] = None
     epoch: Optional[float] = None
     markers: list[Evidence] = Field(default_factory=list, description="progress markers seen before the failure")
+    stops_early: Optional[Literal["cut_traceback", "process_died"]] = Field(
+        default=None, description="the log holds no failure line: it stops inside a traceback (cut_traceback), or a "
+                                  "launcher says a process died without its error in the log (process_died)")
 
 
 class MemorySample(Model):

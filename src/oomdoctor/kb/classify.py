@@ -377,42 +377,65 @@ def _evidence(ev: Evaluator, line_nos: Iterable[int]) -> list[Evidence]:
     return out
 
 
+# What a log that stops before its error line is read under: "had it run out of memory
+# here". Incidents score as usual against it; what scores is a lead, never a finding.
+HYPOTHESIS = {"oom.any": True, "oom.device": True, "oom.hypothetical": True}
+LEAD_CONFIDENCE = 0.3
+
+
+def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True, other: bool = True) -> list[tuple]:
+    scored = []
+    for inc in kb:
+        if (inc.memory_failure and not memory) or (not inc.memory_failure and not other):
+            continue
+        res = score_incident(inc, ev)
+        if res is None:
+            continue
+        score, because, line_nos = res
+        if score >= inc.min_score:
+            scored.append((score, inc.priority, inc.id, inc, because, line_nos))
+    return scored
+
+
+def _ranked(scored: list[tuple]) -> list[tuple]:
+    """Best first. The fallback (an OOM whose cause is unknown) never outranks a specific
+    memory incident with evidence, and goes when one is confident."""
+    real = [s for s in scored if not s[3].fallback]
+    best_real = max((s[0] for s in real if s[3].memory_failure), default=None)
+    if best_real is not None and best_real >= CONFIDENT:
+        scored = real
+    return sorted(scored, key=lambda s: (s[3].fallback and best_real is not None, -s[0], -s[1], s[2]))
+
+
 def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = None,
              framework: Optional[str] = None) -> list[Diagnosis]:
     # every OOM was caught and the run went on: memory is not why the job ended
     survived_only = bool(facts.oom_events) and not fatal_events(facts.oom_events)
     ev = Evaluator(facts, lines or [])
     detected = FRAMEWORK_ALIASES.get((framework or "").lower(), framework) if framework else ev.table.get("env.framework")
-    scored: list[tuple[float, int, str, Incident, list[str], list[int]]] = []
-    for inc in kb:
-        if survived_only and inc.memory_failure:
-            continue
-        res = score_incident(inc, ev)
-        if res is None:
-            continue
-        score, because, line_nos = res
-        if score < inc.min_score:
-            continue
-        scored.append((score, inc.priority, inc.id, inc, because, line_nos))
-    real = [s for s in scored if not s[3].fallback]
-    best_real = max((s[0] for s in real if s[3].memory_failure), default=0.0)
-    if best_real >= CONFIDENT:
-        scored = real
-    scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+    found = [(s, ev, False) for s in _ranked(_score_all(kb, ev, memory=not survived_only))]
+    stops = ev.table.get("phase.stops_early")
+    if stops and not survived_only and not ev.table.get("oom.any") and not ev.table.get("failure.any") \
+            and not any(s[3].memory_failure for s, _e, _l in found):
+        # No failure line at all: the log stops inside a traceback, or a process died and
+        # its error is not in the log. Absence is not evidence, so nothing is diagnosed;
+        # what would explain a memory failure at the place the log stops is listed as leads.
+        hyp = Evaluator(facts, lines or [], table={**ev.table, **HYPOTHESIS})
+        leads = [s for s in _score_all(kb, hyp, other=False) if not s[3].fallback]
+        found += [(s, hyp, True) for s in _ranked(leads)]
     out: list[Diagnosis] = []
-    no_event = not ev.table.get("oom.any")
-    for score, _prio, _id, inc, because, line_nos in scored:
+    for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)
-        if inc.memory_failure and no_event:
-            # the log holds no memory failure line (cut off, or the kill left no trace):
-            # a cause inferred from where the job stopped is a lead, not a finding
-            confidence = min(confidence, 0.35)
-            because = because + ["the log shows no out-of-memory message or kill: this is inferred from where the job stopped"]
+        if lead:
+            confidence = min(confidence, LEAD_CONFIDENCE)
+            where = "stops inside a traceback" if stops == "cut_traceback" else "says a process died"
+            because = [f"no failure line: the log {where} without its error; had it run out of memory there, "
+                       "this is the likeliest cause"] + because
         out.append(Diagnosis(
             incident=inc.id, title=inc.title, confidence=confidence,
-            score=round(score, 2), fallback=inc.fallback, memory_failure=inc.memory_failure,
-            explanation=ev.fill(inc.summary.strip()), because=because,
-            evidence=_evidence(ev, line_nos), remediations=remediations_for(inc, ev, detected),
-            next_steps=[ev.fill(s) for s in inc.next_steps], references=list(inc.references),
+            score=round(score, 2), fallback=inc.fallback, memory_failure=inc.memory_failure, warning=lead,
+            explanation=e.fill(inc.summary.strip()), because=because,
+            evidence=_evidence(e, line_nos), remediations=remediations_for(inc, e, detected),
+            next_steps=[e.fill(s) for s in inc.next_steps], references=list(inc.references),
         ))
     return out

@@ -45,6 +45,9 @@ class Diagnosis(Model):
     score: float
     fallback: bool = Field(default=False, description="generic match: an OOM is certain, its cause is not")
     memory_failure: bool = Field(default=True, description="False for non-memory incidents (bf16-unsupported, ds-device-mismatch)")
+    warning: bool = Field(default=False, description="no failure is shown: memory pressure seen in a run that did not fail, "
+                                                     "or a lead where the log stops before its error line; never a failure "
+                                                     "(exit code 0, not a failure in scan)")
     explanation: str
     because: list[str] = Field(default_factory=list, description="the signals that matched, in words")
     evidence: list[Evidence] = Field(default_factory=list)

@@ -21,8 +21,10 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     t["oom.count"] = len(facts.oom_events)
     t["oom.kinds"] = sorted(set(kinds))
     t["oom.any"] = bool(facts.oom_events)
+    t["oom.hypothetical"] = False   # True only where the classifier reads a log that stops early as if it had failed
     t["oom.device"] = any(k in DEVICE_KINDS for k in kinds)
     t["oom.host"] = any(k in HOST_KINDS for k in kinds)
+    t["oom.shared_memory"] = any(e.backend == "shm" for e in facts.oom_events)
     t["oom.certain"] = any(e.strength == "certain" for e in facts.oom_events)
     if ev is not None:
         t["oom.kind"] = ev.kind
@@ -112,6 +114,7 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     t["phase.step"] = ph.step
     t["phase.epoch"] = ph.epoch
     t["phase.reason"] = ph.reason
+    t["phase.stops_early"] = ph.stops_early
 
     prim = [f for f in facts.failures if not f.secondary]
     t["failure.kinds"] = sorted({f.kind for f in facts.failures})

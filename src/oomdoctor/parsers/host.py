@@ -91,7 +91,8 @@ _WIN_PAGING = re.compile(r"The paging file is too small for this operation to co
 _DL_SIGNAL = re.compile(r"DataLoader worker \(pid (?P<pid>\d{1,9})\) is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
 _DL_EXITED = re.compile(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
 _SHM = re.compile(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
-                  r"|killed by signal: Bus error")
+                  r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
+                  r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory")
 _SHM_DISK = re.compile(r"No space left on device")
 _SHM_PATH = re.compile(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
 _SIGBUS = re.compile(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>")
@@ -141,7 +142,8 @@ class _Scan:
         self.sigterms: list[int] = []             # torchrun stopping the surviving ranks
         self.launcher_codes: list[tuple[int, int]] = []  # (idx, code) of torchrun's first failure
         self.death_signals: list[int] = []
-        self.dl: list[tuple[int, str, str, Optional[str]]] = []   # (idx, strength, detail, exception)
+        # (idx, strength, detail, exception, backend): "host" for RAM, "shm" for /dev/shm (SIGBUS)
+        self.dl: list[tuple[int, str, str, Optional[str], str]] = []
         self.shm: list[int] = []
         self.sigbus: list[int] = []
         self.exit_137: list[int] = []
@@ -323,8 +325,11 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
         if m:
             sig = m.group("sig").strip()
             if sig == "Killed":
-                s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGKILL", exc))
+                s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGKILL", exc, "host"))
             elif sig == "Bus error":
+                # SIGBUS on a page of /dev/shm that cannot be backed: shared memory, never RAM
+                s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGBUS: shared memory "
+                             "(/dev/shm) exhausted", exc, "shm"))
                 s.shm.append(i)
             return
         m = ctx.search(_DL_EXITED, text)
@@ -332,10 +337,12 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
             pids = re.sub(r"\s+", "", m.group("pids"))
             code = m.group("code")
             s.dl.append((i, "likely", f"DataLoader worker(s) (pid {pids}) exited unexpectedly"
-                         + (f" with exit code {code}" if code else ""), exc))
+                         + (f" with exit code {code}" if code else ""), exc, "host"))
             return
     if ctx.search(_SHM, text) or ("No space left" in text and ctx.search(_SHM_DISK, text) and ctx.search(_SHM_PATH, text)):
         s.shm.append(i)
+        if "bus error" in text.lower() and "worker" in text:
+            s.dl.append((i, "certain", "a DataLoader worker hit a bus error: shared memory (/dev/shm) exhausted", None, "shm"))
 
 
 def _launcher(s: _Scan, i: int, text: str) -> None:
@@ -560,9 +567,10 @@ def _dataloader_events(s: _Scan) -> None:
             continue  # "exited unexpectedly" after a bus error: shared memory, recorded as such
         first = strong[0] if strong else g[0]
         exc = first[3] or next((x[3] for x in g if x[3]), None)
-        ev = OomEvent(kind="dataloader_killed", strength="certain" if strong else "likely", backend="host",
+        backend = "shm" if any(x[4] == "shm" for x in g) else "host"
+        ev = OomEvent(kind="dataloader_killed", strength="certain" if strong else "likely", backend=backend,
                       exception=exc, detail=first[2], line=ctx.lines[g[0][0]].no, count=len(g))
-        for idx, _strength, _detail, _exc in g:
+        for idx, _strength, _detail, _exc, _backend in g:
             ln = ctx.lines[idx]
             if ln.rank is not None and ln.rank not in ev.ranks:
                 ev.ranks.append(ln.rank)

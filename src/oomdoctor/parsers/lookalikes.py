@@ -92,7 +92,9 @@ _MEMORY_WORDS = re.compile(
     r"|killed by signal|exited unexpectedly|ALLOC_FAILED|DefaultCPUAllocator|not enough memory|Cannot allocate memory"
     r"|paging file is too small|Failed to clone\(\) tensor", re.I)
 _EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "SystemExit", "StopIteration")
-_WRAPPERS = re.compile(r"ChildFailedError|CalledProcessError|Caught \w{1,60} in (?:DataLoader worker process|pin memory thread)")
+# exceptions that only say another process failed (its own error, if any, is elsewhere)
+_WRAPPERS = re.compile(r"ChildFailedError|CalledProcessError|Caught \w{1,60} in (?:DataLoader worker process|pin memory thread)"
+                       r"|ActorDiedError|WorkerCrashedError|RayActorError|OwnerDiedError|ActorUnavailableError")
 
 
 
@@ -172,9 +174,37 @@ def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
         fs.add("python_exception", message, message, i)
 
 
+# failures after which the CUDA context is broken: later CUDA / cuBLAS errors are knock-ons
+_CORRUPTING = {"illegal_memory_access", "misaligned_address", "device_side_assert", "unspecified_launch_failure",
+               "ecc_error"}
+_BAD_INDEX = re.compile(r"^IndexError\b|index out of range|out of bounds", re.I)
+# message-less CUDA failures that a corrupted context raises as readily as a full device
+_CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
+ABSURD_OVER_CAPACITY = 64       # a request this many times the device is a size bug, not pressure
+
+
+def _symptoms(ctx: ParseContext) -> None:
+    """Mark the OOM events that are not memory pressure: a request no device could hold (a
+    corrupted size), or a message-less CUDA error in a log whose failure is a broken kernel
+    or a bad index. They stay in the report, explained, but end nothing."""
+    corrupting = [f for f in ctx.facts.failures
+                  if f.kind in _CORRUPTING or (f.kind == "python_exception" and ctx.search(_BAD_INDEX, f.message))]
+    for ev in ctx.facts.oom_events:
+        req, cap = ev.tried_to_allocate_bytes, ev.total_capacity_bytes
+        if req is not None and (req >= 2**60 or (cap and req > ABSURD_OVER_CAPACITY * cap)):
+            ev.symptom = "the request is far larger than any device: a corrupted size, not memory pressure"
+        elif ev.kind in _CONTEXT_ERRORS and corrupting:
+            f = corrupting[0]
+            ev.symptom = (f"a knock-on of {f.message[:120]!r} (line {f.line}): after a broken kernel or a bad index, "
+                          "CUDA and cuBLAS calls fail whatever memory is free")
+        if ev.symptom:
+            ctx.note(f"line {ev.line}: the out-of-memory message is not counted as memory pressure: {ev.symptom}")
+
+
 def parse(ctx: ParseContext) -> None:
     fs = _Failures(ctx)
     _rules(ctx, fs)
     _python_exceptions(ctx, fs)
     ctx.facts.failures.sort(key=lambda f: f.line)  # stable: log order, then discovery order
+    _symptoms(ctx)
 

@@ -35,6 +35,12 @@ MARKERS = {
     # DeepSpeed building the engine: partitioning (and offloading) the freshly loaded model
     "engine_init": re.compile(r"DeepSpeedZeRoOffload initialize|Stage 3 initialize beginning|(?:Before|After) creating fp(?:16|32) partitions"
                               r"|Creating ZeRO Offload|finished initializing model|DeepSpeed Final Optimizer|Before creating fp16 partitions"),
+    # a launcher, Ray or the shell saying a process ended badly, whatever printed (or not) before
+    "process_died": re.compile(
+        r"ActorDiedError|WorkerCrashedError|RayActorError|OwnerDiedError|died unexpectedly|The actor died"
+        r"|Worker exit type: SYSTEM_ERROR|Killing subprocess \d|exits with return code = -?[1-9]|exitcode\s*:\s*-?[1-9]"
+        r"|ChildFailedError|terminated with signal SIG|returned non-zero exit status|exited with (?:exit )?code -?[1-9]"
+        r"|closed by remote host|core dumped"),
     "preprocessing": re.compile(r"(?m)Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"),
 }
@@ -52,6 +58,10 @@ MARKER_GATES = {
     "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),
     "engine_init": ("deepspeedzerooffload", "initialize beginning", "partitions", "creating zero offload",
                     "finished initializing", "deepspeed final optimizer"),
+    "process_died": ("actordiederror", "workercrashederror", "rayactorerror", "ownerdiederror", "died unexpectedly",
+                     "the actor died", "worker exit type", "killing subprocess", "return code", "exitcode",
+                     "childfailederror", "terminated with signal", "non-zero exit status", "exited with",
+                     "closed by remote host", "core dumped"),
     "preprocessing": ("running tokenizer", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset"),
 }
@@ -78,7 +88,9 @@ _ANYWHERE = (
         r"|_unshard_fsdp_state_params|summon_full_params|_unshard_params_for_summon")),
     ("checkpoint_load", re.compile(
         r"_load_optimizer_and_scheduler|_load_from_checkpoint|load_checkpoint\b|_load_zero_checkpoint|load_fsdp_optimizer|load_fsdp_model"
-        r"|_load_rng_state|load_model_checkpoint|load_adapter|set_peft_model_state_dict|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer")),
+        r"|_load_rng_state|load_model_checkpoint|load_adapter|set_peft_model_state_dict|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer"
+        # the Trainer reloading its best checkpoint at the end of training
+        r"|_load_best_model|load_sharded_checkpoint|_load_from_peft_checkpoint")),
     ("eval", re.compile(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b")),
@@ -99,7 +111,8 @@ _STEP = (
         r"|stage_1_and_2\.py:step\b|stage3\.py:step\b|unscale_and_clip_grads|_take_model_step|initialize_optimizer_states|_create_fp32_partitions"
         r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer")),
     ("backward", re.compile(r"backward|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
-    ("forward", re.compile(r"\bforward\b|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
+    # modeling_utils.py is transformers' loading and saving code, not a model's forward
+    ("forward", re.compile(r"\bforward\b|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
 )
 
 
@@ -111,7 +124,10 @@ def _frame_text(fr: Frame) -> str:
 
 # the call in progress in the innermost frame (its code line), when it names the phase
 _CALL = (("checkpoint_save", re.compile(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)")),
-         ("checkpoint_load", re.compile(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")))
+         ("checkpoint_load", re.compile(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
+         ("model_load", re.compile(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\(")))
+# reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
+_TENSOR_READ = re.compile(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 
 def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Frame]]:
@@ -120,11 +136,17 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         for text, fr in texts:
             if rx.search(text):
                 return phase, fr
+    training = any(_TRAINING.search(t) for t, _ in texts)
+    reads = [fr for text, fr in texts if _TENSOR_READ.search(text)]
+    if reads:
+        # library frames decide over the user's function names: tensors read from disk under
+        # from_pretrained are the model's weights, under a training loop a checkpoint
+        loading_model = any(_MODEL_LOAD.search(t) for t, _ in texts)
+        return ("checkpoint_load" if training and not loading_model else "model_load"), reads[-1]
     if frames and frames[-1].code:
         for phase, rx in _CALL:
             if rx.search(frames[-1].code):
                 return phase, frames[-1]
-    training = any(_TRAINING.search(t) for t, _ in texts)
     if not training:
         for text, fr in texts:
             if _MODEL_LOAD.search(text):
@@ -315,11 +337,15 @@ def parse(ctx: ParseContext) -> None:
             # marker before the end says where the job was
             if ctx.lines:
                 _phase_from_markers(ctx, ctx.lines[-1].no, within=50)
+            if ctx.facts.markers.get("process_died"):
+                ph.stops_early = "process_died"
             return
         # a traceback whose final error line was cut off when the log was pasted: its
         # innermost frame still says where the job was
         line = ctx.all_frames[-1].line
         rank = ctx.lines[ctx.frame_index[-1]].rank
+        if not ctx.facts.markers.get("progress_after_traceback"):
+            ph.stops_early = "cut_traceback"
     frames = frames_for(ctx, line, rank)
     if not frames and rank is not None:
         frames = frames_for(ctx, line, None)
@@ -334,6 +360,12 @@ def parse(ctx: ParseContext) -> None:
             if other is ev:
                 continue
             phase, frame = phase_from_frames(frames_for(ctx, other.line, None))
+            if phase:
+                break
+    if not phase:
+        # every rank's traceback, on both sides of the error line: the nearest that tells
+        for tb in sorted(_tracebacks(ctx), key=lambda t: abs(t[0] - idx)):
+            phase, frame = phase_from_frames(tb[1])
             if phase:
                 break
     host_side = not any(e.kind not in HOST_KINDS for e in ctx.facts.oom_events)
@@ -356,6 +388,17 @@ def parse(ctx: ParseContext) -> None:
     trained = any(n <= line for n in ctx.facts.markers.get("running_training", []))
     if trained and ph.step in (None, 0) and not any(j < idx for j in ctx.grep(_LOSS, ("loss",))):
         ctx.mark("first_step", ctx.lines[idx])
+
+
+def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
+    """(index of the first frame, frames) of every traceback, one per rank that printed it."""
+    out: dict[tuple[int, Optional[int]], tuple[int, list[Frame]]] = {}
+    bounds = ctx.tb_headers + [len(ctx.lines)]
+    for fr, li in zip(ctx.all_frames, ctx.frame_index):
+        h = next((k for k, b in enumerate(bounds) if b > li), len(bounds)) - 1
+        key = (h, ctx.lines[li].rank)
+        out.setdefault(key, (li, []))[1].append(fr)
+    return list(out.values())
 
 
 _CODE = (

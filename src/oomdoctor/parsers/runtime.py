@@ -62,6 +62,8 @@ _FIXED_CUDA_SIGNS = (
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = re.compile(r"Cuda failure (?:\d{1,4} )?'out of memory'"
                        r"|NCCL WARN (?:Failed to CUDA (?:calloc|malloc|host alloc)|Failed to cuMem\w{0,40})[^\n]{0,200}"
+                       # NCCL >= 2.19 puts the cause under "Last error:" in the exception's message
+                       r"|(?:^|Last error:\s*)Failed to CUDA (?:calloc|malloc|host alloc)(?: async)? \d+ bytes"
                        r"|NCCL WARN [^\n]{0,200}?out of memory")
 _NCCL_DEV = re.compile(r"(?:^|\s)[\w.-]{0,80}:\d{1,9}:\d{1,9} \[(?P<dev>\d{1,3})\]")
 _NCCL_UNHANDLED = re.compile(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
@@ -89,7 +91,7 @@ _MAX_EVIDENCE = 12
 _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED",
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
-          "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES")
+          "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA")
 
 
 

@@ -34,6 +34,19 @@ _QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "Out
 # The exception class with its message lost: IPython's "OutOfMemoryError   Traceback (most
 # recent call last)" header of a truncated paste, or "torch.OutOfMemoryError:" alone at the
 # end of a log. torch.OutOfMemoryError is raised only by the caching allocator.
+# A message cut where the log (or a paste) ends: "CUDA out of memory. Tried to all". The
+# allocator's wording is certain; the figures are lost.
+_CUT = re.compile(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*(?P<tail>[A-Za-z ]{0,17})$")
+
+
+def _cut_message(text: str):
+    """The allocator's message cut inside "Tried to allocate" (or right before it)."""
+    m = _CUT.search(text)
+    if m and "tried to allocate".startswith(" ".join(m.group("tail").lower().split())):
+        return m
+    return None
+
+
 _CLASS_ONLY = re.compile(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3,}Traceback \(most recent call last\)|:?\s*$)")
 
 _F = {
@@ -258,6 +271,15 @@ def parse(ctx: ParseContext) -> None:
         if not ANCHOR.search(ln.text) and i + 1 < len(ctx.lines) and ANCHOR.search(ln.text + ctx.lines[i + 1].text):
             pass  # the anchor itself is hard-wrapped ("Tried t" / "o allocate"): the window rejoins it
         elif not ANCHOR.search(ln.text):
+            cut = _cut_message(ln.text) if i + 1 == len(ctx.lines) or not ctx.lines[i + 1].text.strip() else None
+            if cut:
+                backend = cut.group("backend")
+                events.append(OomEvent(kind=_KIND.get(backend or "", "cuda_caching_allocator"), backend=backend,
+                                       exception=_exception_before(ln.text[:cut.start()]),
+                                       message_format="cut (figures not in the log)",
+                                       ranks=[ln.rank] if ln.rank is not None else [],
+                                       line=ln.no, evidence=[ctx.evidence(ln)]))
+                continue
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
                     and not _message_later(ctx, i):

@@ -23,6 +23,8 @@ _IPY = re.compile(r"^\s*File (?P<file>[^\s,]+?):(?P<lineno>\d+),? in (?P<func>[\
 _IPY7 = re.compile(r"^\s*(?P<file>[/~][^\s]+\.py) in (?P<func>[\w.<>]+)\(")
 # a frame whose 'File "..."' part was cut off when the log was pasted: "line 3479, in cross_entropy"
 _BARE = re.compile(r"^\s*line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
+# rich's boxed tracebacks: "│ /path/to/trainer.py:1539 in train   │" (a frame per box line)
+_RICH = re.compile(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (?P<func>[\w.<>]+)\s*(?:[│┃|]\s*)?$")
 _CELL = re.compile(r"^\s*(?:Cell In\s*\[\d*\]|Input In \[\d*\]), line (?P<lineno>\d+)")
 _HEADER = re.compile(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Exception)\s+Traceback \(most recent call last\)")
 _CARET = re.compile(r"^\s*[\^~\s]+$")
@@ -35,12 +37,12 @@ def parse(ctx: ParseContext) -> None:
     for i, ln in enumerate(lines):
         text = ln.text
         if "File" not in text and "Traceback" not in text and "Cell In" not in text and ".py in " not in text \
-                and not (i < 3 and "line " in text):
+                and ".py:" not in text and not (i < 3 and "line " in text):
             continue
         if _HEADER.search(text):
             headers.append(i)
             continue
-        m = _PY.match(text) or _IPY.match(text)
+        m = _PY.match(text) or _IPY.match(text) or _RICH.match(text)
         if m is None and 'File "' in text and i + 1 < len(lines):
             # a frame hard-wrapped by the terminal or the issue tracker: rejoin it
             joined = text

@@ -101,6 +101,14 @@ def verdict(report: Report, diagnoses: Sequence[Diagnosis]) -> tuple[str, Option
                     "the memory; see what to capture next below.")
         if not d.memory_failure:
             return (f"Not an out-of-memory failure: {d.title} ({d.incident}, {conf})", None)
+        if d.warning and report.phase_detail.stops_early:
+            where = ("stops inside a traceback" if report.phase_detail.stops_early == "cut_traceback"
+                     else "says a process died")
+            return (f"No error line: the log {where}. Lead, if it ran out of memory: {d.title} ({d.incident}, {conf})",
+                    "Nothing in the log shows the failure itself; the leads below are what would explain a "
+                    "memory failure where it stops. The full log of the failing rank decides.")
+        if d.warning:
+            return (f"Warning, no failure: {d.title} ({d.incident}, {conf})", None)
         return (f"OOM: {d.title} ({d.incident}, {conf})", None)
     ev = primary_event(report)
     if ev is not None and not ev.survived:

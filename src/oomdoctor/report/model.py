@@ -59,7 +59,10 @@ class Report(Model):
 
     @property
     def found_anything(self) -> bool:
-        return bool(fatal_events(self.oom_events) or self.diagnoses)
+        """A failure was seen: an OOM that ended something, a diagnosis that is not a
+        warning, or a process that died without its error in the log."""
+        return bool(fatal_events(self.oom_events) or any(not d.warning for d in self.diagnoses)
+                    or self.phase_detail.stops_early == "process_died")
 
     @classmethod
     def from_facts(cls, facts: Facts, *, tool_version: str, source: Optional[str] = None) -> "Report":

@@ -1,0 +1,223 @@
+"""The evidence model on logs that stop early, hide their phase, or carry OOM lines that are
+not memory pressure. The logs here are synthetic: short hand-written windows in the shapes
+real logs take (tests/fixtures/real has the real ones)."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+import oomdoctor
+from oomdoctor.kb.classify import LEAD_CONFIDENCE
+
+
+def report(log: str):
+    return oomdoctor.diagnose(textwrap.dedent(log).lstrip("\n"), text=True)
+
+
+def incidents(rep) -> list[str]:
+    return [d.incident for d in rep.diagnoses]
+
+
+CUT_IN_OPTIMIZER = """
+    {'loss': 1.21, 'learning_rate': 2e-05, 'epoch': 0.01}
+    Traceback (most recent call last):
+      File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 2283, in _inner_training_loop
+        self.optimizer.step()
+      File "/opt/conda/lib/python3.10/site-packages/torch/optim/optimizer.py", line 385, in wrapper
+        out = func(*args, **kwargs)
+      File "/opt/conda/lib/python3.10/site-packages/torch/optim/adamw.py", line 176, in step
+        self._init_group(
+      File "/opt/conda/lib/python3.10/site-packages/torch/optim/adamw.py", line 128, in _init_group
+        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+"""
+
+
+def test_a_traceback_cut_before_its_error_gives_leads_not_a_diagnosis():
+    rep = report(CUT_IN_OPTIMIZER)
+    assert rep.phase_detail.stops_early == "cut_traceback"
+    assert rep.oom_events == []
+    assert incidents(rep)[0] == "optimizer-state"
+    assert all(d.warning and d.confidence <= LEAD_CONFIDENCE for d in rep.diagnoses)
+    assert "no failure line" in rep.diagnoses[0].because[0]
+    assert not rep.found_anything          # exit code 0: nothing in the log shows a failure
+    from oomdoctor.report.text import render_text
+    first = render_text(rep, color=False).splitlines()[0]
+    assert first.startswith("No error line: the log stops inside a traceback. Lead")
+
+
+def test_a_traceback_the_run_went_on_after_is_no_lead():
+    rep = report(CUT_IN_OPTIMIZER + """
+    {'loss': 1.19, 'learning_rate': 2e-05, 'epoch': 0.02}
+     2%|▏         | 20/1000 [00:40<32:40,  2.00s/it]
+    """)
+    assert rep.phase_detail.stops_early is None
+    assert rep.diagnoses == []
+
+
+def test_a_failure_that_is_not_memory_leaves_no_lead():
+    rep = report(CUT_IN_OPTIMIZER + "    RuntimeError: The size of tensor a (4096) must match the size of tensor b (4097)\n")
+    assert all(not d.memory_failure for d in rep.diagnoses)
+    assert not any(d.warning for d in rep.diagnoses)
+
+
+def test_a_process_that_died_without_its_error_is_a_failure_with_leads():
+    rep = report("""
+    [INFO|trainer.py:3410] 2024-05-02 10:11:12,001 >> Saving model checkpoint to saves/llama3-8b/checkpoint-500
+    [2024-05-02 10:11:40,120] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 4021
+    [2024-05-02 10:11:40,121] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 4022
+    [2024-05-02 10:11:44,502] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py'] exits with return code = 1
+    """)
+    assert rep.phase_detail.stops_early == "process_died"
+    assert incidents(rep)[:1] == ["ckpt-save-gather"]
+    assert all(d.warning for d in rep.diagnoses)
+    assert rep.found_anything              # a process died: exit code 1
+
+
+def test_leads_do_not_branch_on_the_phase():
+    """The same cut traceback in another phase leads to that phase's incident."""
+    rep = report("""
+    Traceback (most recent call last):
+      File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 4120, in evaluation_loop
+        losses, logits, labels = self.prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+      File "/opt/conda/lib/python3.10/site-packages/transformers/trainer_seq2seq.py", line 310, in prediction_step
+        generated_tokens = self.model.generate(**gen_kwargs)
+    """)
+    assert incidents(rep)[:1] == ["eval-generation"]
+    assert all(d.warning for d in rep.diagnoses)
+
+
+# -- OOM lines that are not memory pressure ------------------------------------------------
+
+def test_a_cublas_failure_after_a_bad_index_is_a_symptom():
+    rep = report("""
+    ../aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [5,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+    RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`
+    """)
+    (ev,) = rep.oom_events
+    assert ev.kind == "cublas_alloc" and ev.symptom
+    assert not any(d.memory_failure for d in rep.diagnoses)
+    assert any("not counted as memory pressure" in n for n in rep.notes)
+
+
+def test_a_request_no_device_could_hold_is_a_symptom():
+    rep = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9876.00 TiB. GPU 0 has a total "
+                 "capacity of 79.33 GiB of which 70.10 GiB is free.\n")
+    (ev,) = rep.oom_events
+    assert ev.symptom and "far larger" in ev.symptom
+    assert not any(d.memory_failure for d in rep.diagnoses)
+
+
+def test_a_cublas_failure_on_its_own_is_still_memory():
+    rep = report("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n")
+    (ev,) = rep.oom_events
+    assert ev.symptom is None
+    assert any(d.memory_failure for d in rep.diagnoses)
+
+
+# -- message recognition -------------------------------------------------------------------
+
+@pytest.mark.parametrize("tail", ["Tried to all", "Tried to", "Tried", ""])
+def test_an_allocator_message_cut_mid_word_is_an_event(tail: str):
+    rep = report(f"""
+    Traceback (most recent call last):
+      File "train.py", line 88, in <module>
+        loss.backward()
+    torch.OutOfMemoryError: CUDA out of memory. {tail}
+    """)
+    (ev,) = rep.oom_events
+    assert ev.kind == "cuda_caching_allocator" and ev.tried_to_allocate_bytes is None
+    assert rep.phase == "backward"
+
+
+def test_a_message_that_goes_on_is_not_cut():
+    rep = report("torch.OutOfMemoryError: CUDA out of memory. Tried\nto allocate 2.00 GiB. GPU 0 has a total capacity of 79.33 GiB of which 1.10 GiB is free.\n")
+    (ev,) = rep.oom_events
+    assert ev.tried_to_allocate_bytes == 2 * 2**30
+
+
+def test_nccl_last_error_calloc_block():
+    rep = report("""
+    torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+    ncclUnhandledCudaError: Call to CUDA function failed.
+    Last error:
+    Failed to CUDA calloc async 4 bytes
+    """)
+    assert [e.kind for e in rep.oom_events] == ["nccl"]
+    assert incidents(rep)[:1] == ["non-pytorch-memory"]
+
+
+def test_rich_boxed_traceback_frames():
+    rep = report("""
+    ╭───────────────────── Traceback (most recent call last) ─────────────────────╮
+    │ /usr/local/lib/python3.10/dist-packages/transformers/trainer.py:1539 in train │
+    │ /usr/local/lib/python3.10/dist-packages/torch/optim/adamw.py:128 in _init_group │
+    ╰─────────────────────────────────────────────────────────────────────────────╯
+    OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 120.00 MiB is free.
+    """)
+    assert [f.function for f in rep.frames][-1] == "_init_group"
+    assert rep.phase == "optimizer_step"
+
+
+# -- phase -----------------------------------------------------------------------------------
+
+def test_phase_from_another_ranks_traceback_after_the_error_line():
+    rep = report("""
+    [rank4]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 56.00 MiB. GPU 4 has a total capacity of 79.33 GiB of which 49.81 MiB is free.
+    [rank5]: Traceback (most recent call last):
+    [rank5]:   File "/app/src/llamafactory/train/sft/workflow.py", line 52, in run_sft
+    [rank5]:     model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
+    """)
+    assert rep.phase == "model_load"
+
+
+_TAIL = ('  File "/x/transformers/modeling_utils.py", line 445, in load_state_dict\n'
+         '    return torch.load(checkpoint_file, map_location="cpu")\n'
+         '  File "/x/torch/serialization.py", line 607, in load\n'
+         '    return _load(opened_zipfile, map_location, pickle_module, **pickle_load_args)\n'
+         'RuntimeError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 39.59 GiB total capacity; '
+         '37.90 GiB already allocated; 10.19 MiB free; 38.03 GiB reserved in total by PyTorch)\n')
+
+
+@pytest.mark.parametrize("callers,phase", [
+    # the Trainer reloading its best checkpoint at the end of training
+    ('  File "/x/transformers/trainer.py", line 1771, in _inner_training_loop\n'
+     '    self._load_best_model()\n'
+     '  File "/x/transformers/trainer.py", line 1867, in _load_best_model\n'
+     '    state_dict = load_state_dict(best_model_path)\n', "checkpoint_load"),
+    # a user function named like a load, under a training step: the library frames decide
+    ('  File "/x/transformers/trainer.py", line 1771, in _inner_training_loop\n'
+     '    self.restore_weights(step)\n'
+     '  File "train.py", line 80, in restore_weights\n'
+     '    state_dict = load_state_dict(path)\n', "checkpoint_load"),
+    # loading the model before any training
+    ('  File "train.py", line 20, in main\n'
+     '    model = AutoModelForCausalLM.from_pretrained(args.model)\n'
+     '  File "/x/transformers/modeling_utils.py", line 3100, in from_pretrained\n'
+     '    state_dict = load_state_dict(resolved_archive_file)\n', "model_load"),
+])
+def test_reading_tensors_is_a_load_decided_by_the_callers(callers: str, phase: str):
+    log = 'Traceback (most recent call last):\n' + callers + _TAIL
+    assert report(log).phase == phase
+
+
+# -- ranking ---------------------------------------------------------------------------------
+
+def test_the_fallback_never_outranks_a_specific_incident_with_evidence():
+    rep = report("""
+    Traceback (most recent call last):
+      File "/x/transformers/models/llama/modeling_llama.py", line 330, in forward
+        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3))
+    torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.33 GiB of which 1.10 GiB is free. Including non-PyTorch memory, this process has 78.20 GiB memory in use. Of the allocated memory 77.00 GiB is allocated by PyTorch, and 300.00 MiB is reserved by PyTorch but unallocated.
+    """)
+    ranked = incidents(rep)
+    assert ranked[0] != "unknown-oom"
+    assert "unknown-oom" not in ranked or ranked.index("unknown-oom") > 0
+
+
+def test_a_bare_message_is_unknown_oom():
+    rep = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity "
+                 "of 23.64 GiB of which 180.44 MiB is free. Including non-PyTorch memory, this process has 23.45 GiB "
+                 "memory in use. Of the allocated memory 22.81 GiB is allocated by PyTorch, and 188.09 MiB is reserved "
+                 "by PyTorch but unallocated.\n")
+    assert incidents(rep)[:1] == ["unknown-oom"]
