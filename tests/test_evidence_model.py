@@ -221,3 +221,42 @@ def test_a_bare_message_is_unknown_oom():
                  "memory in use. Of the allocated memory 22.81 GiB is allocated by PyTorch, and 188.09 MiB is reserved "
                  "by PyTorch but unallocated.\n")
     assert incidents(rep)[:1] == ["unknown-oom"]
+
+
+# -- memory pressure without a failure ------------------------------------------------------
+
+def test_a_cache_that_dwarfs_what_is_allocated_is_a_warning():
+    rep = report("""
+    [2023-11-02 18:56:22,389] [INFO] [axolotl.load_model:404] [PID:5470] [RANK:0] GPU memory usage after model load: 7.494GB (+0.114GB cache, +1.341GB misc)
+    [2023-11-02 18:57:01,107] [INFO] [axolotl.callbacks.on_step_end:122] [PID:5470] [RANK:0] GPU memory usage while training: 13.270GB (+56.066GB cache, +1.374GB misc)
+    """)
+    assert incidents(rep)[:1] == ["alloc-fragmentation"]
+    assert all(d.warning for d in rep.diagnoses)
+    assert not rep.found_anything
+    from oomdoctor.report.text import render_text
+    assert render_text(rep, color=False).startswith("Warning, no failure:")
+
+
+def test_deepspeed_cache_flushes_are_a_warning():
+    rep = report("""
+    [2024-03-01 10:00:01,000] [WARNING] [stage3.py:2069:step] 4 pytorch allocator cache flushes since last step. this happens when there is high memory pressure and is detrimental to performance. if this is happening frequently consider adjusting settings to reduce memory consumption. If you are unable to make the cache flushes go away consider adding get_accelerator().empty_cache() calls in your training loop to ensure that all ranks flush their caches at the same time
+    {'loss': 1.02, 'learning_rate': 1e-05, 'epoch': 0.1}
+    """)
+    assert incidents(rep)[:1] == ["alloc-fragmentation"]
+    assert all(d.warning for d in rep.diagnoses)
+
+
+def test_rising_allocations_are_a_leak_warning():
+    lines = "\n".join(f"    step {i * 100}: mem_alloc {10 + 2 * i:.2f} GB mem_reserved {12 + 2 * i:.2f} GB" for i in range(8))
+    rep = report("\n" + lines + "\n")
+    assert incidents(rep)[:1] == ["gradual-leak"]
+    assert all(d.warning for d in rep.diagnoses)
+
+
+def test_memory_pressure_in_a_run_that_failed_otherwise_is_no_warning():
+    rep = report("""
+    [2023-11-02 18:57:01,107] [INFO] [axolotl.callbacks.on_step_end:122] [PID:5470] [RANK:0] GPU memory usage while training: 13.270GB (+56.066GB cache, +1.374GB misc)
+    [rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600003 milliseconds before timing out.
+    """)
+    assert not any(d.memory_failure for d in rep.diagnoses)
+    assert not any(d.warning for d in rep.diagnoses)

@@ -380,6 +380,9 @@ def _evidence(ev: Evaluator, line_nos: Iterable[int]) -> list[Evidence]:
 # What a log that stops before its error line is read under: "had it run out of memory
 # here". Incidents score as usual against it; what scores is a lead, never a finding.
 HYPOTHESIS = {"oom.any": True, "oom.device": True, "oom.hypothetical": True}
+# What a run that has not failed but shows memory pressure is read under: "had it run out
+# of memory now". What scores is a warning about the cause, never a failure.
+PRESSURE = {"oom.any": True, "oom.device": True, "oom.pressure": True}
 LEAD_CONFIDENCE = 0.3
 
 
@@ -423,14 +426,23 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         hyp = Evaluator(facts, lines or [], table={**ev.table, **HYPOTHESIS})
         leads = [s for s in _score_all(kb, hyp, other=False) if not s[3].fallback]
         found += [(s, hyp, True) for s in _ranked(leads)]
+    elif not survived_only and not found and not stops and ev.table.get("stats.pressure") \
+            and not ev.table.get("oom.any") and not ev.table.get("failure.any"):
+        hyp = Evaluator(facts, lines or [], table={**ev.table, **PRESSURE})
+        warnings = [s for s in _score_all(kb, hyp, other=False) if not s[3].fallback]
+        found += [(s, hyp, True) for s in _ranked(warnings)]
     out: list[Diagnosis] = []
     for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)
-        if lead:
+        if lead and stops:
             confidence = min(confidence, LEAD_CONFIDENCE)
             where = "stops inside a traceback" if stops == "cut_traceback" else "says a process died"
             because = [f"no failure line: the log {where} without its error; had it run out of memory there, "
                        "this is the likeliest cause"] + because
+        elif lead:
+            confidence = min(confidence, LEAD_CONFIDENCE)
+            because = ["no failure: the run shows memory pressure; if it runs out of memory, this is the likeliest "
+                       "cause"] + because
         out.append(Diagnosis(
             incident=inc.id, title=inc.title, confidence=confidence,
             score=round(score, 2), fallback=inc.fallback, memory_failure=inc.memory_failure, warning=lead,

@@ -22,6 +22,7 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     t["oom.kinds"] = sorted(set(kinds))
     t["oom.any"] = bool(facts.oom_events)
     t["oom.hypothetical"] = False   # True only where the classifier reads a log that stops early as if it had failed
+    t["oom.pressure"] = False       # True only where it reads a run with memory pressure and no failure as if it had
     t["oom.device"] = any(k in DEVICE_KINDS for k in kinds)
     t["oom.host"] = any(k in HOST_KINDS for k in kinds)
     t["oom.shared_memory"] = any(e.backend == "shm" for e in facts.oom_events)
@@ -133,6 +134,18 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     hp = [s.host_percent for s in samples if s.host_percent is not None]
     t["stats.host_percent_max"] = max(hp) if hp else None
     t["stats.alloc_retries"] = max((s.alloc_retries or 0 for s in samples), default=None) if samples else None
+    # what the caching allocator holds but does not use, at its worst reading
+    unused = [(s.reserved_bytes - s.allocated_bytes, s.allocated_bytes) for s in samples
+              if s.reserved_bytes is not None and s.allocated_bytes and s.reserved_bytes > s.allocated_bytes]
+    t["stats.cache_unused"] = max((u for u, _a in unused), default=None)
+    t["stats.cache_unused_over_allocated"] = max((u / a for u, a in unused), default=None)
+    # memory pressure in a run that has not failed (yet): the allocator flushing its cache
+    # to satisfy requests, a cache several times what is in use, allocations rising step
+    # after step
+    t["stats.pressure"] = bool(
+        (t["stats.alloc_retries"] or 0) >= 1
+        or ((t["stats.cache_unused_over_allocated"] or 0) >= 2 and (t["stats.cache_unused"] or 0) >= 2 * 2**30)
+        or t["stats.allocated_growing"])
     for name, lines in facts.markers.items():
         t[f"marker.{name}"] = len(lines)
     t.update(fingerprint_facts(facts))

@@ -22,7 +22,9 @@ MARKERS = {
     "saving_checkpoint": re.compile(
         r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?model (?:to|checkpoint)"
         r"|Saving (?:LoRA )?adapter|save_pretrained\(|Saving model weights|Saving current state|Saving DeepSpeed|"
-        r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint", re.I),
+        r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint"
+        # FSDP warns per tensor it cannot copy while building the full state dict of a save
+        r"|Failed to clone\(\) tensor with name", re.I),
     "loading_checkpoint_shards": re.compile(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"),
     "resuming": re.compile(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("),
     # the Trainer's closing summary: the final save_model() comes right after it
@@ -47,7 +49,7 @@ MARKERS = {
 # Lower-case literals of which every match of the marker holds one (see ParseContext.grep):
 # only the lines holding one are searched. Checked against MARKERS by a test.
 MARKER_GATES = {
-    "saving_checkpoint": ("sav",),
+    "saving_checkpoint": ("sav", "failed to clone"),
     "loading_checkpoint_shards": ("load", "instantiating"),
     "resuming": ("continuing training", "load", "resum"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
@@ -100,7 +102,9 @@ _MODEL_LOAD = re.compile(
     r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
     r"|set_module_tensor_to_device|dispatch_model|load_model\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
     r"|partition_parameters.py:__init__|_post_init_method|prepare_model|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
-    r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|_broadcast_model|_sync_module_states|sync_module_states"
+    r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
+    # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
+    r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
     # an OOM inside a trainer's constructor is the model being placed on the device
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model")
 _DATA = re.compile(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz")
@@ -123,7 +127,7 @@ def _frame_text(fr: Frame) -> str:
 
 
 # the call in progress in the innermost frame (its code line), when it names the phase
-_CALL = (("checkpoint_save", re.compile(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)")),
+_CALL = (("checkpoint_save", re.compile(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
          ("checkpoint_load", re.compile(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
          ("model_load", re.compile(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\(")))
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers

@@ -49,9 +49,14 @@ def error_record(path: str, size: Optional[int], mtime: Optional[float], error: 
 
 
 def is_failure(rec: dict) -> bool:
-    """Did the log fail? Same test as diagnose's exit code: any diagnosis or OOM event."""
-    return not rec.get("error") and bool(rec.get("diagnoses") or any(
-        not e.get("survived") for e in rec.get("oom_events") or []))
+    """Did the log fail? Same test as diagnose's exit code (``Report.found_anything``): a
+    diagnosis that is not a warning, an OOM event that ended something, or a process that
+    died without its error in the log."""
+    if rec.get("error"):
+        return False
+    return bool(any(not d.get("warning") for d in rec.get("diagnoses") or [])
+                or any(not e.get("survived") and not e.get("symptom") for e in rec.get("oom_events") or [])
+                or (rec.get("phase_detail") or {}).get("stops_early") == "process_died")
 
 
 def key(rec: dict) -> tuple:
