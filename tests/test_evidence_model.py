@@ -260,3 +260,43 @@ def test_memory_pressure_in_a_run_that_failed_otherwise_is_no_warning():
     """)
     assert not any(d.memory_failure for d in rep.diagnoses)
     assert not any(d.warning for d in rep.diagnoses)
+
+
+def test_colab_frames_and_the_line_that_ran():
+    rep = report("""
+    ---------------------------------------------------------------------------
+    OutOfMemoryError                          Traceback (most recent call last)
+    [<ipython-input-7-3d62c575fcfd>](https://localhost:8080/#) in <cell line: 1>()
+    ----> 1 trainer_stats = trainer.train()
+
+    [/usr/local/lib/python3.10/dist-packages/accelerate/utils/operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)
+        779
+        780     def _convert_to_fp32(tensor):
+    --> 781         return tensor.float()
+        782
+    """)
+    assert [(f.function, f.code) for f in rep.frames][-1] == ("_convert_to_fp32", "return tensor.float()")
+    assert incidents(rep)[:1] == ["large-vocab-logits"]
+
+
+def test_vllm_allocator_cuda_error_is_a_runtime_oom():
+    rep = report("""
+    (TaskRunner pid=9668)   File "/env/lib/python3.12/site-packages/vllm/device_allocator/cumem.py", line 76, in create_and_map
+    (TaskRunner pid=9668)     python_create_and_map(*allocation_handle)
+    (TaskRunner pid=9668) RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62
+    """)
+    assert [e.kind for e in rep.oom_events] == ["cuda_runtime_error"]
+
+
+def test_accelerate_prepare_places_the_model():
+    rep = report("""
+    Traceback (most recent call last):
+      File "train.py", line 140, in train
+        model, optimizer = accelerator.prepare(model, optimizer)
+      File "/opt/conda/lib/python3.10/site-packages/accelerate/accelerator.py", line 1292, in prepare
+        result = tuple(self._prepare_one(obj, first_pass=True) for obj in args)
+      File "/opt/conda/lib/python3.10/site-packages/accelerate/accelerator.py", line 1169, in _prepare_one
+        return self.prepare_model(obj, device_placement=device_placement)
+    """)
+    assert rep.phase == "model_load"
+    assert incidents(rep)[:1] == ["model-load"] and rep.diagnoses[0].warning

@@ -105,6 +105,8 @@ _MODEL_LOAD = re.compile(
     r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
     # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
+    # accelerate's prepare() places the model; DeepSpeed builds its (ZeRO) optimizer in initialize()
+    r"|accelerator\.py:(?:prepare|_prepare_one|_prepare_deepspeed)\b|_configure_optimizer|_configure_zero_optimizer"
     # an OOM inside a trainer's constructor is the model being placed on the device
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model")
 _DATA = re.compile(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz")
@@ -118,6 +120,9 @@ _STEP = (
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
     ("forward", re.compile(r"\bforward\b|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
 )
+
+
+_LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
 
 
 def _frame_text(fr: Frame) -> str:
@@ -140,7 +145,10 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         for text, fr in texts:
             if rx.search(text):
                 return phase, fr
-    training = any(_TRAINING.search(t) for t, _ in texts)
+    # library frames outweigh the user's own function names: a script's train() that calls
+    # accelerate's prepare() is placing the model, not training it
+    library = [(t, fr) for t, fr in texts if _LIBRARY.search(fr.file)]
+    training = any(_TRAINING.search(t) for t, _ in (library or texts))
     reads = [fr for text, fr in texts if _TENSOR_READ.search(text)]
     if reads:
         # library frames decide over the user's function names: tensors read from disk under

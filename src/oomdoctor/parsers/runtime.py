@@ -24,7 +24,8 @@ _SIZE_PARTS = re.compile(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 _EXC_AT_START = re.compile(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
 
 # -- CUDA runtime / driver -----------------------------------------------------------------
-_CUDA_ERROR = re.compile(r"CUDA error: out of memory|cuda runtime error \(2\) : out of memory"
+# "CUDA Error: out of memory at .../cumem_allocator.cpp" (vLLM's allocator) capitalises it
+_CUDA_ERROR = re.compile(r"CUDA [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
 _CUDA_DRIVER_OOM = re.compile(
     r"(?:failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80})?"

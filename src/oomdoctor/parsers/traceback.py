@@ -25,6 +25,10 @@ _IPY7 = re.compile(r"^\s*(?P<file>[/~][^\s]+\.py) in (?P<func>[\w.<>]+)\(")
 _BARE = re.compile(r"^\s*line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
 # rich's boxed tracebacks: "│ /path/to/trainer.py:1539 in train   │" (a frame per box line)
 _RICH = re.compile(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (?P<func>[\w.<>]+)\s*(?:[│┃|]\s*)?$")
+# Colab: "[/usr/.../operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)"
+_COLAB = re.compile(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
+# IPython marks the line that was running: "--> 781         return tensor.float()"
+_ARROW = re.compile(r"^\s*-+>\s*\d+\s+(?P<code>\S.*)$")
 _CELL = re.compile(r"^\s*(?:Cell In\s*\[\d*\]|Input In \[\d*\]), line (?P<lineno>\d+)")
 _HEADER = re.compile(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Exception)\s+Traceback \(most recent call last\)")
 _CARET = re.compile(r"^\s*[\^~\s]+$")
@@ -37,7 +41,7 @@ def parse(ctx: ParseContext) -> None:
     for i, ln in enumerate(lines):
         text = ln.text
         if "File" not in text and "Traceback" not in text and "Cell In" not in text and ".py in " not in text \
-                and ".py:" not in text and not (i < 3 and "line " in text):
+                and ".py:" not in text and "](" not in text and not (i < 3 and "line " in text):
             continue
         if _HEADER.search(text):
             headers.append(i)
@@ -53,14 +57,16 @@ def parse(ctx: ParseContext) -> None:
                     break
         func = file = None
         lineno: Optional[int] = None
+        ipython = False
         if m:
             file, func = m.group("file"), m.group("func")
             lineno = int(m.group("lineno"))
         else:
-            m = _IPY7.match(text)
+            m = _IPY7.match(text) or _COLAB.match(text)
             bare = _BARE.match(text) if not m and i < 3 else None
             if m:
                 file, func = m.group("file"), m.group("func")
+                ipython = True
             elif bare:
                 file, func, lineno = "<unknown>", bare.group("func"), int(bare.group("lineno"))
             else:
@@ -69,7 +75,16 @@ def parse(ctx: ParseContext) -> None:
                     continue
                 file, func, lineno = "<cell>", "<cell>", int(m.group("lineno"))
         code = None
-        if i + 1 < len(lines):
+        if ipython:
+            # IPython prints context lines; the arrow marks the one that ran
+            for j in range(i + 1, min(len(lines), i + 10)):
+                a = _ARROW.match(lines[j].text)
+                if a:
+                    code = a.group("code").strip()[:300]
+                    break
+                if _PY.match(lines[j].text) or _COLAB.match(lines[j].text) or _IPY7.match(lines[j].text):
+                    break
+        if code is None and i + 1 < len(lines):
             nxt = lines[i + 1].text
             if nxt.strip() and not _PY.match(nxt) and not _CARET.match(nxt) and nxt[:1].isspace():
                 code = nxt.strip()[:300]
