@@ -300,3 +300,20 @@ def test_accelerate_prepare_places_the_model():
     """)
     assert rep.phase == "model_load"
     assert incidents(rep)[:1] == ["model-load"] and rep.diagnoses[0].warning
+
+
+def test_this_process_has_0_bytes_is_not_believed():
+    rep = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of "
+                 "79.33 GiB of which 1.10 GiB is free. Including non-PyTorch memory, this process has 0 bytes memory in "
+                 "use. Of the allocated memory 77.00 GiB is allocated by PyTorch, and 300.00 MiB is reserved by PyTorch "
+                 "but unallocated.\n")
+    assert "stale-gpu-process" not in incidents(rep)
+    assert any("0 bytes in use" in n for n in rep.notes)
+    assert rep.oom_events[0].process_in_use_bytes == 0     # reported as printed, not used
+
+
+def test_the_cuda_context_is_not_another_process_in_old_messages():
+    """A 4 GiB card: the ~0.5 GiB context is a large share of it, and no other process is there."""
+    rep = report("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 3.82 GiB total capacity; "
+                 "2.60 GiB already allocated; 50.00 MiB free; 2.74 GiB reserved in total by PyTorch)\n")
+    assert "stale-gpu-process" not in incidents(rep)

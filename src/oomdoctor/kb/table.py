@@ -13,6 +13,8 @@ from ..facts.derived import (DEVICE_KINDS, HOST_KINDS, allocated_of, capability_
                              sibling_processes, unallocated_of)
 from ..memory import fingerprint_facts
 
+CUDA_CONTEXT = 512 * 2**20   # what a CUDA context and its kernels take, outside PyTorch's figures
+
 
 def fact_table(facts: Facts) -> dict[str, Any]:
     t: dict[str, Any] = {}
@@ -59,9 +61,11 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         alloc = t["oom.allocated"]
         t["oom.allocated_share"] = ratio(alloc, cap)
         # memory of this process outside PyTorch's allocator (NCCL, context, cuBLAS, ...)
-        self_use = next((p.bytes for p in ev.processes if p.is_self), None)
-        if self_use is None:
-            self_use = ev.process_in_use_bytes
+        self_use = ev.process_in_use_bytes
+        if self_use is not None and alloc is not None and self_use < alloc + (unalloc or 0):
+            # NVML in a container often cannot see the process ("this process has 0 bytes"):
+            # a figure below what PyTorch itself holds is not believed
+            self_use = None
         if self_use is not None and alloc is not None:
             non_pt = self_use - alloc - (unalloc or 0) - (ev.private_pool_bytes or 0)
             t["oom.non_pytorch"] = max(0, non_pt)
@@ -90,7 +94,9 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             ev.reserved_total_bytes if ev.reserved_total_bytes is not None
             else ((alloc + unalloc) if (alloc is not None and unalloc is not None) else None))
         if cap and ev.free_bytes is not None and own is not None and not foreign:
-            t["oom.unaccounted"] = max(0, cap - ev.free_bytes - own)
+            # the CUDA context (a few hundred MiB) is in no PyTorch figure: not another process
+            context = CUDA_CONTEXT if self_use is None else 0
+            t["oom.unaccounted"] = max(0, cap - ev.free_bytes - own - context)
             t["oom.unaccounted_share"] = ratio(t["oom.unaccounted"], cap)
         # this process's footprint when the allocator's own figures are not there
         t["oom.absurd_request"] = bool(req and req >= 2**60)

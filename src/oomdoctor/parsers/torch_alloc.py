@@ -210,9 +210,9 @@ def _process_in_use(f: dict) -> Optional[int]:
     """This process's memory: stated ("this process has"), or in a container the
     ``Process N has`` entry that matches what PyTorch holds plus a context's worth."""
     own = next((p.bytes for p in f["processes"] if p.is_self), None)
+    pytorch = (f.get("allocated_by_pytorch_bytes") or 0) + (f.get("reserved_unallocated_bytes") or 0)
     if own is not None:
         return own
-    pytorch = (f.get("allocated_by_pytorch_bytes") or 0) + (f.get("reserved_unallocated_bytes") or 0)
     if not pytorch or not f["processes"]:
         return None
     candidates = [p.bytes for p in f["processes"] if pytorch <= p.bytes <= pytorch + 4 * 2**30]
@@ -301,6 +301,10 @@ def parse(ctx: ParseContext) -> None:
             exc = _exception_before(prefix)
             if exc is None and not prefix.strip() and i > 0:
                 exc = _exception_before(ctx.lines[i - 1].text)  # "torch.OutOfMemoryError:" on its own line
+            stated = next((p.bytes for p in f["processes"] if p.is_self), None)
+            if stated is not None and stated < (f.get("allocated_by_pytorch_bytes") or 0):
+                ctx.note(f"line {ln.no}: 'this process has {stated} bytes in use' is less than PyTorch itself holds "
+                         "(NVML cannot see the process, as in many containers): not used in the arithmetic")
             if f["dropped_processes"]:
                 ctx.note(f"line {ln.no}: ignored {f['dropped_processes']} impossible 'memory in use' figure(s) from NVML")
             ev = OomEvent(
