@@ -144,7 +144,9 @@ def non_memory_report() -> Report:
 
 
 def text(report: Report, **kw) -> str:
+    """The full report (``-v``): what most tests here look into."""
     kw.setdefault("width", 120)
+    kw.setdefault("verbose", True)
     return render_text(report, **kw)
 
 
@@ -438,7 +440,7 @@ def test_compact_keeps_yaml_meaning():
 def test_any_evidence_text_renders_without_error(raw, line):
     report = zero3_save_report()
     report.diagnoses[0].evidence = [Evidence(line=line, text=raw)]
-    out = render_text(report, width=80)
+    out = render_text(report, width=80, verbose=True)
     assert f"L{line}" in out
     md = render_markdown(report)
     assert f"L{line}" in md

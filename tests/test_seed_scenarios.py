@@ -123,3 +123,20 @@ def test_gpu_seed_scenarios_show_a_budget_and_a_fit_for_the_top_fix(name):
     top_fix = report.diagnoses[0].remediations[0]
     assert top_fix.fit is not None and top_fix.fit.verdict in ("fits", "may-fit", "will-not-fit")
     assert top_fix.fit.saving_bytes and top_fix.fit.saving_bytes > 0
+
+
+@pytest.mark.parametrize("fixture", [s[0] for s in SCENARIOS], ids=[s[0][5:-4] for s in SCENARIOS])
+def test_the_default_report_fits_one_screen(fixture):
+    """Verdict, numbers, where, evidence and the first fix in 40 lines at 100 columns; -v for the rest."""
+    from oomdoctor.report.text import render_text
+
+    report = diagnose(fixture)
+    out = render_text(report, width=100, color=False)
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    assert all(len(ln) <= 100 or ln.startswith(" " * 6) for ln in lines), out   # knob blocks are never cut
+    assert "First fix" in out and "-v for the full report" in out
+    fix = first_fix(report.diagnoses[0])
+    assert fix.title in out
+    full = render_text(report, width=100, color=False, verbose=True)
+    assert len(full.splitlines()) > len(lines)

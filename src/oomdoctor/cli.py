@@ -76,8 +76,10 @@ def _load_kb(kb_dirs: tuple[str, ...]):
               help="extra knowledge-base directory (repeatable; also $OOMDOCTOR_KB)")
 @click.option("--color/--no-color", default=None, help="colour the text report (default: on a terminal, unless NO_COLOR)")
 @click.option("--example", is_flag=True, help="diagnose the bundled example log")
+@click.option("--verbose", "-v", is_flag=True,
+              help="the full text report: why, every fix with the knobs of other stacks, environment, notes")
 def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Optional[str],
-             kb_dirs: tuple[str, ...], color: Optional[bool], example: bool) -> None:
+             kb_dirs: tuple[str, ...], color: Optional[bool], example: bool, verbose: bool) -> None:
     """Diagnose a log (PATH, several PATHs of one job, or - for stdin)."""
     from .pipeline import diagnose_many
 
@@ -90,7 +92,7 @@ def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Op
     kb = _load_kb(kb_dirs)
     report = diagnose_many(list(paths), knowledge=kb, framework=framework)
     colored = use_color() if color is None else color
-    out = render(report, fmt, top=top, color=colored)
+    out = render(report, fmt, top=top, color=colored, verbose=verbose)
     # click strips ANSI when stdout is not a TTY; --color (e.g. into `less -R`) must win
     click.echo(out, nl=not out.endswith("\n"), color=colored or None)
     sys.exit(1 if report.found_anything else 0)

@@ -9,7 +9,8 @@ import sys
 from typing import Optional
 
 
-def render(report, fmt: str, *, top: Optional[int] = None, color: Optional[bool] = None) -> str:
+def render(report, fmt: str, *, top: Optional[int] = None, color: Optional[bool] = None,
+           verbose: bool = False) -> str:
     if fmt == "json":
         from .json import render_json
         return render_json(report, top=top)
@@ -17,7 +18,7 @@ def render(report, fmt: str, *, top: Optional[int] = None, color: Optional[bool]
         from .markdown import render_markdown
         return render_markdown(report, top=top)
     from .text import render_text
-    return render_text(report, top=top, color=color)
+    return render_text(report, top=top, color=color, verbose=verbose)
 
 
 def use_color(stream=None) -> bool:

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 
 from ..kb.diagnosis import Diagnosis, Remediation
 from .model import Report
-from .common import (WIDTH, Row, candidate_note, clean, compact, diagnosis_evidence, effect_line, env_rows,
+from .common import (WIDTH, Row, candidate_note, clean, compact, diagnosis_evidence, effect_line, primary_event, env_rows,
                      evidence_ref, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, row_phrase, shown_diagnoses, split_fixes, verdict,
                      versions_note, where_rows)
@@ -114,16 +114,21 @@ def _terminal_width() -> int:
 
 
 def render_text(report: Report, *, top: Optional[int] = None, color: Optional[bool] = False,
-                width: Optional[int] = None) -> str:
+                width: Optional[int] = None, verbose: bool = False) -> str:
+    """One screen by default: the verdict, the numbers, where, the strongest evidence, the
+    first fix for the detected framework and the runner-ups; ``verbose`` gives everything."""
     out = _Out(bool(color), max(60, width or _terminal_width()))
     diagnoses = shown_diagnoses(report, top)
     d = diagnoses[0] if diagnoses else None
 
     head, detail = verdict(report, diagnoses)
-    is_oom = (d is not None and d.memory_failure) or (d is None and bool(report.oom_events))
+    is_oom = (d is not None and d.memory_failure and not d.warning) or (d is None and bool(report.oom_events))
     out.para(head, 0, 2, *((_BOLD, _RED) if is_oom else (_BOLD,)))
     if detail:
         out.para(detail, 2)
+    if not verbose:
+        _summary(out, report, diagnoses)
+        return out.text()
 
     nums = number_rows(report)
     if nums:
@@ -167,6 +172,63 @@ def render_text(report: Report, *, top: Optional[int] = None, color: Optional[bo
             tail += f"; fingerprint {report.fingerprint}"
         out.para(tail, 0, 2, _DIM)
     return out.text()
+
+
+SUMMARY_NUMBERS = 6
+SUMMARY_EVIDENCE = 3
+
+
+def _summary(out: _Out, report: Report, diagnoses: list[Diagnosis]) -> None:
+    """The one-screen report (about 30 lines at 100 columns)."""
+    d = diagnoses[0] if diagnoses else None
+    nums = number_rows(report)[:SUMMARY_NUMBERS]
+    if nums:
+        out.heading("The numbers")
+        out.rows(nums)
+    where = where_rows(report)
+    if where:
+        out.heading("Where")
+        out.rows(where)
+    evidence = _strongest_evidence(report, d)
+    if evidence:
+        out.heading("Evidence")
+        for ev in evidence:
+            lead = f"  {evidence_ref(ev, False)}  "
+            text = clean(ev.text).rstrip()
+            room = out.width - len(lead)
+            if len(text) > room:
+                text = text[: max(10, room - 3)].rstrip() + "..."
+            out.lines.append(out.style(lead, _DIM) + text)
+    if d is not None:
+        ok, _not_ok = split_fixes(d)
+        if ok:
+            rem = ok[0]
+            out.heading("First fix")
+            out.para(rem.title, 2, 0, _BOLD)
+            if rem.knob is not None:
+                out.para(knob_name(rem.knob) + ":", 2, 0, _DIM)
+                out.block(rem.knob.setting, 6)
+            effect = effect_line(rem)
+            if effect:
+                out.para(effect, 2)
+    rest = [f"{o.incident} ({pct(o.confidence)})" for o in diagnoses[1:4]]
+    more = "; ".join(x for x in (
+        ("also possible: " + ", ".join(rest)) if rest else "",
+        f"{len(ok) - 1} more fixes" if d is not None and len(ok) > 1 else "") if x)
+    out.blank()
+    out.para((more + " - " if more else "") + "oomdoctor diagnose -v for the full report (why, every fix, "
+             "environment, notes)", 0, 2, _DIM)
+
+
+def _strongest_evidence(report: Report, d: Optional[Diagnosis]) -> list:
+    """The failure's own line first, then the diagnosis's lines nearest to it."""
+    evidence = diagnosis_evidence(report, d)
+    ev = primary_event(report)
+    failure = ev.evidence[0] if ev is not None and ev.evidence else None
+    if failure is None:
+        return evidence[:SUMMARY_EVIDENCE]
+    rest = sorted((e for e in evidence if e.line != failure.line), key=lambda e: abs(e.line - failure.line))
+    return sorted([failure] + rest[:SUMMARY_EVIDENCE - 1], key=lambda e: e.line)
 
 
 def _why(out: _Out, d: Diagnosis) -> None:
