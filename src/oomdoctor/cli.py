@@ -1,7 +1,7 @@
 """Command line: ``oomdoctor diagnose | scan | summarize | run | kb | schema``.
 
-Exit codes: 0 nothing found, 1 something found (an OOM or a known failure), 2 usage or
-input error. Errors are one line on stderr, never a traceback.
+Exit codes: 0 nothing failed (warnings only), 1 a failure was diagnosed, memory or not, 2
+usage or input error. Errors are one line on stderr, never a traceback.
 """
 from __future__ import annotations
 
@@ -16,6 +16,42 @@ from . import __version__
 from .report.render import render, use_color
 
 FORMATS = ("text", "markdown", "json")
+KB_DIR = click.Path(exists=True, file_okay=False)   # a --kb that does not exist is a usage error
+
+
+class FrameworkChoice(click.ParamType):
+    """A framework name, case-insensitive, with the aliases users type (llama_factory, HF)."""
+
+    name = "framework"
+
+    def convert(self, value, param, ctx):
+        from .kb.frameworks import FRAMEWORKS, canonical_framework, suggest_framework
+        if value is None:
+            return None
+        found = canonical_framework(str(value))
+        if found is not None:
+            return found
+        near = suggest_framework(str(value))
+        hint = f" Did you mean '{near}'?" if near else ""
+        self.fail(f"'{value}' is not a framework oomdoctor writes fixes for.{hint} "
+                  f"Choose from: {', '.join(FRAMEWORKS)}.", param, ctx)
+
+
+def _version_text() -> str:
+    """The version, the Python running it, and which optional speed-ups are active."""
+    import importlib.util
+    import platform
+    parts = []
+    for module, what in (("hyperscan", "Hyperscan prefilter"), ("isal", "ISA-L inflate"), ("zstandard", "zstd")):
+        parts.append(f"{what}: {'yes' if importlib.util.find_spec(module) else 'no'}")
+    return (f"oomdoctor {__version__} (Python {platform.python_version()} {platform.python_implementation()}; "
+            + ", ".join(parts) + ")")
+
+
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(_version_text())
+        ctx.exit(0)
 
 
 class OomdoctorGroup(click.Group):
@@ -52,7 +88,8 @@ class OomdoctorGroup(click.Group):
 
 
 @click.group(cls=OomdoctorGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="oomdoctor")
+@click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version, the Python version and the optional speed-ups in use, then exit.")
 def main() -> None:
     """Say what ran out of memory in a failed training job, why, and how to fix it."""
 
@@ -67,12 +104,12 @@ def _load_kb(kb_dirs: tuple[str, ...]):
 
 @main.command()
 @click.argument("paths", nargs=-1, required=False)
-@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="text for a terminal, markdown for an issue, json for tools")
+@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS, case_sensitive=False), default="text",
+              show_default=True, help="Text for a terminal, markdown for an issue, json for tools.")
 @click.option("--top", type=click.IntRange(min=1), default=None, help="show at most N diagnoses")
-@click.option("--framework", default=None, metavar="NAME",
+@click.option("--framework", default=None, metavar="NAME", type=FrameworkChoice(),
               help="write fixes for this framework (llamafactory, axolotl, xtuner, hf, trl, deepspeed, accelerate, fsdp, llama-cookbook, ...) instead of the detected one")
-@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR",
+@click.option("--kb", "kb_dirs", multiple=True, type=KB_DIR, metavar="DIR",
               help="extra knowledge-base directory (repeatable; also $OOMDOCTOR_KB)")
 @click.option("--color/--no-color", default=None, help="colour the text report (default: on a terminal, unless NO_COLOR)")
 @click.option("--example", is_flag=True, help="diagnose the bundled example log")
@@ -92,7 +129,7 @@ def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Op
     kb = _load_kb(kb_dirs)
     report = diagnose_many(list(paths), knowledge=kb, framework=framework)
     colored = use_color() if color is None else color
-    out = render(report, fmt, top=top, color=colored, verbose=verbose)
+    out = render(report, fmt.lower(), top=top, color=colored, verbose=verbose)
     # click strips ANSI when stdout is not a TTY; --color (e.g. into `less -R`) must win
     click.echo(out, nl=not out.endswith("\n"), color=colored or None)
     sys.exit(1 if report.found_anything else 0)
@@ -121,7 +158,7 @@ def kb() -> None:
 
 
 @kb.command("list")
-@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR")
+@click.option("--kb", "kb_dirs", multiple=True, type=KB_DIR, metavar="DIR")
 def kb_list(kb_dirs: tuple[str, ...]) -> None:
     """One line per incident: id and title."""
     base = _load_kb(kb_dirs)
@@ -133,7 +170,7 @@ def kb_list(kb_dirs: tuple[str, ...]) -> None:
 
 @kb.command("show")
 @click.argument("incident_id")
-@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR")
+@click.option("--kb", "kb_dirs", multiple=True, type=KB_DIR, metavar="DIR")
 @click.option("--format", "-f", "fmt", type=click.Choice(("markdown", "yaml")), default="markdown")
 def kb_show(incident_id: str, kb_dirs: tuple[str, ...], fmt: str) -> None:
     """Show one incident: mechanism, signals, remediations per framework."""
@@ -164,7 +201,7 @@ def kb_lint(dirs: tuple[str, ...], no_shipped: bool) -> None:
 
 @kb.command("docs")
 @click.option("--out", type=click.Path(), default=None, help="write one markdown file per incident into this directory")
-@click.option("--kb", "kb_dirs", multiple=True, type=click.Path(), metavar="DIR")
+@click.option("--kb", "kb_dirs", multiple=True, type=KB_DIR, metavar="DIR")
 def kb_docs(out: Optional[str], kb_dirs: tuple[str, ...]) -> None:
     """Generate the incident reference docs from the YAML."""
     from .kb.docs import write_docs, index_markdown

@@ -25,42 +25,13 @@ from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
 from ..read.literals import required_literals
 from ..read.normalise import Line, join_lines
 from .diagnosis import Diagnosis, Knob, Remediation
+from .frameworks import DEFAULT_PREFERENCE, PREFERENCE, canonical_framework
 from .table import fact_table
 from ..facts.sizes import format_size
 
 REGEX_TIMEOUT = 0.2
 CONFIDENT = 5.0          # a real cause scoring this much pushes the fallback out
 MAX_EVIDENCE = 10
-
-# Which knob to show first, by detected framework; the rest follow in this order.
-_PREFERENCE = {
-    "llamafactory": ("llamafactory", "deepspeed", "hf", "env", "code", "shell", "slurm"),
-    "axolotl": ("axolotl", "deepspeed", "hf", "env", "code", "shell", "slurm"),
-    "xtuner": ("xtuner", "deepspeed", "env", "code", "shell", "slurm"),
-    "hf-trainer": ("hf", "deepspeed", "accelerate", "fsdp", "env", "code", "shell", "slurm"),
-    "trl": ("trl", "hf", "deepspeed", "accelerate", "fsdp", "env", "code", "shell", "slurm"),
-    "accelerate": ("accelerate", "fsdp", "deepspeed", "hf", "env", "code", "shell", "slurm"),
-    "fsdp": ("fsdp", "accelerate", "hf", "env", "code", "shell", "slurm"),
-    "deepspeed": ("deepspeed", "env", "code", "hf", "shell", "slurm"),
-    "llama-recipes": ("llama-cookbook", "fsdp", "env", "code", "shell", "slurm"),
-    "megatron": ("megatron", "env", "code", "shell", "slurm"),
-    "ms-swift": ("ms-swift", "hf", "deepspeed", "env", "code", "shell", "slurm"),
-    "unsloth": ("unsloth", "hf", "trl", "env", "code", "shell"),
-    "torchtune": ("torchtune", "env", "code", "shell"),
-    "plain-pytorch": ("code", "env", "fsdp", "deepspeed", "shell", "slurm"),
-}
-_DEFAULT_PREFERENCE = ("env", "hf", "deepspeed", "accelerate", "fsdp", "code", "shell", "slurm", "kubernetes")
-
-# Names a user may pass to --framework, mapped to the detector's names.
-FRAMEWORK_ALIASES = {
-    "lf": "llamafactory", "llama-factory": "llamafactory", "llamafactory": "llamafactory",
-    "ax": "axolotl", "axolotl": "axolotl", "xtuner": "xtuner", "xt": "xtuner",
-    "hf": "hf-trainer", "transformers": "hf-trainer", "hf-trainer": "hf-trainer",
-    "trl": "trl", "accelerate": "accelerate", "fsdp": "fsdp", "deepspeed": "deepspeed", "ds": "deepspeed",
-    "llama-recipes": "llama-recipes", "llama-cookbook": "llama-recipes", "lc": "llama-recipes",
-    "megatron": "megatron", "ms-swift": "ms-swift", "swift": "ms-swift", "unsloth": "unsloth",
-    "torchtune": "torchtune", "pytorch": "plain-pytorch", "plain-pytorch": "plain-pytorch",
-}
 
 _SIZE_FACTS = {"oom.tried_to_allocate", "oom.total_capacity", "oom.free", "oom.process_in_use",
                "oom.allocated", "oom.reserved_unallocated", "oom.reserved_total", "oom.unallocated",
@@ -293,7 +264,7 @@ def _confidence(score: float, fallback: bool) -> float:
 
 
 def choose_knobs(spec: RemediationSpec, framework: Optional[str], zero: bool) -> tuple[Optional[Knob], list[Knob]]:
-    order = list(_PREFERENCE.get(framework or "", _DEFAULT_PREFERENCE))
+    order = list(PREFERENCE.get(framework or "", DEFAULT_PREFERENCE))
     if zero and "deepspeed" in order:
         # under DeepSpeed the JSON is often the place to change; keep the framework first
         order.remove("deepspeed")
@@ -415,7 +386,7 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
     # every OOM was caught and the run went on: memory is not why the job ended
     survived_only = bool(facts.oom_events) and not fatal_events(facts.oom_events)
     ev = Evaluator(facts, lines or [])
-    detected = FRAMEWORK_ALIASES.get((framework or "").lower(), framework) if framework else ev.table.get("env.framework")
+    detected = (canonical_framework(framework) or framework) if framework else ev.table.get("env.framework")
     found = [(s, ev, False) for s in _ranked(_score_all(kb, ev, memory=not survived_only))]
     stops = ev.table.get("phase.stops_early")
     if stops and not survived_only and not ev.table.get("oom.any") and not ev.table.get("failure.any") \

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import signal
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
 import regex as re
 import yaml
@@ -19,8 +19,10 @@ import yaml
 from ..facts.derived import HOST_KINDS, allocated_of, sibling_processes, unallocated_of
 from ..facts.models import Evidence, OomEvent, ProcessUse
 from ..kb.diagnosis import Diagnosis, Knob, Remediation
-from .model import Report
 from ..facts.sizes import format_size
+
+if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
+    from .model import Report
 
 WIDTH = 100          # prose lines stay within this many columns
 MAX_PIDS = 6         # other processes listed by PID before "… N more"

@@ -1,9 +1,11 @@
 """JSON output: the Report model as JSON (its schema: ``oomdoctor schema``)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from .model import Report
+if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
+    from .model import Report
+
 
 
 def render_json(report: Report, *, top: Optional[int] = None) -> str:

@@ -10,16 +10,18 @@ escaped so that it cannot break the table, the fences or the page.
 from __future__ import annotations
 
 import textwrap
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import regex as re
 
 from ..kb.diagnosis import Diagnosis, Knob, Remediation
-from .model import Report
 from .common import (Row, candidate_note, clean, diagnosis_evidence, env_rows, evidence_ref,
                      fence_language, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, shown_diagnoses, split_fixes, verdict, versions_note,
                      where_rows)
+
+if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
+    from .model import Report
 
 _INLINE = re.compile(r"[\\`*\[\]|]|(?<![\p{L}\p{N}])_|_(?![\p{L}\p{N}])")
 

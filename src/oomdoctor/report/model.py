@@ -59,10 +59,26 @@ class Report(Model):
 
     @property
     def found_anything(self) -> bool:
-        """A failure was seen: an OOM that ended something, a diagnosis that is not a
-        warning, or a process that died without its error in the log."""
+        """A failure was seen, memory or not: an OOM that ended something, a diagnosis that is
+        not a warning, a failure of another kind (NCCL timeout, illegal memory access, device
+        mismatch ...), or a process that died without its error in the log."""
         return bool(fatal_events(self.oom_events) or any(not d.warning for d in self.diagnoses)
+                    or any(not f.secondary for f in self.failures)
                     or self.phase_detail.stops_early == "process_died")
+
+    # -- the renderers, for notebooks and job wrappers ---------------------------------
+    def to_text(self, *, verbose: bool = False, width: Optional[int] = None) -> str:
+        """The terminal report (one screen; ``verbose`` for everything), without colour."""
+        from .text import render_text
+        return render_text(self, color=False, verbose=verbose, width=width)
+
+    def to_markdown(self) -> str:
+        """The report as markdown, to paste into an issue."""
+        from .markdown import render_markdown
+        return render_markdown(self)
+
+    def _repr_markdown_(self) -> str:  # Jupyter shows this
+        return self.to_markdown()
 
     @classmethod
     def from_facts(cls, facts: Facts, *, tool_version: str, source: Optional[str] = None) -> "Report":

@@ -12,14 +12,16 @@ from __future__ import annotations
 import re
 import shutil
 import textwrap
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..kb.diagnosis import Diagnosis, Remediation
-from .model import Report
 from .common import (WIDTH, Row, candidate_note, clean, compact, diagnosis_evidence, effect_line, primary_event, env_rows,
                      evidence_ref, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, row_phrase, shown_diagnoses, split_fixes, verdict,
                      versions_note, where_rows)
+
+if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
+    from .model import Report
 
 _BOLD, _RED, _DIM, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[2m", "\x1b[0m"
 MAX_LABEL = 26

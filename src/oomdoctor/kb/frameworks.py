@@ -1,0 +1,58 @@
+"""The frameworks fixes are written for: their names, the aliases users type, and which
+knobs each one reads first. Imported by the CLI at start-up: nothing heavy here."""
+from __future__ import annotations
+
+import difflib
+from typing import Optional
+
+# Which knob to show first, by detected framework; the rest follow in this order.
+PREFERENCE = {
+    "llamafactory": ("llamafactory", "deepspeed", "hf", "env", "code", "shell", "slurm"),
+    "axolotl": ("axolotl", "deepspeed", "hf", "env", "code", "shell", "slurm"),
+    "xtuner": ("xtuner", "deepspeed", "env", "code", "shell", "slurm"),
+    "hf-trainer": ("hf", "deepspeed", "accelerate", "fsdp", "env", "code", "shell", "slurm"),
+    "trl": ("trl", "hf", "deepspeed", "accelerate", "fsdp", "env", "code", "shell", "slurm"),
+    "accelerate": ("accelerate", "fsdp", "deepspeed", "hf", "env", "code", "shell", "slurm"),
+    "fsdp": ("fsdp", "accelerate", "hf", "env", "code", "shell", "slurm"),
+    "deepspeed": ("deepspeed", "env", "code", "hf", "shell", "slurm"),
+    "llama-recipes": ("llama-cookbook", "fsdp", "env", "code", "shell", "slurm"),
+    "megatron": ("megatron", "env", "code", "shell", "slurm"),
+    "ms-swift": ("ms-swift", "hf", "deepspeed", "env", "code", "shell", "slurm"),
+    "unsloth": ("unsloth", "hf", "trl", "env", "code", "shell"),
+    "torchtune": ("torchtune", "env", "code", "shell"),
+    "plain-pytorch": ("code", "env", "fsdp", "deepspeed", "shell", "slurm"),
+}
+DEFAULT_PREFERENCE = ("env", "hf", "deepspeed", "accelerate", "fsdp", "code", "shell", "slurm", "kubernetes")
+
+# Names a user may pass to --framework, mapped to the detector's names.
+FRAMEWORK_ALIASES = {
+    "lf": "llamafactory", "llama-factory": "llamafactory", "llamafactory": "llamafactory",
+    "ax": "axolotl", "axolotl": "axolotl", "xtuner": "xtuner", "xt": "xtuner",
+    "hf": "hf-trainer", "transformers": "hf-trainer", "hf-trainer": "hf-trainer",
+    "trl": "trl", "accelerate": "accelerate", "fsdp": "fsdp", "deepspeed": "deepspeed", "ds": "deepspeed",
+    "llama-recipes": "llama-recipes", "llama-cookbook": "llama-recipes", "lc": "llama-recipes",
+    "megatron": "megatron", "ms-swift": "ms-swift", "swift": "ms-swift", "unsloth": "unsloth",
+    "torchtune": "torchtune", "pytorch": "plain-pytorch", "plain-pytorch": "plain-pytorch",
+}
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+_BY_KEY = {_key(alias): fw for alias, fw in FRAMEWORK_ALIASES.items()}
+_BY_KEY.update({_key(fw): fw for fw in PREFERENCE})
+
+
+def canonical_framework(name: str) -> Optional[str]:
+    """'LLaMA_Factory' -> 'llamafactory'; None when the name is no framework we know."""
+    return _BY_KEY.get(_key(name))
+
+
+def suggest_framework(name: str) -> Optional[str]:
+    """The closest known name, for a did-you-mean."""
+    close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=1, cutoff=0.6)
+    return _BY_KEY[close[0]] if close else None
+
+
+FRAMEWORKS = tuple(sorted(PREFERENCE))
