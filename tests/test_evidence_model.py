@@ -317,3 +317,23 @@ def test_the_cuda_context_is_not_another_process_in_old_messages():
     rep = report("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 3.82 GiB total capacity; "
                  "2.60 GiB already allocated; 50.00 MiB free; 2.74 GiB reserved in total by PyTorch)\n")
     assert "stale-gpu-process" not in incidents(rep)
+
+
+def test_amp_unscaling_is_the_optimizer_step():
+    rep = report("""
+    Traceback (most recent call last):
+      File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 1938, in _inner_training_loop
+        self.accelerator.clip_grad_norm_(
+      File "/opt/conda/lib/python3.10/site-packages/torch/cuda/amp/grad_scaler.py", line 284, in unscale_
+        optimizer_state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, found_inf, False)
+    ValueError: Attempting to unscale FP16 gradients.
+    """)
+    assert rep.phase == "optimizer_step"
+
+
+def test_the_code_line_above_a_bare_error_names_backward():
+    rep = report("""
+    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass
+    RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn
+    """)
+    assert rep.phase == "backward"

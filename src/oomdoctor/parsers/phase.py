@@ -115,7 +115,9 @@ _STEP = (
     ("optimizer_step", re.compile(
         r"optim/\w+\.py|optimizer\.py:(?:step|wrapper)|:_init_group\b|_multi_tensor_adam|_fused_adam|_single_tensor_adam|:_optimizer_step\b"
         r"|stage_1_and_2\.py:step\b|stage3\.py:step\b|unscale_and_clip_grads|_take_model_step|initialize_optimizer_states|_create_fp32_partitions"
-        r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer")),
+        r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer"
+        # AMP's GradScaler unscales the gradients as the optimizer step begins
+        r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b")),
     ("backward", re.compile(r"backward|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
     ("forward", re.compile(r"\bforward\b|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
@@ -415,7 +417,7 @@ def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
 
 _CODE = (
     ("optimizer_step", re.compile(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
-    ("backward", re.compile(r"\.backward\(|autograd\.grad\(")),
+    ("backward", re.compile(r"\.backward\(|autograd\.grad\(|run_backward\(")),
     ("forward", re.compile(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|self\.(?:attn|mlp|lm_head)\(|logits")),
 )
 
