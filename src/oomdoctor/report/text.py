@@ -191,16 +191,8 @@ def _summary(out: _Out, report: Report, diagnoses: list[Diagnosis]) -> None:
     if where:
         out.heading("Where")
         out.rows(where)
-    evidence = _strongest_evidence(report, d)
-    if evidence:
-        out.heading("Evidence")
-        for ev in evidence:
-            lead = f"  {evidence_ref(ev, False)}  "
-            text = clean(ev.text).rstrip()
-            room = out.width - len(lead)
-            if len(text) > room:
-                text = text[: max(10, room - 3)].rstrip() + "..."
-            out.lines.append(out.style(lead, _DIM) + text)
+    _evidence_lines(out, _strongest_evidence(report, d))
+    ok: list[Remediation] = []
     if d is not None:
         ok, _not_ok = split_fixes(d)
         if ok:
@@ -216,7 +208,7 @@ def _summary(out: _Out, report: Report, diagnoses: list[Diagnosis]) -> None:
     rest = [f"{o.incident} ({pct(o.confidence)})" for o in diagnoses[1:4]]
     more = "; ".join(x for x in (
         ("also possible: " + ", ".join(rest)) if rest else "",
-        f"{len(ok) - 1} more fixes" if d is not None and len(ok) > 1 else "") if x)
+        f"{len(ok) - 1} more fixes" if len(ok) > 1 else "") if x)
     out.blank()
     out.para((more + " - " if more else "") + "oomdoctor diagnose -v for the full report (why, every fix, "
              "environment, notes)", 0, 2, _DIM)
@@ -245,7 +237,11 @@ def _why(out: _Out, d: Diagnosis) -> None:
 
 
 def _evidence(out: _Out, report: Report, d: Optional[Diagnosis]) -> None:
-    evidence = diagnosis_evidence(report, d)
+    _evidence_lines(out, diagnosis_evidence(report, d))
+
+
+def _evidence_lines(out: _Out, evidence: list) -> None:
+    """Each evidence line with its reference, cut to the width (the log line is in the log)."""
     if not evidence:
         return
     out.heading("Evidence")
