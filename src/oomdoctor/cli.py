@@ -15,7 +15,7 @@ import click
 from . import __version__
 from .report.render import render, use_color
 
-FORMATS = ("text", "markdown", "json")
+FORMATS = ("text", "markdown", "json", "html")
 KB_DIR = click.Path(exists=True, file_okay=False)   # a --kb that does not exist is a usage error
 
 
@@ -105,7 +105,8 @@ def _load_kb(kb_dirs: tuple[str, ...]):
 @main.command()
 @click.argument("paths", nargs=-1, required=False)
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS, case_sensitive=False), default="text",
-              show_default=True, help="Text for a terminal, markdown for an issue, json for tools.")
+              show_default=True, help="Text for a terminal, markdown for an issue, json for tools, html for a page "
+                   "with a picture of the device's memory.")
 @click.option("--top", type=click.IntRange(min=1), default=None, help="show at most N diagnoses")
 @click.option("--framework", default=None, metavar="NAME", type=FrameworkChoice(),
               help="write fixes for this framework (llamafactory, axolotl, xtuner, hf, trl, deepspeed, accelerate, fsdp, llama-cookbook, ...) instead of the detected one")

@@ -77,8 +77,16 @@ class Report(Model):
         from .markdown import render_markdown
         return render_markdown(self)
 
+    def to_html(self) -> str:
+        """One self-contained HTML page: verdict, a picture of the memory, evidence, fixes."""
+        from .html import render_html
+        return render_html(self)
+
     def _repr_markdown_(self) -> str:  # Jupyter shows this
         return self.to_markdown()
+
+    def _repr_html_(self) -> str:  # Jupyter prefers this where HTML is shown
+        return self.to_html()
 
     @classmethod
     def from_facts(cls, facts: Facts, *, tool_version: str, source: Optional[str] = None) -> "Report":

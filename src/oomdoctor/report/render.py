@@ -14,6 +14,9 @@ def render(report, fmt: str, *, top: Optional[int] = None, color: Optional[bool]
     if fmt == "json":
         from .json import render_json
         return render_json(report, top=top)
+    if fmt == "html":
+        from .html import render_html
+        return render_html(report, top=top)
     if fmt == "markdown":
         from .markdown import render_markdown
         return render_markdown(report, top=top)
