@@ -93,3 +93,22 @@ def test_the_package_is_typed_and_licensed():
     assert oomdoctor.diagnose.__annotations__["return"] == "Report"
     license = Path(__file__).resolve().parents[1] / "LICENSE"
     assert license.read_text(encoding="utf-8").startswith("Apache License")
+
+
+def test_reports_validate_against_the_printed_schema():
+    """`oomdoctor schema` describes what `diagnose -f json` writes, every field required."""
+    import json
+
+    import jsonschema
+
+    res = run("schema")
+    schema = json.loads(res.output)
+    assert schema["$schema"].endswith("2020-12/schema") and schema["$id"].startswith("urn:oomdoctor:")
+    assert {"diagnoses", "oom_events", "environment", "phase", "schema_version"} <= set(schema["required"])
+    logs = [EXAMPLE, *sorted((Path(__file__).parent / "fixtures" / "real").glob("*.log"))[:40]]
+    for log in logs:
+        jsonschema.validate(json.loads(oomdoctor.diagnose(str(log)).model_dump_json()), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        broken = json.loads(oomdoctor.diagnose(str(EXAMPLE)).model_dump_json())
+        del broken["diagnoses"]
+        jsonschema.validate(broken, schema)

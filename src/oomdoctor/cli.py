@@ -148,9 +148,9 @@ def example_log():
 
 @main.command()
 def schema() -> None:
-    """Print the JSON Schema of the report (diagnose --format json)."""
-    from .report.model import Report
-    click.echo(json.dumps(Report.model_json_schema(), indent=2))
+    """Print the JSON Schema of the report that diagnose --format json writes."""
+    from .report.model import report_json_schema
+    click.echo(json.dumps(report_json_schema(), indent=2))
 
 
 @main.group()

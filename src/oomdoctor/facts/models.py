@@ -38,7 +38,8 @@ Phase = Literal[
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    # every field is written to JSON, defaults included: the schema of the output says so
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, json_schema_serialization_defaults_required=True)
 
 
 class Evidence(Model):

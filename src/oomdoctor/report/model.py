@@ -14,7 +14,7 @@ from ..facts.models import (Environment, Facts, Failure, Frame, MemorySample, Mo
 from ..kb.diagnosis import Diagnosis
 from ..memory.models import MemoryReport
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"   # 1.1: Diagnosis.warning, OomEvent.symptom, PhaseInfo.stops_early
 
 
 class RunAttempt(Model):
@@ -105,3 +105,10 @@ class Report(Model):
             bytes_read=facts.bytes_read,
             notes=facts.notes,
         )
+
+
+def report_json_schema() -> dict:
+    """The JSON Schema of the report as written (every field present, defaults included)."""
+    schema = Report.model_json_schema(mode="serialization")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"urn:oomdoctor:schema:report:{SCHEMA_VERSION}", **schema}
