@@ -111,6 +111,11 @@ def verdict(report: Report, diagnoses: Sequence[Diagnosis]) -> tuple[str, Option
                     "memory failure where it stops. The full log of the failing rank decides.")
         if d.warning:
             return (f"Warning, no failure: {d.title} ({d.incident}, {conf})", None)
+        ev = primary_event(report)
+        if ev is not None and ev.strength == "weak":
+            return (f"Possibly out of memory: {d.title} ({d.incident}, {conf})",
+                    "The only sign is a kill signal, which people, schedulers and health checks send "
+                    "too; the kernel log (dmesg) or the scheduler's record of the job decides.")
         return (f"OOM: {d.title} ({d.incident}, {conf})", None)
     ev = primary_event(report)
     if ev is not None and not ev.survived:

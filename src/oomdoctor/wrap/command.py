@@ -22,7 +22,7 @@ from typing import Optional
 import click
 
 from .diagnosis import diagnose_result
-from .process import GRACE, RunResult, run_once, signal_name
+from .process import GRACE, TERMINATING, RunResult, run_once, signal_name
 
 # -- retry ------------------------------------------------------------------------------------
 
@@ -171,6 +171,16 @@ def run(command: tuple[str, ...], report_json: Optional[str], report_md: Optiona
     sys.exit(result.exit_status)
 
 
+def _interrupted(result: RunResult) -> Optional[str]:
+    """The signal that stopped the job on purpose: one we forwarded, or SIGINT (Ctrl-C)."""
+    forwarded = [s for s in result.forwarded if s in TERMINATING]
+    if forwarded:
+        return forwarded[0]
+    if result.signal is not None and signal_name(result.signal) == "SIGINT" or result.exit_status == 130:
+        return "SIGINT"
+    return None
+
+
 def _finish(report, failed: RunResult, attempts: list, last: RunResult, report_json: Optional[str],
             report_md: Optional[str], color: Optional[bool]) -> None:
     """Print the report of the last failed attempt (and the attempts), write the files."""
@@ -180,7 +190,12 @@ def _finish(report, failed: RunResult, attempts: list, last: RunResult, report_j
     report.attempts = [RunAttempt(**a) for a in attempts]
     attempts = report.attempts
     try:
-        if last.failed and not last.output_closed:
+        interrupt = _interrupted(last)
+        if interrupt:
+            # a person's Ctrl-C or the scheduler's stop is why it ended: nothing to diagnose
+            # on the terminal (the report files still record the run)
+            _say(f"oomdoctor: the job was stopped by {interrupt}; not diagnosed")
+        elif last.failed and not last.output_closed:
             text = render(report, "text", color=use_color(sys.stderr) if color is None else color)
             _say(f"\noomdoctor: {shlex.join(failed.argv)[:200]} {_describe(failed)}; diagnosis:")
             sys.stderr.write(text if text.endswith("\n") else text + "\n")

@@ -39,7 +39,7 @@ _STRENGTH = {"weak": 0, "likely": 1, "certain": 2}
 def add_wrapper_event(facts, numbered: list[tuple[int, str]], result: RunResult) -> None:
     """Turn the exit signal, cgroup counters and kernel kill lines into a host OOM event.
 
-    A bare SIGKILL is only "likely" an OOM kill (schedulers and people send it too); the
+    A bare SIGKILL is only weakly an OOM kill (schedulers and people send it too); the
     cgroup's oom_kill counter rising during the job, or a kernel kill line naming one of
     the job's processes, makes it certain. An event the parsers already found is
     strengthened rather than duplicated.
@@ -51,7 +51,8 @@ def add_wrapper_event(facts, numbered: list[tuple[int, str]], result: RunResult)
     sigkill = not result.killed_after_grace and (result.signal == signal.SIGKILL or result.returncode == 137)
     if not (sigkill or kills or result.kernel_kills):
         return
-    strength = "certain" if (kills or result.kernel_kills) else "likely"
+    # a bare SIGKILL is weak evidence: people, schedulers and health checks send it too
+    strength = "certain" if (kills or result.kernel_kills) else "weak"
     wanted = ("child exited with signal", "child exited with status", "oom_kill", "failcnt",
               "Killed process", "Kill process")
     evidence = [Evidence(line=no, text=text[:400]) for no, text in numbered
