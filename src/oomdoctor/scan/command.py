@@ -6,7 +6,6 @@ Exit codes of both: 0 no failure found, 1 failures found, 3 some logs could not 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from typing import Optional
@@ -16,6 +15,25 @@ import click
 from .records import FORMATS
 
 EXIT_HELP = "Exit code: 0 no failure found, 1 failures found, 3 some logs could not be read, 2 usage error."
+
+# Seconds a log may take. A log is read once in bulk and parsed in bounded regions, so
+# time grows with its size only: a log that takes minutes is tens of gigabytes on a slow
+# file system, or one that a parser chokes on. Ten minutes lets the first through.
+DEFAULT_LOG_TIMEOUT = 600.0
+MAX_LOG_TIMEOUT = 1e6        # past this the timer's clock overflows on some platforms
+
+
+def _finite(ctx, param, value: float) -> float:
+    if value != value:   # NaN passes every range check
+        raise click.BadParameter("not a number")
+    return value
+
+
+def _fail(message: str) -> None:
+    """A one-line error and exit code 2; the message may hold a path, made printable."""
+    from .progress import printable
+    click.echo(f"oomdoctor: {printable(message)}", err=True)
+    sys.exit(2)
 
 
 @click.command(epilog=EXIT_HELP)
@@ -35,14 +53,19 @@ EXIT_HELP = "Exit code: 0 no failure found, 1 failures found, 3 some logs could 
 @click.option("--progress/--no-progress", default=None, help="progress bar on stderr (default: on a terminal)")
 @click.option("--summary/--no-summary", default=True, show_default=True, help="print a summary on stderr at the end")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="fingerprints in the summary")
+@click.option("--log-timeout", type=click.FloatRange(min=0, max=MAX_LOG_TIMEOUT), callback=_finite,
+              default=DEFAULT_LOG_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="a log that takes longer gets an error record and the scan goes on (0: no limit; "
+                   "not applied under --engine dask)")
 def scan(paths: tuple[str, ...], out: Optional[str], fmt: str, resume: bool, include: tuple[str, ...],
          exclude: tuple[str, ...], jobs: Optional[int], engine: str, scheduler: Optional[str],
-         progress: Optional[bool], summary: bool, top: int) -> None:
+         progress: Optional[bool], summary: bool, top: int, log_timeout: float) -> None:
     """Triage many logs: files, directories (recursive), globs, .gz/.zst/.bz2/.xz, tar
     archives (members read as streams) and fsspec URLs (s3://, gs://, file://, ...)."""
     from . import records
     from .engine import default_jobs, run_dask, run_local
     from .progress import Progress
+    from .results import OutputError, ResultsFile, superseded_by
     from .sources import enumerate_tasks
     from .summary import Summary, summarize as summarize_records
 
@@ -52,21 +75,28 @@ def scan(paths: tuple[str, ...], out: Optional[str], fmt: str, resume: bool, inc
         raise click.UsageError("--scheduler goes with --engine dask")
     jobs = jobs or default_jobs()
     started = time.monotonic()
-    done = records.done_keys(out) if resume and out else set()
-    tasks = list(enumerate_tasks(paths, include, exclude, done=done))
+    results_file: Optional[ResultsFile] = None
+    try:
+        # locked before it is read or emptied, held until the last record is written
+        results_file = ResultsFile(out, fmt, resume) if out else None
+        done = results_file.done_keys() if resume and results_file else set()
+        tasks = list(enumerate_tasks(paths, include, exclude, done=done))
+        if resume and results_file:
+            results_file.prepare_resume(superseded_by(tasks))
+    except OutputError as exc:
+        if results_file is not None:
+            results_file.close()
+        _fail(str(exc))
     bar = Progress(len(tasks), sum(t.size or 0 for t in tasks), enabled=progress)
 
-    appending = bool(resume and out and os.path.exists(out) and os.path.getsize(out) > 0)
-    if out:
-        if appending:
-            records.trim_partial_line(out)
-        stream = open(out, "a" if appending else "w", encoding="utf-8", newline="")
-    else:
-        stream = click.get_text_stream("stdout")
+    appending = bool(results_file and not results_file.empty)
+    # CSV has no escapes: a name that is not UTF-8 goes out as its own bytes, not as an error
+    stream = results_file.stream() if results_file else click.get_text_stream("stdout", errors="surrogateescape")
     writer = records.RecordWriter(stream, fmt, header=not appending)
     stats = Summary()
     try:
-        results = run_dask(tasks, jobs=jobs, scheduler=scheduler) if engine == "dask" else run_local(tasks, jobs=jobs)
+        results = (run_dask(tasks, jobs=jobs, scheduler=scheduler, log_timeout=log_timeout) if engine == "dask"
+                   else run_local(tasks, jobs=jobs, log_timeout=log_timeout))
         for task, recs in zip(tasks, results):
             for rec in recs:
                 writer.write(rec)
@@ -74,8 +104,9 @@ def scan(paths: tuple[str, ...], out: Optional[str], fmt: str, resume: bool, inc
             bar.advance(1, task.size or 0)
     finally:
         bar.close()
-        if out:
+        if results_file:
             stream.close()
+            results_file.close()
     stats.seconds = time.monotonic() - started
     if appending and out:
         # the summary of a resumed scan covers the whole results file

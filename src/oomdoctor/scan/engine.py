@@ -7,9 +7,14 @@ One log costs, when it holds no failure anchor, one read and one prefilter pass
 (``reader.has_anchor``). Only a log with an anchor is read a second time, in region mode
 (head, windows around anchors, a short tail), and goes through the same pipeline as
 ``oomdoctor diagnose`` (``pipeline.diagnose_view``).
+
+Each log has a time budget (``log_timeout``, seconds; 0: none; see ``budget``): a log
+that runs out of it gets an error record, and the scan goes on with the next log, or the
+next member of the same archive.
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 import tarfile
@@ -17,6 +22,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 from ..read.reader import SCAN_REGIONS, InputError, has_anchor, read_view
 from . import records
+from .budget import LogTimeout, alarm_scope, install_handler, time_budget, timeout_message
 from .sources import MEMBER_SEP, Task, open_task, wanted
 
 SPOOL_LIMIT = 32 * 2**20   # a tar member up to this size is held in memory for the two passes
@@ -35,12 +41,29 @@ def warm_up() -> None:
     _kb()
 
 
+def _budget_worker() -> None:
+    """A worker process of the pool, ready to time logs. What every log needs is loaded
+    first (at once when forked from a warm parent), so that no log's budget pays for it
+    and no timer cuts a load half-way."""
+    warm_up()
+    install_handler()
+
+
 # -- one log -------------------------------------------------------------------------------
 
 def scan_log(name: str, size: Optional[int], mtime: Optional[float],
-             opener: Callable[[], io.RawIOBase]) -> dict:
+             opener: Callable[[], io.RawIOBase], log_timeout: float = 0) -> dict:
     """The record of one log. ``opener`` returns a fresh raw stream (called twice for a
     log that holds an anchor). Never raises."""
+    try:
+        with time_budget(log_timeout):
+            return _scan_log(name, size, mtime, opener)
+    except LogTimeout:
+        return records.error_record(name, size, mtime, timeout_message(log_timeout))
+
+
+def _scan_log(name: str, size: Optional[int], mtime: Optional[float],
+              opener: Callable[[], io.RawIOBase]) -> dict:
     try:
         with opener() as fh:
             found, nbytes = has_anchor(fh, name)
@@ -86,8 +109,8 @@ class _Closing:
         return None
 
 
-def _file_records(task: Task) -> Iterator[dict]:
-    yield scan_log(task.path, task.size, task.mtime, lambda: open_task(task))
+def _file_records(task: Task, log_timeout: float = 0) -> Iterator[dict]:
+    yield scan_log(task.path, task.size, task.mtime, lambda: open_task(task), log_timeout)
 
 
 # -- tar archives --------------------------------------------------------------------------
@@ -115,7 +138,7 @@ def _open_tar(task: Task):
     return raw, tarfile.open(fileobj=raw, mode="r|*")   # streaming: members in order, no seeks
 
 
-def _tar_records(task: Task) -> Iterator[dict]:
+def _tar_records(task: Task, log_timeout: float = 0) -> Iterator[dict]:
     """One record per member; members are read as streams, never written to disk."""
     try:
         raw, tf = _open_tar(task)
@@ -126,14 +149,20 @@ def _tar_records(task: Task) -> Iterator[dict]:
         yield records.error_record(task.path, task.size, task.mtime, f"cannot read archive ({_first_line(exc)})")
         return
     seen = 0
+    cut: Optional[str] = None   # a streamed member whose read the time budget cut short
     try:
         with raw, tf:
             while True:
                 try:
                     member = tf.next()
                 except Exception as exc:  # noqa: BLE001 - truncated or corrupt archive
-                    yield records.error_record(task.path, task.size, task.mtime,
-                                               f"archive is truncated or corrupt after {seen} members ({_first_line(exc)})")
+                    if cut is not None:
+                        # an interrupted read may leave the decompressor out of step
+                        # with the archive: that, not the archive, is the likely cause
+                        reason = f"archive not read past {cut!r}, whose read ran out of time ({_first_line(exc)})"
+                    else:
+                        reason = f"archive is truncated or corrupt after {seen} members ({_first_line(exc)})"
+                    yield records.error_record(task.path, task.size, task.mtime, reason)
                     return
                 if member is None:
                     break
@@ -156,30 +185,34 @@ def _tar_records(task: Task) -> Iterator[dict]:
                 if not member.isfile():
                     yield records.error_record(name, member.size, mtime, "not a regular file")
                     continue
-                yield _member_record(tf, member, name, mtime)
+                rec = _member_record(tf, member, name, mtime, log_timeout)
+                if member.size > SPOOL_LIMIT and rec.get("error") == timeout_message(log_timeout):
+                    cut = member.name
+                yield rec
     except Exception as exc:  # noqa: BLE001
         yield records.error_record(task.path, task.size, task.mtime, f"cannot read archive ({_first_line(exc)})")
 
 
-def _member_record(tf: tarfile.TarFile, member: tarfile.TarInfo, name: str, mtime) -> dict:
+def _member_record(tf: tarfile.TarFile, member: tarfile.TarInfo, name: str, mtime,
+                   log_timeout: float = 0) -> dict:
     try:
         fh = tf.extractfile(member)
         if fh is None:
             return records.error_record(name, member.size, mtime, "not a regular file")
         if member.size <= SPOOL_LIMIT:
-            # held in memory: the two passes of scan_log read it twice at no cost
+            # held in memory: the two passes of scan_log read it twice at no cost. The
+            # budget starts after this bounded read, so a timer never cuts the archive's
+            # stream in the middle of a small member
             data = fh.read()
             if len(data) < member.size:
                 return records.error_record(name, member.size, mtime, "member is truncated")
-            return scan_log(name, member.size, mtime, lambda: _Closing(io.BytesIO(data)))
+            return scan_log(name, member.size, mtime, lambda: _Closing(io.BytesIO(data)), log_timeout)
         # larger: one pass in region mode (a stream cannot be read twice)
-        view = read_view(fh, name, full_limit=0, regions=SCAN_REGIONS)
-        if view.bytes_read == 0:
-            return records.error_record(name, member.size, mtime, "empty file")
-        if view.mode == "clean":
-            return records.clean_record(name, member.size, mtime, view.bytes_read)
-        from ..pipeline import diagnose_view
-        return records.report_record(name, member.size, mtime, diagnose_view(view, source=name, knowledge=_kb()))
+        try:
+            with time_budget(log_timeout):
+                return _streamed_member_record(fh, member, name, mtime)
+        except LogTimeout:
+            return records.error_record(name, member.size, mtime, timeout_message(log_timeout))
     except InputError as exc:
         msg = str(exc)
         return records.error_record(name, member.size, mtime, msg[len(name) + 2:] if msg.startswith(name + ": ") else msg)
@@ -187,22 +220,33 @@ def _member_record(tf: tarfile.TarFile, member: tarfile.TarInfo, name: str, mtim
         return records.error_record(name, member.size, mtime, f"cannot read member ({_first_line(exc)})")
 
 
+def _streamed_member_record(fh, member: tarfile.TarInfo, name: str, mtime) -> dict:
+    view = read_view(fh, name, full_limit=0, regions=SCAN_REGIONS)
+    if view.bytes_read == 0:
+        return records.error_record(name, member.size, mtime, "empty file")
+    if view.mode == "clean":
+        return records.clean_record(name, member.size, mtime, view.bytes_read)
+    from ..pipeline import diagnose_view
+    return records.report_record(name, member.size, mtime, diagnose_view(view, source=name, knowledge=_kb()))
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0][:200]
 
 
-def run_task(task: Task) -> list[dict]:
-    """All records of one task (a worker's unit of work). Never raises."""
+def run_task(task: Task, log_timeout: float = 0) -> list[dict]:
+    """All records of one task (a worker's unit of work); ``log_timeout``: the time budget
+    of each log, in seconds (0: none). Never raises."""
     if task.kind == "error":
         return [records.error_record(task.path, task.size, task.mtime, task.error or "cannot read")]
     if task.kind == "tar":
-        return list(_tar_records(task))
-    return list(_file_records(task))
+        return list(_tar_records(task, log_timeout))
+    return list(_file_records(task, log_timeout))
 
 
-def run_batch(tasks: Sequence[Task]) -> list[list[dict]]:
-    return [run_task(t) for t in tasks]
+def run_batch(tasks: Sequence[Task], log_timeout: float = 0) -> list[list[dict]]:
+    return [run_task(t, log_timeout) for t in tasks]
 
 
 # -- engines -------------------------------------------------------------------------------
@@ -214,12 +258,15 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def run_local(tasks: Iterable[Task], jobs: int = 1) -> Iterator[list[dict]]:
+def run_local(tasks: Iterable[Task], jobs: int = 1, log_timeout: float = 0) -> Iterator[list[dict]]:
     """Records of each task, in task order; ``jobs`` > 1 uses a process pool."""
     task_list = list(tasks)
     if jobs <= 1 or sum(1 for t in task_list if t.kind != "error") <= 1:
-        for task in task_list:   # nothing to share out: no pool to start
-            yield run_task(task)
+        if log_timeout and any(t.kind != "error" for t in task_list):
+            warm_up()   # loaded before the first log's timer starts (see _budget_worker)
+        with alarm_scope(log_timeout):
+            for task in task_list:   # nothing to share out: no pool to start
+                yield run_task(task, log_timeout)
         return
     import multiprocessing as mp
     methods = mp.get_all_start_methods()
@@ -228,17 +275,19 @@ def run_local(tasks: Iterable[Task], jobs: int = 1) -> Iterator[list[dict]]:
     if ctx.get_start_method() == "fork":
         warm_up()
     chunk = max(1, min(8, len(task_list) // (jobs * 16)))
-    with ctx.Pool(min(jobs, len(task_list))) as pool:
-        yield from pool.imap(run_task, task_list, chunksize=chunk)
+    work = functools.partial(run_task, log_timeout=log_timeout)
+    with ctx.Pool(min(jobs, len(task_list)), initializer=_budget_worker if log_timeout else None) as pool:
+        yield from pool.imap(work, task_list, chunksize=chunk)
 
 
 def run_dask(tasks: Iterable[Task], jobs: Optional[int] = None, scheduler: Optional[str] = None,
-             batch_bytes: int = 64 * 2**20, batch_tasks: int = 64) -> Iterator[list[dict]]:
+             batch_bytes: int = 64 * 2**20, batch_tasks: int = 64, log_timeout: float = 0) -> Iterator[list[dict]]:
     """Records of each task, in task order, computed on a Dask cluster.
 
     ``scheduler`` is the address of a running scheduler (the workers must see the same
     paths: a shared file system or URLs); without it a LocalCluster of ``jobs`` worker
-    processes is started for the scan and closed after it.
+    processes is started for the scan and closed after it. Dask runs tasks in threads of
+    its workers, where no SIGALRM can be set: ``log_timeout`` has no effect there.
     """
     try:
         from dask.distributed import Client, LocalCluster
@@ -253,7 +302,7 @@ def run_dask(tasks: Iterable[Task], jobs: Optional[int] = None, scheduler: Optio
                                dashboard_address=None)
         client = Client(cluster)
     try:
-        futures = client.map(run_batch, batches, pure=False)
+        futures = client.map(functools.partial(run_batch, log_timeout=log_timeout), batches, pure=False)
         for fut in futures:
             for recs in fut.result():
                 yield recs

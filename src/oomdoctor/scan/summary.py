@@ -2,8 +2,8 @@
 
 Built from records only (``oomdoctor summarize results.jsonl`` reads them back), so the
 summary of a finished scan and of a results file are the same. When a results file holds
-several records of one path (a resumed scan that retried an unreadable file), the last
-one counts.
+several records of one path (files joined with cat, or edited), the last one counts, as
+it would have replaced the others on ``--resume``.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ..facts.sizes import format_size
+from .progress import printable
 from .records import is_failure
 
 EXAMPLES = 5   # files listed under each fingerprint
@@ -123,7 +124,9 @@ class Summary:
             out.extend(f"          {p}: {e}" for p, e in self.error_examples)
             if self.errors > len(self.error_examples):
                 out.append(f"          ... and {self.errors - len(self.error_examples)} more")
-        return "\n".join(out) + "\n"
+        # paths, error reasons, versions and phases come from file names, logs and results
+        # files that anyone may have written: each line is made safe for a terminal
+        return "\n".join(printable(line) for line in out) + "\n"
 
 
 def summarize(records: Iterable[dict]) -> Summary:
