@@ -40,7 +40,7 @@ SCENARIOS = [
     ("seed-xtuner-yi34b-ds0141.log", "ds-device-mismatch", {"change-deepspeed-version"}, "xtuner"),
     ("seed-epoch-end-host-zero3-offload.log", "zero3-epoch-end-leak", {"persistent-workers", "no-dataloader-workers"}, None),
     ("seed-llama-recipes-70b-fsdp-peft-save.log", "ckpt-save-gather",
-     {"fsdp-sharded-state-dict", "fsdp-full-state-dict-cpu-offload"}, "llama-cookbook"),
+     {"peft-fsdp-save-cpu-offload"}, "llama-cookbook"),
 ]
 
 
