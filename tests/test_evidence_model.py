@@ -337,3 +337,13 @@ def test_the_code_line_above_a_bare_error_names_backward():
     RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn
     """)
     assert rep.phase == "backward"
+
+
+def test_another_runtimes_device_allocation_failure_is_an_oom():
+    rep = report("""
+    2024-05-01 10:00:00.000: 1234 ERROR NRT:nrt_allocate Failed to alloc DEVICE memory: 1073741824
+    RuntimeError: nrt_allocate failed
+    """)
+    (ev,) = rep.oom_events
+    assert (ev.kind, ev.backend, ev.tried_to_allocate_bytes) == ("device_runtime", "Neuron", 2**30)
+    assert any(d.memory_failure for d in rep.diagnoses)

@@ -22,6 +22,7 @@ OomKind = Literal[
     "xla",                     # XLA / JAX / torch_xla RESOURCE_EXHAUSTED
     "tensorflow",              # TF "OOM when allocating tensor"
     "bitsandbytes",            # bitsandbytes allocation failures
+    "device_runtime",          # another runtime's device allocation failure (AWS Neuron "Failed to alloc DEVICE memory")
     "host_oom_killer",         # kernel / cgroup / Slurm / Kubernetes kill, SIGKILL -9 of a rank
     "cpu_allocator",           # DefaultCPUAllocator / MemoryError / numpy _ArrayMemoryError
     "dataloader_killed",       # "DataLoader worker (pid N) is killed by signal: Killed"

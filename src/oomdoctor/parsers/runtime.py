@@ -60,6 +60,13 @@ _FIXED_CUDA_SIGNS = (
      "NVML_ERROR_INSUFFICIENT_RESOURCES: the driver could not allocate what was asked"),
 )
 
+# Other runtimes' words for a failed device allocation: AWS Neuron's runtime ("nrt") prints
+# "Failed to alloc DEVICE memory: 1073741824"; generic C++ runtimes "failed to allocate N
+# bytes of device memory".
+_DEVICE_ALLOC = re.compile(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20}))?"
+                           r"|[Ff]ailed to allocate (?P<n2>\d{1,20}) bytes (?:of|on) (?:the )?device memory")
+_NEURON = re.compile(r"(?i)neuron|\bnrt[_.:]")
+
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = re.compile(r"Cuda failure (?:\d{1,4} )?'out of memory'"
                        r"|NCCL WARN (?:Failed to CUDA (?:calloc|malloc|host alloc)|Failed to cuMem\w{0,40})[^\n]{0,200}"
@@ -92,7 +99,8 @@ _MAX_EVIDENCE = 12
 _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED",
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
-          "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA")
+          "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
+          "DEVICE memory", "device memory")
 
 
 
@@ -267,6 +275,14 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("bitsandbytes", m.group("file")), i, lambda: OomEvent(
             kind="bitsandbytes", backend="CUDA", line=0,
             detail=f"bitsandbytes CUDA allocation failed ({m.group('file')})"))
+        return
+    m = ctx.search(_DEVICE_ALLOC, text)
+    if m:
+        n = m.group("n") or m.group("n2")
+        backend = "Neuron" if ctx.search(_NEURON, text) else None
+        events.add(("device_runtime", backend, n), i, lambda: OomEvent(
+            kind="device_runtime", backend=backend, exception=exc, line=0,
+            tried_to_allocate_bytes=int(n) if n else None, detail=text[m.start():m.start() + 200].strip()))
         return
     _npu_xpu(ctx, events, i, text, exc)
 
