@@ -1,9 +1,12 @@
 """The literals that make a region of a log worth parsing.
 
-Two sets: *anchors* say a failure may be here (keep a window of context around it:
-the traceback before, the wrapped message after), *context* lines carry banners and
-configuration (keep the line itself). Both ``diagnose`` on a large log and ``scan`` use
-these, so the two always look at the same lines and agree.
+*Anchors* say a failure may be here (keep a window of context around it: the traceback
+before, the wrapped message after); a log without any is clean to a scan, so they cover
+every line a failure family of ``parsers/`` flags (tests/test_scan_diagnose_agree.py).
+*Context* lines carry banners and configuration, *markers* say where the job was (keep
+the line itself); *failure* literals tell the anchors that end a job from those that warn,
+for what region mode drops last. Both ``diagnose`` on a large log and ``scan`` use these,
+so the two always look at the same lines and agree.
 """
 from __future__ import annotations
 
@@ -16,20 +19,51 @@ import threading
 from typing import Iterable, NamedTuple, Optional
 
 ANCHOR_LITERALS = (
-    "out of memory", "Out of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory",
-    "Tried to allocate", "RESOURCE_EXHAUSTED", "Resource exhausted", "OOM when allocating",
-    "ran out of memory", "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error",
-    "NCCL error", "NCCL WARN", "unhandled cuda error", "Killed", "killed by signal", "SIGKILL",
-    "Signal 9", "Signal 7", "exitcode", "return code", "Exit Code", "oom-kill", "oom_kill",
+    # "ut of memory" holds "out of memory" and "Out of memory", "ried to alloc" "Tried to
+    # allocate", "Error" every "...Error" class name; "Kill" "Killed", "Killing", "OOMKilled"
+    "ut of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ried to alloc", "capacity of",
+    "otal capacity", "RESOURCE_EXHAUSTED", "Resource exhausted", "ResourceExhausted", "OOM when allocating",
+    "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
+    "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "exitcode",
+    "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
     # "exit code" alone ends every Slurm epilogue ("exit code 0"): only signal-like codes
     # (-9, 137, 134, 135, 139, 253) say something died.
     "exit code -", "exit code 13", "exit code 25", "exit code: -", "exit code: 13",
-    "OOMKilled", "OOM Killed", "invoked oom-killer", "DefaultCPUAllocator", "MemoryError",
-    "Unable to allocate", "Traceback (most recent call last)", "ChildFailedError",
-    "DataLoader worker", "Expected all tensors to be on the same device", "Bfloat16",
-    "bf16/gpu", "Ampere", "compute capability", "Watchdog caught", "illegal memory access",
-    "device-side assert", "Error:", "Exception:", "Failed to clone", "memory monitor",
-    "Segmentation fault", "Bus error", "core dumped", "Aborted",
+    "exit status -", "exit status 13", "exit status: -", "exit status: 13",
+    "CPUAllocator", "Unable to allocate", "Traceback (most recent call last)", "DataLoader worker",
+    "Bfloat16", "bf16/gpu", "Ampere", "compute capability", "illegal memory access", "device-side assert",
+    "Error", "Exception", "Failed to clone", "memory monitor", "Segmentation fault", "Bus error",
+    "core dumped", "Aborted",
+    # what the failure families flag (parsers/*: their trigger literals and the literals
+    # their patterns require; tests/test_scan_diagnose_agree.py holds the two together).
+    # Lower-case ones start where a byte is rare or already starts another literal ("otal
+    # capacity", "me device"): the prefix-tree pattern stops at every byte that starts one
+    "OUT_OF_", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED", "unable to find an engine",
+    "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
+    "Failed to CUDA", "Failed to cuMem", "DEVICE memory", "device memory", "cclInvalid", "NCCL communicator", "unhandled system error",
+    "remote process exited", "being killed", "Exceeded job memory", "Exceeded step memory", "Task was killed",
+    "Memory on the node", "ressure (OOM)", "Your session crashed", "Your notebook",
+    "The node was low", "Root Cause", "received by PID", "Main process received",
+    "death signal", "zsh: killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
+    "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
+    "closed by remote host", "Torch: not enough", "Cannot allocate", "The paging file",
+    "Unexpected bus", "red memory", "m_open", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
+    "me device", "IllegalAddress", "ILLEGAL_ADDRESS", "Memory access fault", "misaligned address",
+    "MisalignedAddress", "MISALIGNED_ADDRESS", "ERROR_ASSERT", "Assertion `", "unspecified launch failure",
+    "LaunchFailure", "LAUNCH_FAILED", "o kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",
+    "invalid device function", "InvalidDeviceFunction", "ECC error", "ECCUncorrectable", "ECC_UNCORRECTABLE",
+    "ot a failure", "reed_by_count", "out of resource", "Watchdog", "Some NCCL operations",
+    "upport bf", "upport BF", "bf16 mixed precision requires", "upported on this", "upported on your",
+    "upported on the current", "only support",
+    "KeyboardInterrupt", "SystemExit", "StopIteration", "Failed to allocate request", "That was not possible",
+    # a NaN loss, as trainers print it ("'loss': nan", "loss=nan", "Loss is nan")
+    "oss': nan", "oss: nan", "oss=nan", "oss = nan", "oss nan", "oss is nan", "oss': NaN", "oss: NaN", "oss=NaN",
+    "oss = NaN", "oss NaN", "oss is NaN", "NaN loss",
+    # memory pressure in a run that has not failed (yet): what diagnose warns about
+    "cache flushes", "cudaMalloc retries", "GB cache",
+    # a traceback pasted without its first line, or cut before its error: its frames
+    # (Python's, IPython's)
+    "\", line ", "File ~", "File /", "Cell In", "Input In [",
 )
 
 CONTEXT_LITERALS = (
@@ -47,6 +81,37 @@ CONTEXT_LITERALS = (
     "num_hidden_layers", "vocab_size", "model_name_or_path",
 )
 
+
+# Lines that end a job rather than warn (out of memory, a kill, a dead process): region
+# mode drops their windows last when a log has more windows than it can keep.
+FAILURE_LITERALS = (
+    "out of memory", "Out of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ut of memory",
+    "Tried to allocate", "RESOURCE_EXHAUSTED", "Resource exhausted", "OOM", "oom-kill", "oom_kill",
+    "Killed", "SIGKILL", "Signal 9", "MemoryError", "Unable to allocate", "Cannot allocate memory",
+    "not enough memory", "OUT_OF_MEMORY", "ALLOC_FAILED", "ChildFailedError", "exitcode: -", "exitcode: 1",
+    "return code = -", "exit code -", "exit code 13", "exit status -", "exit status 13", "DiedError",
+    "WorkerCrashedError", "died unexpectedly", "Segmentation fault", "core dumped", "Bus error", "SIGBUS",
+    "illegal memory access", "device-side assert", "Watchdog caught", "Killing subprocess",
+)
+
+# Where a job was (phase.MARKERS): kept as single lines by region mode, so a scan sees the
+# same last marker before a failure as a full reading. Case-folded markers are given in
+# the cases logs print.
+MARKER_LITERALS = (
+    "Saving", "saving", "SAVING", "save_pretrained(", "Failed to clone() tensor", "failed to clone() tensor",
+    "Loading checkpoint shards", "loading weights file", "Loading model weights", "model under default dtype",
+    "Loading base model", "load_model_and_tokenizer", "Continuing training from checkpoint", "Loading model from ",
+    "Resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
+    "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
+    "Start training", "Starting training", "Training started", "Epoch(train)", "***** Running Evaluation *****",
+    "Running evaluation", "Start evaluation", "Starting evaluation", "Epoch(val)", "***** Running Prediction *****",
+    "predict_with_generate", "reference model", "Reference model", "ref_model", "initializing optimizer states",
+    "initialize_optimizer_states", "ZeRO stage", "DeepSpeedZeRoOffload initialize", "Stage 3 initialize beginning",
+    "creating fp16 partitions", "creating fp32 partitions", "Creating ZeRO Offload", "finished initializing model",
+    "DeepSpeed Final Optimizer", "Running tokenizer on dataset", "Converting format of dataset", "Map:",
+    "Map (num_proc=", "Tokenizing train", "Tokenizing dataset", "Generating train split",
+    "Generating validation split", "Preprocessing dataset", "Packing dataset",
+)
 
 
 def trie_pattern(literals: Iterable[str]) -> "re.Pattern[bytes]":
@@ -146,7 +211,7 @@ MEMCHR_PASS = 0.15        # one memchr pass
 HIT_COST = 1200.0         # confirming hits of a byte, per unit of hit share (Python work per hit)
 LETTERS_PASS = 2.2        # dropping all but the letters (``bytes.translate``), once a block
 LONG_FIND = (0.3, 10.0)   # bytes.find of an m-byte needle, m >= 6: a + b / m
-COMMON_SHARE = 3e-6       # the share of hits of a pivot inside a common word
+COMMON_SHARE = 3e-4       # the share of hits of a pivot inside a common word ("oss" in every "loss")
 LETTERS_SHARE = 0.33      # what is left of the bytes
 VERIFY_COST = 2.5e5       # a hit in the letters: map back, look for the literals (per unit share)
 FIRST_BYTE = 25.0         # a prefix search stops at each occurrence of the first byte
@@ -495,4 +560,22 @@ def context_matcher() -> Matcher:
     m = _MATCHERS.get("context")
     if m is None:
         m = _MATCHERS["context"] = Matcher(CONTEXT_LITERALS, frequent=True)
+    return m
+
+
+def marker_matcher() -> Matcher:
+    """Phase markers (``MARKER_LITERALS``). Their words ("Saving", "Running", "Loading")
+    share letters with what every training log prints, so without Hyperscan the plain
+    pattern beats the pivots; region mode only searches the blocks near anchors anyway."""
+    m = _MATCHERS.get("markers")
+    if m is None:
+        m = _MATCHERS["markers"] = Matcher(MARKER_LITERALS, frequent=True)
+    return m
+
+
+def failure_matcher() -> Matcher:
+    """Lines that end a job (``FAILURE_LITERALS``); asked once per distinct anchor line."""
+    m = _MATCHERS.get("failure")
+    if m is None:
+        m = _MATCHERS["failure"] = Matcher(FAILURE_LITERALS, engine="trie")
     return m
