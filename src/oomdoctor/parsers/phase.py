@@ -9,6 +9,7 @@ failure decides. Markers are also exposed by name for the knowledge base.
 """
 from __future__ import annotations
 
+import bisect
 from typing import Optional
 
 import regex as re
@@ -407,9 +408,8 @@ def parse(ctx: ParseContext) -> None:
 def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
     """(index of the first frame, frames) of every traceback, one per rank that printed it."""
     out: dict[tuple[int, Optional[int]], tuple[int, list[Frame]]] = {}
-    bounds = ctx.tb_headers + [len(ctx.lines)]
     for fr, li in zip(ctx.all_frames, ctx.frame_index):
-        h = next((k for k, b in enumerate(bounds) if b > li), len(bounds)) - 1
+        h = bisect.bisect_right(ctx.tb_headers, li)   # the traceback header before this frame
         key = (h, ctx.lines[li].rank)
         out.setdefault(key, (li, []))[1].append(fr)
     return list(out.values())
