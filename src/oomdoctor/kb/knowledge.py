@@ -5,7 +5,8 @@ can apply at all (``requires``), what fixes it in each framework's syntax
 (``remediations``), and carries example logs that the test suite runs. The engine in
 ``classify.py`` knows no incident by name. The condition language is described in
 ``docs/knowledge-format.md`` and enforced by the models below; a broken file is reported
-as ``file: field: reason``.
+as ``file: field: reason``; YAML aliases and regular expressions that can backtrack
+catastrophically are refused as ``file: line N: reason``.
 
 Search path: the shipped KB, then ``$OOMDOCTOR_KB`` (``os.pathsep``-separated
 directories), then directories passed with ``--kb``. A later file with the same id
@@ -22,10 +23,28 @@ import regex as re
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from yaml.composer import Composer, ComposerError
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+from .regex_safety import backtracking_risk
+
+try:  # libyaml's parser when PyYAML was built with it (the wheels are): ~10x faster at start-up
+    from yaml.cyaml import CParser as _Parser
+except ImportError:  # pragma: no cover - PyYAML without libyaml
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _Parser(Reader, Scanner, Parser):  # type: ignore[no-redef]
+        def __init__(self, stream):
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
 
 ENV_VAR = "OOMDOCTOR_KB"
-# libyaml's loader when PyYAML was built with it (the wheels are): ~10x faster at start-up
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 FRAMEWORK_KEYS = (
     "llamafactory", "axolotl", "xtuner", "hf", "trl", "deepspeed", "accelerate", "fsdp",
     "llama-cookbook", "megatron", "ms-swift", "unsloth", "torchtune", "env", "code",
@@ -37,6 +56,40 @@ class KnowledgeError(Exception):
     """A knowledge-base file that cannot be used; str() is 'file: field: reason'."""
 
 
+class _AliasFound(ComposerError):
+    pass
+
+
+class _NoAliases(Composer):
+    """Builds the document from the parser's events and refuses aliases: ``*name`` repeats
+    a whole subtree, so nine lines of nested aliases stand for 9**9 conditions that
+    validation would build one by one (minutes and gigabytes from a file under 1 KB).
+    libyaml's own composer cannot be told this, and composing in Python takes ~1.5x as
+    long: files that cannot hold an anchor are left to libyaml (``_parse``)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(AliasEvent):
+            event = self.get_event()
+            raise _AliasFound(None, None, f"*{event.anchor}", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+class _Loader(_NoAliases, _Parser, SafeConstructor, Resolver):
+    def __init__(self, stream):
+        _Parser.__init__(self, stream)
+        _NoAliases.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+
+class UnsafePattern(ValueError):
+    """A regular expression that can backtrack catastrophically."""
+
+    def __init__(self, pattern: str, reason: str):
+        shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
+        super().__init__(f"pattern {shown!r} can backtrack catastrophically ({reason})")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +99,12 @@ def _check_regex(value: str) -> str:
         re.compile(value)
     except re.error as exc:
         raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    # the classifier's timeout bounds such a pattern on one log, but a search that times
+    # out counts as no match (a wrong score, silently) and a scan of thousands of logs
+    # pays the timeout on each: refuse the pattern when the file is loaded
+    reason = backtracking_risk(value)
+    if reason:
+        raise UnsafePattern(value, reason)
     return value
 
 
@@ -224,22 +283,67 @@ def shipped_dir() -> Path:
     return package.parent.parent / "knowledge"
 
 
-def _format_error(path: Path, exc: ValidationError) -> str:
+def _format_error(path: Path, exc: ValidationError, root: Optional[Node] = None) -> str:
     err = exc.errors()[0]
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, UnsafePattern) and root is not None:
+        # a pattern is found by its line: the field path of a deeply nested condition is not
+        return f"{path}: line {_line_of(root, err['loc'])}: {cause}{more}"
     loc = ".".join(str(p) for p in err["loc"] if p not in ("function-after",)) or "(file)"
     msg = err["msg"].removeprefix("Value error, ")
-    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     return f"{path}: {loc}: {msg}{more}"
+
+
+def _line_of(node: Node, loc: tuple) -> int:
+    """The line of the YAML value at a validation error's location. Parts of the location
+    that name no child (a validator's name) are passed over."""
+    for key in loc:
+        if isinstance(node, MappingNode):
+            node = next((v for k, v in node.value if isinstance(k, ScalarNode) and k.value == str(key)), node)
+        elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+            node = node.value[key]
+    return node.start_mark.line + 1
+
+
+# An alias needs an anchor, and an anchor is '&' and a name: text without such a pair
+# cannot hold an alias that resolves, and is left to libyaml's faster composer
+_MAY_ANCHOR = re.compile(r"&[^ \t\r\n,\[\]{}]")
+_FAST = getattr(yaml, "CSafeLoader", None)
+
+
+def _parse(path: Path) -> tuple[Any, Optional[Node]]:
+    """The file's data and its YAML node tree (for line numbers)."""
+    text = path.read_text(encoding="utf-8")
+    if _FAST is not None and not _MAY_ANCHOR.search(text):
+        try:
+            return _compose(_FAST(text))
+        except yaml.YAMLError:
+            pass   # parsed again below, so that the error reads as for any file
+    return _compose(_Loader(text))
+
+
+def _compose(loader) -> tuple[Any, Optional[Node]]:
+    try:
+        root = loader.get_single_node()
+        return (loader.construct_document(root) if root is not None else None), root
+    finally:
+        loader.dispose()
 
 
 def load_file(path: Path) -> Incident:
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+        data, root = _parse(path)
+    except _AliasFound as exc:
+        raise KnowledgeError(f"{path}: line {exc.problem_mark.line + 1}: YAML alias {exc.problem} is not "
+                             "allowed in knowledge files (write the value out)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(file)"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise KnowledgeError(f"{path}: {where}: invalid YAML: {problem}") from None
+    except RecursionError:
+        raise KnowledgeError(f"{path}: (file): invalid YAML: nested too deeply") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise KnowledgeError(f"{path}: (file): cannot read: {exc}") from None
     if not isinstance(data, dict):
@@ -247,7 +351,9 @@ def load_file(path: Path) -> Incident:
     try:
         incident = Incident.model_validate(data)
     except ValidationError as exc:
-        raise KnowledgeError(_format_error(path, exc)) from None
+        raise KnowledgeError(_format_error(path, exc, root)) from None
+    except RecursionError:
+        raise KnowledgeError(f"{path}: (file): conditions nested too deeply") from None
     if incident.id != path.stem:
         raise KnowledgeError(f"{path}: id: '{incident.id}' does not match the file name '{path.stem}'")
     return incident
@@ -262,54 +368,16 @@ def kb_dirs(extra: Optional[list[Union[str, Path]]] = None) -> list[Path]:
     return dirs
 
 
-def _cache_path(dirs: list[Path]) -> Optional[Path]:
-    """Where the validated KB for exactly these files is cached (None: no cache)."""
-    if os.environ.get("OOMDOCTOR_NO_CACHE"):
-        return None
-    import hashlib
-    from .. import __version__
-    h = hashlib.sha1(__version__.encode())
-    for d in dirs:
-        if not d.is_dir():
-            return None
-        for path in sorted(d.glob("*.y*ml")):
-            st = path.stat()
-            h.update(f"{path}\0{st.st_mtime_ns}\0{st.st_size}\n".encode())
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "oomdoctor" / f"kb-{h.hexdigest()[:20]}.pickle"
-
-
 def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_shipped: bool = True,
                    strict: bool = False) -> KnowledgeBase:
-    """Load every incident (validated YAML is cached per set of files: parsing and
-    validating ~20 files costs more than diagnosing a log)."""
-    import pickle
-    dirs = kb_dirs(extra) if include_shipped else [Path(p) for p in (extra or [])]
-    cache = _cache_path(dirs)
-    if cache is not None and cache.is_file():
-        try:
-            with open(cache, "rb") as fh:
-                kb = pickle.load(fh)
-            if isinstance(kb, KnowledgeBase) and not (strict and kb.problems):
-                return kb
-        except Exception:  # noqa: BLE001 - a stale or broken cache is just rebuilt
-            pass
-    kb = _load_uncached(dirs, strict)
-    if cache is not None:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                pickle.dump(kb, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)
-        except OSError:
-            pass
-    return kb
-
-
-def _load_uncached(dirs: list[Path], strict: bool) -> KnowledgeBase:
     """Load every incident. A broken file is skipped and listed in ``problems`` (so one bad
-    file of a team's KB does not cost the user their diagnosis), or raised when ``strict``."""
+    file of a team's KB does not cost the user their diagnosis), or raised when ``strict``.
+
+    Files are parsed and validated on every start, with no cache on disk: a cache of the
+    validated data (JSON, validated again when read) saves only ~20 ms of the ~60 ms this
+    takes for the shipped KB, and a pickle, which saves it all, runs the code of whoever
+    can write to the cache directory."""
+    dirs = kb_dirs(extra) if include_shipped else [Path(p) for p in (extra or [])]
     incidents: dict[str, Incident] = {}
     files: dict[str, Path] = {}
     problems: list[str] = []
