@@ -105,6 +105,9 @@ def _zlib_module():
         return zlib
 
 
+MAX_STALLED_STEPS = 64
+
+
 class _Gzip:
     """One gzip member: header and trailer read here, the body inflated as raw deflate."""
 
@@ -327,8 +330,16 @@ class Inflater(io.RawIOBase):
             # that the piece is freed before the next one is inflated
             self._out[0] = self._out[0][self._first_at:]
             self._first_at = 0
+        stalled = 0
         while self._have < n and not self._done:
+            mark = (self.read_in, self.inflated, len(self._pending), self._members, self._member)
             self._step(n - self._have)
+            # a decompressor that neither takes input nor gives output on damaged data would
+            # spin here for ever: after a few such steps the rest is treated as damaged
+            stalled = stalled + 1 if mark == (self.read_in, self.inflated, len(self._pending), self._members,
+                                              self._member) else 0
+            if stalled > MAX_STALLED_STEPS:
+                self._stop(f"{self.codec} data is damaged {self._position()} (the decoder makes no progress)")
         parts = []
         want = n
         while want and self._out:
