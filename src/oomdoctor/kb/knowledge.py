@@ -381,23 +381,29 @@ def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_sh
     incidents: dict[str, Incident] = {}
     files: dict[str, Path] = {}
     problems: list[str] = []
+    for path, inc, problem in _walk(dirs):
+        if problem is not None:
+            if strict:
+                raise KnowledgeError(problem)
+            problems.append(problem)
+            continue
+        incidents[inc.id] = inc
+        files[inc.id] = path
+    return KnowledgeBase(incidents, files, problems)
+
+
+def _walk(dirs: list[Path]):
+    """(path, incident, None) for each file that loads, (path, None, problem) for the rest,
+    directories in order and files in name order: what loading and lint both read."""
     for d in dirs:
         if not d.is_dir():
-            if strict:
-                raise KnowledgeError(f"{d}: (directory): not a directory")
-            problems.append(f"{d}: (directory): not a directory")
+            yield d, None, f"{d}: (directory): not a directory"
             continue
         for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
             try:
-                inc = load_file(path)
+                yield path, load_file(path), None
             except KnowledgeError as exc:
-                if strict:
-                    raise
-                problems.append(str(exc))
-                continue
-            incidents[inc.id] = inc
-            files[inc.id] = path
-    return KnowledgeBase(incidents, files, problems)
+                yield path, None, str(exc)
 
 
 @lru_cache(maxsize=1)
@@ -414,17 +420,11 @@ def lint(dirs: Optional[list[Union[str, Path]]] = None, *, include_shipped: bool
     problems: list[str] = []
     seen: dict[str, Path] = {}
     targets = kb_dirs(dirs) if include_shipped else [Path(p) for p in (dirs or [])]
-    for d in targets:
-        if not d.is_dir():
-            problems.append(f"{d}: (directory): not a directory")
+    for path, inc, problem in _walk(targets):
+        if problem is not None:
+            problems.append(problem)
             continue
-        for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
-            try:
-                inc = load_file(path)
-            except KnowledgeError as exc:
-                problems.append(str(exc))
-                continue
-            if inc.id in seen and seen[inc.id].parent == path.parent:
-                problems.append(f"{path}: id: duplicate of {seen[inc.id]}")
-            seen[inc.id] = path
+        if inc.id in seen and seen[inc.id].parent == path.parent:
+            problems.append(f"{path}: id: duplicate of {seen[inc.id]}")
+        seen[inc.id] = path
     return problems

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import bz2
 import collections
-import io
 import lzma
 import os
 import re
 import zlib
 from typing import BinaryIO, Callable, Optional
+
+from .pull import PullReader
 
 DEFAULT_MAX_INFLATED = 4 * 2**30      # bytes inflated from one file before reading stops
 ENV_MAX_INFLATED = "OOMDOCTOR_MAX_INFLATED"
@@ -279,7 +280,7 @@ def _skippable_zstd(buf: bytes) -> Optional[int]:
 
 # -- the stream -----------------------------------------------------------------------------
 
-class Inflater(io.RawIOBase):
+class Inflater(PullReader):
     """The inflated bytes of a compressed stream, as far as they can be recovered.
 
     ``read(n)`` returns at most ``n`` bytes, ``b""`` at the end. Whatever stopped the
@@ -309,22 +310,7 @@ class Inflater(io.RawIOBase):
         self.problems: list[str] = []
         self.stopped = False
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:  # type: ignore[override]
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
-        if n is None or n < 0:
-            parts = []
-            while True:
-                part = self.read(1 << 20)
-                if not part:
-                    return b"".join(parts)
-                parts.append(part)
+    def _read(self, n: int) -> bytes:
         if self._have < n and self._first_at:
             # the rest of a large piece handed out in part: copied (less than n bytes), so
             # that the piece is freed before the next one is inflated

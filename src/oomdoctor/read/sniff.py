@@ -12,9 +12,10 @@
 from __future__ import annotations
 
 import codecs
-import io
 import re
 from typing import BinaryIO, Optional
+
+from .pull import PullReader
 
 SAMPLE = 8192                  # bytes of text judged
 MIN_PRINTABLE = 0.85           # share of printable characters in a text log's sample
@@ -63,7 +64,7 @@ def text_encoding(head: bytes) -> Optional[str]:
     return None
 
 
-class Transcoder(io.RawIOBase):
+class Transcoder(PullReader):
     """A UTF-16/32 (or BOM-marked UTF-8) byte stream read as UTF-8 bytes."""
 
     def __init__(self, raw: BinaryIO, encoding: str, prefix: bytes = b""):
@@ -75,22 +76,7 @@ class Transcoder(io.RawIOBase):
         self.encoding = encoding
         self.read_in = 0
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:  # type: ignore[override]
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
-        if n is None or n < 0:
-            parts = []
-            while True:
-                part = self.read(1 << 20)
-                if not part:
-                    return b"".join(parts)
-                parts.append(part)
+    def _read(self, n: int) -> bytes:
         while len(self._out) < n and not self._eof:
             if self._prefix:
                 chunk, self._prefix = self._prefix, b""
