@@ -389,17 +389,17 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
     detected = (canonical_framework(framework) or framework) if framework else ev.table.get("env.framework")
     found = [(s, ev, False) for s in _ranked(_score_all(kb, ev, memory=not survived_only))]
     stops = ev.table.get("phase.stops_early")
-    if stops and not survived_only and not ev.table.get("oom.any") and not ev.table.get("failure.any") \
-            and not any(s[3].memory_failure for s, _e, _l in found):
+    no_failure = not survived_only and not ev.table.get("oom.any") and not ev.table.get("failure.any")
+    hypothesis = None
+    if no_failure and stops and not any(s[3].memory_failure for s, _e, _l in found):
         # No failure line at all: the log stops inside a traceback, or a process died and
         # its error is not in the log. Absence is not evidence, so nothing is diagnosed;
         # what would explain a memory failure at the place the log stops is listed as leads.
-        hyp = Evaluator(facts, lines or [], table={**ev.table, **HYPOTHESIS})
-        leads = [s for s in _score_all(kb, hyp, other=False) if not s[3].fallback]
-        found += [(s, hyp, True) for s in _ranked(leads)]
-    elif not survived_only and not found and not stops and ev.table.get("stats.pressure") \
-            and not ev.table.get("oom.any") and not ev.table.get("failure.any"):
-        hyp = Evaluator(facts, lines or [], table={**ev.table, **PRESSURE})
+        hypothesis = HYPOTHESIS
+    elif no_failure and not found and not stops and ev.table.get("stats.pressure"):
+        hypothesis = PRESSURE   # a run that has not failed but is short of memory: warnings
+    if hypothesis is not None:
+        hyp = Evaluator(facts, lines or [], table={**ev.table, **hypothesis})
         warnings = [s for s in _score_all(kb, hyp, other=False) if not s[3].fallback]
         found += [(s, hyp, True) for s in _ranked(warnings)]
     out: list[Diagnosis] = []
