@@ -22,20 +22,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-import regex as re
-
 from ..facts.models import Facts
-from .shapes import family_vocabularies, layer_params
 from ..facts.sizes import format_size
+from ..read.patterns import lazy
 from . import formulas as F
 from .setup import TrainingSetup
+from .shapes import family_vocabularies, layer_params
 
 KIND_ORDER = ("logits", "embedding", "layer_weight", "layer", "full_model", "optimizer_state", "gather_bucket")
 EVIDENCE_ORDER = ("log", "table", "tokens", "family")
 CLAIMED = {"log", "table", "tokens"}
 MAX_BATCH_MULTIPLE = 64            # micro-batch × 2 (paired) when the log gives no batch size
 MIN_TOKENS, MAX_TOKENS = 256, 1 << 22
-_MODELING = re.compile(r"modeling_([a-z0-9_]+)\.py")
+_MODELING = lazy(r"modeling_([a-z0-9_]+)\.py")
 DS_DEFAULT_BUCKET = 500_000_000    # DeepSpeed reduce/allgather bucket default (elements)
 
 

@@ -16,10 +16,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-import regex as re
 import yaml
 
 from ..facts.models import Environment
+from ..read.patterns import lazy
 
 DATA_FILE = Path(__file__).resolve().parent / "model_shapes.yaml"
 CARD_URL = "https://huggingface.co/{repo}/blob/main/config.json"
@@ -27,8 +27,8 @@ CARD_URL = "https://huggingface.co/{repo}/blob/main/config.json"
 # Split "Meta-Llama-3.1-8B-Instruct" into words, then letters from the digits that follow
 # them ("qwen2.5" -> "qwen", "2.5"; "r1" -> "r", "1"), keeping sizes ("8b", "0.5b",
 # "8x7b") whole. Bounded patterns on short strings only.
-_WORD = re.compile(r"[a-z0-9.]+")
-_LETTER_DIGIT = re.compile(r"(?<=[a-z])(?<!\dx)(?=\d)")   # but "8x7b" stays whole
+_WORD = lazy(r"[a-z0-9.]+")
+_LETTER_DIGIT = lazy(r"(?<=[a-z])(?<!\dx)(?=\d)")   # but "8x7b" stays whole
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..facts.models import Facts
+from ..facts.derived import primary_event
+from ..facts.models import MAX_EVENTS, Facts, sample_events
 from ..read.normalise import Line
 from . import (accelerators, allocator_stats, environment, host, lookalikes, phase,
                ranks, runtime, torch_alloc, traceback)
@@ -32,4 +33,20 @@ def extract(lines: list[Line], source: Optional[str] = None) -> Facts:
     ctx = ParseContext(lines, source)
     for family in FAMILIES:
         family.parse(ctx)
+        cap_events(ctx.facts)
+    if ctx.facts.oom_events_left_out:
+        total = len(ctx.facts.oom_events) + ctx.facts.oom_events_left_out
+        ctx.note(f"{total} OOM events in the log: {ctx.facts.oom_events_left_out} left out of the report, which keeps "
+                 f"the first, the last and one per distinct rank, device and request size ({MAX_EVENTS} at most)")
     return ctx.facts
+
+
+def cap_events(facts: Facts) -> None:
+    """Keep a bounded sample of the OOM events (the families after this one, the classifier
+    and the report then work on at most ``MAX_EVENTS``); count the rest."""
+    events = facts.oom_events
+    if len(events) <= MAX_EVENTS:
+        return
+    kept = sample_events(events, keep=primary_event(facts))
+    facts.oom_events_left_out += len(events) - len(kept)
+    facts.oom_events[:] = kept

@@ -15,61 +15,62 @@ import regex as re
 
 from ..facts.models import OomEvent
 from ..facts.sizes import to_bytes
+from ..read.patterns import lazy
 from .base import ParseContext
 
 # A size as these stacks print it: "9.48 GiB", "375.40 MB", "256 bytes", "1.52GiB", "6.48G", "0B".
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
 _UNIT = r"(?:[KMGTPE]i?B|bytes?|B|[KMGTPE])(?![A-Za-z])"
 _SIZE = rf"{_NUM}\s*{_UNIT}"
-_SIZE_PARTS = re.compile(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
+_SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 
 # Exception class printed before the message on the same line ("RuntimeError: ...").
-_EXC_AT_END = re.compile(r"((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):\s*$")
-_EXC_AT_START = re.compile(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
+_EXC_AT_END = lazy(r"((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):\s*$")
+_EXC_AT_START = lazy(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
 
 # -- MPS -------------------------------------------------------------------------------
-_MPS_START = re.compile(r"MPS\s*backend\s*out\s*of\s*memory", re.I)
+_MPS_START = lazy(r"MPS\s*backend\s*out\s*of\s*memory", re.I)
 # Whitespace is optional everywhere: the message is joined across hard wraps without a
 # separator, so a wrap that ate a space must still match.
-_MPS = re.compile(
+_MPS = lazy(
     r"MPS\s*backend\s*out\s*of\s*memory\s*\(\s*MPS\s*allocated:\s*(?P<alloc>" + _SIZE + r")\s*,"
     r"\s*other\s*allocations:\s*(?P<other>" + _SIZE + r")\s*"
     r"(?:,\s*max\s*allowed:\s*(?P<max>" + _SIZE + r")\s*)?\)\s*\.?\s*"
     r"(?:Tried\s*to\s*allocate\s*(?P<req>" + _SIZE + r")\s*on\s*(?P<pool>shared|private)\s*pool)?",
     re.I,
 )
-_MPS_HINT = re.compile(r"Use\s*PYTORCH_MPS_HIGH_WATERMARK_RATIO\s*=\s*0\.0[^.]{0,200}\.?(?:\s*\(may\s*cause\s*system\s*failure\)\.?)?")
+_MPS_HINT = lazy(r"Use\s*PYTORCH_MPS_HIGH_WATERMARK_RATIO\s*=\s*0\.0[^.]{0,200}\.?(?:\s*\(may\s*cause\s*system\s*failure\)\.?)?")
 
 # -- XLA / JAX / torch_xla ------------------------------------------------------------------
-_XLA_OOM_BYTES = re.compile(r"Out of memory while trying to allocate (?P<n>\d[\d,]{0,20}) bytes")
-_XLA_REQUEST = re.compile(
+_XLA_OOM_BYTES = lazy(r"Out of memory while trying to allocate (?P<n>\d[\d,]{0,20}) bytes")
+_XLA_REQUEST = lazy(
     r"Failed to allocate request for (?P<size>" + _SIZE + r")\s*\((?P<n>\d{1,20})\s*B\) on device ordinal (?P<dev>\d{1,4})")
 # TPU runtime (torch_xla / XRT / PJRT): "Attempting to reserve 6.48G at the bottom of
 # memory. That was not possible. There are 6.78G free, 0B reserved, and 3.33G reservable."
-_XLA_ATTEMPT = re.compile(
+_XLA_ATTEMPT = lazy(
     r"Attempting to (?P<verb>reserve|allocate) (?P<req>" + _SIZE + r")(?: at the bottom of memory)?\.?"
     r"\s*That was not possible\.?\s*There (?:are|is) (?P<free>" + _SIZE + r") free"
     r"(?:,\s*(?P<reserved>" + _SIZE + r") reserved,\s*and (?P<reservable>" + _SIZE + r") reservable)?")
 # Compile-time: "Ran out of memory in memory space hbm. Used 20.61G of 15.48G hbm.
 # Exceeded hbm capacity by 5.13G."
-_XLA_USED = re.compile(
+_XLA_USED = lazy(
     r"Used (?P<used>" + _SIZE + r") of (?P<cap>" + _SIZE + r") (?P<space>hbm|vmem|smem|memory)"
     r"(?:\.\s*Exceeded \w{1,10} capacity by (?P<over>" + _SIZE + r"))?", re.I)
-_XLA_STATUS = re.compile(r"RESOURCE_EXHAUSTED|Resource exhausted", re.I)
-_XLA_MEMORYISH = re.compile(r"memory|allocat", re.I)
+_XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted", re.I)
+_XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
 # says "with freed_by_count=N. The caller indicates that this is not a failure".
-_BFC = re.compile(
+_BFC = lazy(
     r"Allocator \((?P<alloc>[\w:]{1,40})\) ran out of memory trying to allocate (?P<size>" + _SIZE + r")"
     r"(?:\s*\(rounded to (?P<n>\d{1,20})\))?(?:\s*requested by op\s*(?P<op>\S{0,200}))?")
-_BFC_NOT_FAILURE = re.compile(r"freed_by_count|not a failure", re.I)
-_BUFFER_ASSIGNMENT = re.compile(r"BufferAssignment OOM Debugging|BufferAssignment stats:")
-_BUFFER_TOTAL = re.compile(r"^\s*total allocation:\s*(?P<size>" + _SIZE + r")")
-_TF_HINT = re.compile(r"Hint: If you want to see a list of allocated tensors when OOM happens.{0,200}")
-_DEVICE_IN_NAME = re.compile(r"(?:GPU|TPU|XLA_GPU|device)[_:](?P<d>\d{1,4})", re.I)
+_BFC_NOT_FAILURE = lazy(r"freed_by_count|not a failure", re.I)
+_BUFFER_ASSIGNMENT = lazy(r"BufferAssignment OOM Debugging|BufferAssignment stats:")
+_BUFFER_TOTAL = lazy(r"^\s*total allocation:\s*(?P<size>" + _SIZE + r")")
+_TF_HINT = lazy(r"Hint: If you want to see a list of allocated tensors when OOM happens.{0,200}")
+_DEVICE_IN_NAME = lazy(r"(?:GPU|TPU|XLA_GPU|device)[_:](?P<d>\d{1,4})", re.I)
 
 # -- TensorFlow ---------------------------------------------------------------------------
-_TF_OOM = re.compile(
+_TF_OOM = lazy(
     r"OOM when allocating tensor with shape\s*(?P<shape>\[[\d,\s]{0,200}\])"
     r"(?:\s*and type (?P<dtype>\w{1,20}))?(?:\s*on (?P<device>[\w/:.-]{1,200}))?(?:\s*by allocator (?P<alloc>\w{1,40}))?")
 _TF_DTYPE_BYTES = {

@@ -21,18 +21,19 @@ import regex as re
 
 from ..facts.models import MemorySample
 from ..facts.sizes import to_bytes
+from ..read.patterns import lazy
 from .base import ParseContext
 
 MAX_SAMPLES = 5000
 
 # -- torch.cuda.memory_summary() ----------------------------------------------------
 
-_SUMMARY_HEAD = re.compile(r"^\|\s+PyTorch (?P<dev>\w+) memory summary, device ID (?P<id>\d+)\s+\|")
-_SUMMARY_OOMS = re.compile(r"^\|\s+\w+ OOMs: (?P<ooms>\d+)\s+\|\s+\w+ retries: (?P<retries>\d+)\s+\|")
-_SUMMARY_ROW = re.compile(
+_SUMMARY_HEAD = lazy(r"^\|\s+PyTorch (?P<dev>\w+) memory summary, device ID (?P<id>\d+)\s+\|")
+_SUMMARY_OOMS = lazy(r"^\|\s+\w+ OOMs: (?P<ooms>\d+)\s+\|\s+\w+ retries: (?P<retries>\d+)\s+\|")
+_SUMMARY_ROW = lazy(
     r"^\|\s(?P<name>[A-Za-z][A-Za-z -]{2,30}?)\s*\|\s*(?P<cur>\d+) (?P<u1>B  |[KMGTP]iB) \|"
     r"\s*(?P<peak>\d+) (?P<u2>B  |[KMGTP]iB) \|")
-_SUMMARY_END = re.compile(r"^\|\s+(?:Oversize GPU segments|Non-releasable allocs)\s+\|")
+_SUMMARY_END = lazy(r"^\|\s+(?:Oversize GPU segments|Non-releasable allocs)\s+\|")
 _ROW_FIELDS = {
     "allocated memory": ("allocated_bytes", "max_allocated_bytes"),
     "gpu reserved memory": ("reserved_bytes", "max_reserved_bytes"),
@@ -75,10 +76,10 @@ def _memory_summary(ctx: ParseContext, i: int, m) -> int:
 
 # -- DeepSpeed see_memory_usage -----------------------------------------------------
 
-_DS_MA = re.compile(
+_DS_MA = lazy(
     r"\bMA (?P<ma>\d+(?:\.\d+)?) ?GB\s+Max_MA (?P<max_ma>\d+(?:\.\d+)?) ?GB\s+"
     r"CA (?P<ca>\d+(?:\.\d+)?) ?GB\s+Max_CA (?P<max_ca>\d+(?:\.\d+)?) ?GB")
-_DS_CPU = re.compile(r"CPU Virtual Memory:\s+used = (?P<gb>\d+(?:\.\d+)?) GB, percent = (?P<pct>\d+(?:\.\d+)?)%")
+_DS_CPU = lazy(r"CPU Virtual Memory:\s+used = (?P<gb>\d+(?:\.\d+)?) GB, percent = (?P<pct>\d+(?:\.\d+)?)%")
 
 
 def _gb(x: str) -> Optional[int]:
@@ -134,15 +135,15 @@ def _ds_cpu_only(ctx: ParseContext, i: int, m) -> None:
 
 # -- nvidia-smi and list_gpu_processes -------------------------------------------------
 
-_SMI_GPU = re.compile(r"^\|\s+(?P<idx>\d{1,3})\s+\S[^|]{0,60}?\s(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
-_SMI_MEM = re.compile(r"\|\s*(?P<used>\d{1,7})MiB\s*/\s*(?P<total>\d{1,7})MiB\s*\|")
-_SMI_MIG = re.compile(r"^\|\s+(?P<gpu>\d{1,3})\s+(?P<gi>\d{1,3})\s+(?P<ci>\d{1,3})\s+(?P<mig>\d{1,3})\s+\|\s+(?P<used>\d{1,7})MiB\s*/\s*(?P<total>\d{1,7})MiB")
+_SMI_GPU = lazy(r"^\|\s+(?P<idx>\d{1,3})\s+\S[^|]{0,60}?\s(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
+_SMI_MEM = lazy(r"\|\s*(?P<used>\d{1,7})MiB\s*/\s*(?P<total>\d{1,7})MiB\s*\|")
+_SMI_MIG = lazy(r"^\|\s+(?P<gpu>\d{1,3})\s+(?P<gi>\d{1,3})\s+(?P<ci>\d{1,3})\s+(?P<mig>\d{1,3})\s+\|\s+(?P<used>\d{1,7})MiB\s*/\s*(?P<total>\d{1,7})MiB")
 # process rows, old layout and the MIG-capable one with GI/CI columns
-_SMI_PROC = re.compile(
+_SMI_PROC = lazy(
     r"^\|\s+(?P<gpu>\d{1,3})\s+(?:(?:\d{1,3}|N/A)\s+(?:\d{1,3}|N/A)\s+)?(?P<pid>\d{1,10})\s+"
     r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>\S[^|]{0,200}?)\s+(?P<mib>\d{1,7}|N/A)MiB\s*\|")
-_GPU_HEADER = re.compile(r"^GPU:(?P<idx>\d{1,3})\s*$")
-_LIST_PROC = re.compile(r"^process\s+(?P<pid>\d{1,10}) uses\s+(?P<mb>\d+(?:\.\d+)?) MB GPU memory")
+_GPU_HEADER = lazy(r"^GPU:(?P<idx>\d{1,3})\s*$")
+_LIST_PROC = lazy(r"^process\s+(?P<pid>\d{1,10}) uses\s+(?P<mb>\d+(?:\.\d+)?) MB GPU memory")
 
 
 def _nvidia_smi(ctx: ParseContext, i: int, text: str, state: dict) -> bool:
@@ -178,23 +179,23 @@ def _nvidia_smi(ctx: ParseContext, i: int, text: str, state: dict) -> bool:
 
 # -- trainer and user prints ------------------------------------------------------------
 
-_MMENGINE = re.compile(r"(?P<label>(?:Epoch|Iter)\((?:train|val|test)\)\s*(?:\[[\s\d/]{1,40}\]){1,2}).{0,400}?\bmemory: (?P<mib>\d{1,9})\b")
+_MMENGINE = lazy(r"(?P<label>(?:Epoch|Iter)\((?:train|val|test)\)\s*(?:\[[\s\d/]{1,40}\]){1,2}).{0,400}?\bmemory: (?P<mib>\d{1,9})\b")
 # axolotl: "GPU memory usage after model load: 7.494GB (+0.114GB cache, +1.341GB misc)"; newer
 # versions name the device ("cuda:0 memory usage ..."); the oldest printed NVML's total
 # with a space ("7.494 GB") and no breakdown.
-_AXOLOTL = re.compile(
+_AXOLOTL = lazy(
     r"(?:GPU|(?P<dev>cuda|npu|xpu|mps)(?::(?P<idx>\d{1,3}))?) memory usage (?P<label>[^:\n]{1,80}): "
     r"(?P<usage>\d+(?:\.\d+)?)(?P<space> ?)GB(?: \((?P<extras>[^)\n]{0,80})\))?")
-_AX_EXTRA = re.compile(r"\+(?P<v>\d+(?:\.\d+)?)GB (?P<k>cache|misc)")
-_FLUSH = re.compile(r"(?P<n>\d{1,9}) pytorch allocator cache flushes since last step")
+_AX_EXTRA = lazy(r"\+(?P<v>\d+(?:\.\d+)?)GB (?P<k>cache|misc)")
+_FLUSH = lazy(r"(?P<n>\d{1,9}) pytorch allocator cache flushes since last step")
 _NUM = r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B|bytes)?"
-_USER = re.compile(
+_USER = lazy(
     r"(?P<key>(?:torch\.cuda\.)?(?:max_memory_allocated|memory_allocated|max_memory_reserved|memory_reserved|"
     r"max_memory_cached|memory_cached)(?:\(\))?|max(?:imum)? memory allocated|max(?:imum)? memory reserved|"
     r"peak memory allocated|peak memory reserved|memory allocated|memory reserved|"
     r"(?:allocated|reserved)_bytes\.all\.(?:current|peak)|num_alloc_retries|num_ooms)['\"]?\s*[:=]\s*" + _NUM, re.I)
 # training loops' own shorthand ("mem_alloc 13.42 GB", "max_mem_alloc=43.9GiB"): a unit is required
-_USER_SHORT = re.compile(
+_USER_SHORT = lazy(
     r"(?<![\w.])(?P<key>max_mem_alloc(?:ated)?|peak_mem_alloc(?:ated)?|mem_alloc(?:ated)?|max_mem_reserved|"
     r"peak_mem_reserved|mem_reserved|mem_res)['\"]?\s*[:=]?\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)\b")
 _SHORT_FIELD = {"max_mem_alloc": "max_allocated_bytes", "max_mem_allocated": "max_allocated_bytes",
@@ -202,7 +203,7 @@ _SHORT_FIELD = {"max_mem_alloc": "max_allocated_bytes", "max_mem_allocated": "ma
                 "mem_alloc": "allocated_bytes", "mem_allocated": "allocated_bytes",
                 "max_mem_reserved": "max_reserved_bytes", "peak_mem_reserved": "max_reserved_bytes",
                 "mem_reserved": "reserved_bytes", "mem_res": "reserved_bytes"}
-_RECIPES = re.compile(
+_RECIPES = lazy(
     r"(?P<key>Max CUDA memory allocated was|Max CUDA memory reserved was|CUDA Malloc retries :"
     r"|CPU Total Peak Memory consumed during the train \(max\):) (?P<num>\d+)(?: GB)?")
 _USER_FIELD = {

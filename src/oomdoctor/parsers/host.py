@@ -20,6 +20,7 @@ import regex as re
 
 from ..facts.models import Failure, OomEvent
 from ..facts.sizes import to_bytes
+from ..read.patterns import lazy
 from .base import ParseContext
 
 _STRENGTH_ORDER = {"certain": 0, "likely": 1, "weak": 2}
@@ -30,76 +31,76 @@ _EPISODE_GAP = 1000   # lines: kill evidence further apart than this is another 
 _MAX_EVIDENCE = 20
 
 # -- kernel oom-killer (§3.1) -------------------------------------------------------------
-_K_TRIGGER = re.compile(r"(?P<comm>\S{1,64}) invoked oom-killer:")
-_K_SUMMARY = re.compile(r"oom-kill:constraint=(?P<constraint>\w{1,40})[^\n]{0,600}?,task=(?P<comm>[^,]{1,64}),pid=(?P<pid>\d{1,9})")
-_K_KILL = re.compile(
+_K_TRIGGER = lazy(r"(?P<comm>\S{1,64}) invoked oom-killer:")
+_K_SUMMARY = lazy(r"oom-kill:constraint=(?P<constraint>\w{1,40})[^\n]{0,600}?,task=(?P<comm>[^,]{1,64}),pid=(?P<pid>\d{1,9})")
+_K_KILL = lazy(
     r"(?:(?P<reason>Out of memory|Memory cgroup out of memory): )?Kill(?:ed)? process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)"
     r"(?P<rest>(?:,? score \d{1,9} or sacrifice child)|(?: total-vm:(?P<vm>[\d,]{1,24})kB, anon-rss:(?P<rss>[\d,]{1,24})kB))?")
-_K_REAPER = re.compile(r"oom_reaper: reaped process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)")
-_SYSTEMD_OOMD = re.compile(r"systemd-oomd(?:\[\d{1,9}\])?: Killed [^\n]{0,300}? due to memory")
+_K_REAPER = lazy(r"oom_reaper: reaped process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)")
+_SYSTEMD_OOMD = lazy(r"systemd-oomd(?:\[\d{1,9}\])?: Killed [^\n]{0,300}? due to memory")
 
 # -- schedulers (§3.3, §3.4) and Ray ---------------------------------------------------------
-_SLURM_EVENT = re.compile(r"Detected (?P<n>\d{1,6}) oom[-_ ]kill events?(?:\(s\))? in (?P<step>StepId=[\w.+]{1,60}|step [\w.+]{1,60})", re.I)
-_SLURM_SRUN = re.compile(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]{1,60}): Out Of Memory")
+_SLURM_EVENT = lazy(r"Detected (?P<n>\d{1,6}) oom[-_ ]kill events?(?:\(s\))? in (?P<step>StepId=[\w.+]{1,60}|step [\w.+]{1,60})", re.I)
+_SLURM_SRUN = lazy(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]{1,60}): Out Of Memory")
 # srun's man page reserves exit code 253 for out-of-memory errors
-_SLURM_253 = re.compile(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]{1,60}): Exited with exit code 253\b")
-_SLURM_SCRIPT = re.compile(r"slurm_script: line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed")
-_SLURM_LIMIT = re.compile(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}\),? being killed"
+_SLURM_253 = lazy(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]{1,60}): Exited with exit code 253\b")
+_SLURM_SCRIPT = lazy(r"slurm_script: line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed")
+_SLURM_LIMIT = lazy(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}\),? being killed"
                           r"|slurmstepd: error: Exceeded (?:job|step) memory limit", re.I)
-_SLURM_STATE = re.compile(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
-_K8S = re.compile(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
-_RAY = re.compile(r"Task was killed due to the node running low on memory|Memory on the node \(IP:"
+_SLURM_STATE = lazy(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
+_K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
+_RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \(IP:"
                   r"|ray\.exceptions\.OutOfMemoryError|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")
 # Hosted notebooks and Kubernetes evictions say it in words.
-_NOTEBOOK = re.compile(r"Your session crashed after using all available RAM"
+_NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
                        r"|Your notebook tried to allocate more memory than is available"
                        r"|The node was low on resource: memory")
-_RAY_MAYBE = re.compile(r"killed by SIGKILL by OOM killer due to high memory usage")
+_RAY_MAYBE = lazy(r"killed by SIGKILL by OOM killer due to high memory usage")
 
 # -- launchers and shells (§3.2) -------------------------------------------------------------
-_TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d{1,4})\) local_rank: (?P<lr>\d{1,5}) \(pid: (?P<pid>\d{1,9})\)")
-_CFE_TITLE = re.compile(r"^\s*\S[^\n]{0,300} FAILED\s*$")
-_CFE_SECTION = re.compile(r"^\s*(?P<sec>Root Cause|Failures:|Other Failures:)")
-_CFE_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d{1,6}) \(local_rank:\s*(?P<lr>\d{1,5})\)")
-_CFE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d{1,4}) \(pid:\s*(?P<pid>\d{1,9})\)")
-_SIGNAL_PID = re.compile(r"Signal (?P<sig>\d{1,2}) \((?P<name>SIG\w{1,8})\) received by PID (?P<pid>\d{1,9})")
-_DS_KILLING = re.compile(r"Killing subprocess (?P<pid>\d{1,9})")
-_DS_RC = re.compile(r"exits with return code = (?P<code>-?\d{1,4})")
-_DS_SIGNALLED = re.compile(r"Main process received (?P<sig>SIG\w{1,8}), exit")
-_TORCHRUN_SIGTERM = re.compile(r"Sending process \d{1,9} closing signal SIGTERM")
-_DEATH_SIGNAL = re.compile(r"Received (?:Signals\.)?SIG\w{1,8} death signal")
-_SHELL_JOB = re.compile(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
+_TORCHRUN_FAILED = lazy(r"failed \(exitcode: (?P<code>-?\d{1,4})\) local_rank: (?P<lr>\d{1,5}) \(pid: (?P<pid>\d{1,9})\)")
+_CFE_TITLE = lazy(r"^\s*\S[^\n]{0,300} FAILED\s*$")
+_CFE_SECTION = lazy(r"^\s*(?P<sec>Root Cause|Failures:|Other Failures:)")
+_CFE_RANK = lazy(r"^\s*rank\s*:\s*(?P<rank>\d{1,6}) \(local_rank:\s*(?P<lr>\d{1,5})\)")
+_CFE_EXIT = lazy(r"^\s*exitcode\s*:\s*(?P<code>-?\d{1,4}) \(pid:\s*(?P<pid>\d{1,9})\)")
+_SIGNAL_PID = lazy(r"Signal (?P<sig>\d{1,2}) \((?P<name>SIG\w{1,8})\) received by PID (?P<pid>\d{1,9})")
+_DS_KILLING = lazy(r"Killing subprocess (?P<pid>\d{1,9})")
+_DS_RC = lazy(r"exits with return code = (?P<code>-?\d{1,4})")
+_DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
+_TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
+_DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?SIG\w{1,8} death signal")
+_SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
                         r"|^zsh: killed\s")
-_BARE_KILLED = re.compile(r"^\s*Killed(?:: 9)?\s*$|(?<=[\]|%])\s*Killed\s*$")
+_BARE_KILLED = lazy(r"^\s*Killed(?:: 9)?\s*$|(?<=[\]|%])\s*Killed\s*$")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
-_SPAWN_SIGNAL = re.compile(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
-_DIED_WITH = re.compile(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
-_EXIT_STATUS = re.compile(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code)"
+_SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
+_DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
+_EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code)"
                           r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
 
 # -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------
-_CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<n>\d{1,20}) bytes")
-_CPU_LEGACY = re.compile(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
-_TH_RAM = re.compile(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
-_PY_MEMORY = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
+_CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<n>\d{1,20}) bytes")
+_CPU_LEGACY = lazy(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
+_TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
+_PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
-_NUMPY_SIZE = re.compile(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
-_ERRNO12 = re.compile(r"\[Errno 12\] Cannot allocate memory")
-_WIN_PAGING = re.compile(r"The paging file is too small for this operation to complete")
+_NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
+_ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory")
+_WIN_PAGING = lazy(r"The paging file is too small for this operation to complete")
 
 # -- DataLoader and shared memory (§3.6) --------------------------------------------------------
-_DL_SIGNAL = re.compile(r"DataLoader worker \(pid (?P<pid>\d{1,9})\) is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
-_DL_EXITED = re.compile(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
-_SHM = re.compile(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
+_DL_SIGNAL = lazy(r"DataLoader worker \(pid (?P<pid>\d{1,9})\) is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
+_DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
+_SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
                   r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory")
-_SHM_DISK = re.compile(r"No space left on device")
-_SHM_PATH = re.compile(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
-_SIGBUS = re.compile(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>")
+_SHM_DISK = lazy(r"No space left on device")
+_SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
+_SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>")
 
 # Lines that say a Python-level failure happened (a launcher kill after them is a cascade).
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
-_EXC_LINE = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception))(?::|\s*$)")
+_TRACEBACK = lazy(r"Traceback \(most recent call last\)")
+_EXC_LINE = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception))(?::|\s*$)")
 _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "ActorDiedError",
                 "WorkerCrashedError", "RaySystemError")
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import regex as re
 
 from ..facts.models import Failure
+from ..read.patterns import lazy
 from .base import ParseContext
 
 _MAX_EVIDENCE = 12
@@ -20,60 +21,60 @@ _MAX_EVIDENCE = 12
 # (kind, literals of which one must be on the line, pattern). Order matters: the first
 # rule that matches a line names it.
 _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
-    ("absurd_allocation", ("1EB",), re.compile(r"Tried to allocate more than 1EB memory")),
-    ("device_mismatch", ("same device",), re.compile(r"Expected all tensors to be on the same device")),
+    ("absurd_allocation", ("1EB",), lazy(r"Tried to allocate more than 1EB memory")),
+    ("device_mismatch", ("same device",), lazy(r"Expected all tensors to be on the same device")),
     ("illegal_memory_access", ("illegal memory access", "IllegalAddress", "ILLEGAL_ADDRESS", "Memory access fault"),
-     re.compile(r"an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS"
+     lazy(r"an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS"
                 r"|hipErrorIllegalAddress|Memory access fault by GPU node")),
     ("misaligned_address", ("misaligned address", "MisalignedAddress", "MISALIGNED_ADDRESS"),
-     re.compile(r"misaligned address|cudaErrorMisalignedAddress|CUDA_ERROR_MISALIGNED_ADDRESS")),
+     lazy(r"misaligned address|cudaErrorMisalignedAddress|CUDA_ERROR_MISALIGNED_ADDRESS")),
     ("device_side_assert", ("device-side assert", "ErrorAssert", "ERROR_ASSERT", "Assertion `"),
-     re.compile(r"device-side assert triggered|cudaErrorAssert|CUDA_ERROR_ASSERT"
+     lazy(r"device-side assert triggered|cudaErrorAssert|CUDA_ERROR_ASSERT"
                 r"|\.cuh?:\d{1,6}: [^\n]{0,200}?block: \[\d{1,6},\d{1,6},\d{1,6}\], thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion `")),
     ("unspecified_launch_failure", ("unspecified launch failure", "LaunchFailure", "LAUNCH_FAILED"),
-     re.compile(r"unspecified launch failure|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED")),
+     lazy(r"unspecified launch failure|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED")),
     ("no_kernel_image", ("no kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU", "invalid device function", "InvalidDeviceFunction"),
-     re.compile(r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice"
+     lazy(r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice"
                 r"|CUDA_ERROR_NO_BINARY_FOR_GPU|HIP error: invalid device function|hipErrorInvalidDeviceFunction")),
     ("ecc_error", ("ECC", "ECCUncorrectable"),
-     re.compile(r"uncorrectable ECC error encountered|cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE")),
+     lazy(r"uncorrectable ECC error encountered|cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE")),
     ("bfc_not_failure", ("not a failure", "freed_by_count"),
-     re.compile(r"The caller indicates that this is not a failure|ran out of memory trying to allocate [^\n]{0,40}with freed_by_count")),
+     lazy(r"The caller indicates that this is not a failure|ran out of memory trying to allocate [^\n]{0,40}with freed_by_count")),
     ("triton_out_of_resources", ("out of resource",),
-     re.compile(r"OutOfResources: out of resource: \w{1,40}|out of resource: shared memory, Required: \d{1,12}")),
+     lazy(r"OutOfResources: out of resource: \w{1,40}|out of resource: shared memory, Required: \d{1,12}")),
     ("nccl_timeout", ("Watchdog", "timing out", "timed out", "Timeout"),
-     re.compile(r"Watchdog caught collective operation timeout|ran for \d{1,12} milliseconds before timing out"
+     lazy(r"Watchdog caught collective operation timeout|ran for \d{1,12} milliseconds before timing out"
                 r"|Some NCCL operations have failed or timed out")),
     ("nccl_error", ("NCCL error in:", "NCCL Error ", "ncclSystemError", "ncclRemoteError", "ncclInternalError",
                     "ncclInvalidUsage", "ncclInvalidArgument", "ncclUnhandledCudaError", "NCCL communicator was aborted",
                     "unhandled system error", "remote process exited", "unhandled cuda error"),
-     re.compile(r"NCCL error in:|NCCL Error \d{1,3}:|ncclSystemError|ncclRemoteError|ncclInternalError|ncclInvalidUsage"
+     lazy(r"NCCL error in:|NCCL Error \d{1,3}:|ncclSystemError|ncclRemoteError|ncclInternalError|ncclInvalidUsage"
                 r"|ncclInvalidArgument|ncclUnhandledCudaError|NCCL communicator was aborted|unhandled system error"
                 r"|remote process exited or there was a network error|unhandled cuda error")),
     ("sigterm", ("SIGTERM", "-15"),
-     re.compile(r"Sending process \d{1,9} closing signal SIGTERM|Signal 15 \(SIGTERM\) received by PID"
+     lazy(r"Sending process \d{1,9} closing signal SIGTERM|Signal 15 \(SIGTERM\) received by PID"
                 r"|exitcode\s*:\s*-15\b|\(exitcode: -15\)|received signal SIGTERM|Main process received SIGTERM")),
     ("segfault", ("Segmentation fault", "SIGSEGV", "-11", "core dumped"),
-     re.compile(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
+     lazy(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
                 r"|\(exitcode: -11\)|return code = -11\b|(?<!Aborted |Bus error )\(core dumped\)")),
     ("flash_attn_unsupported", ("FlashAttention", "flash_attn", "flash-attn", "flash attn"),
-     re.compile(r"FlashAttention(?:-?2)? only supports Ampere GPUs or newer"
+     lazy(r"FlashAttention(?:-?2)? only supports Ampere GPUs or newer"
                 r"|FlashAttention(?:-?2)? (?:is )?only supported on (?:Ampere|sm_?8)"
                 r"|flash[-_ ]?attn[^\n]{0,80}?(?:requires|only supports)[^\n]{0,40}?(?:Ampere|sm_?8\d?|compute capability)", re.I)),
-    ("tf32_unsupported", ("tf32",), re.compile(r"tf32 requires Ampere", re.I)),
+    ("tf32_unsupported", ("tf32",), lazy(r"tf32 requires Ampere", re.I)),
     ("bf16_unsupported", ("bf16", "Bfloat16", "bfloat16", "BF16"),
-     re.compile(r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0"
+     lazy(r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0"
                 r"|(?:doesn't|does not|do not) support bf16"
                 r"|bf16 mixed precision requires PyTorch >= 1\.10 and a supported device"
                 r"|--bf16[^\n]{0,160}?requires (?:an )?Ampere"
                 r"|(?:bf16|bfloat16)[^\n]{0,60}?(?:is not|isn't|not) supported on (?:this|your|the current) (?:GPU|device|hardware)"
                 r"|(?:GPU|device) does not support (?:bf16|bfloat16)", re.I)),
     ("nan_loss", ("nan", "NaN"),
-     re.compile(r"['\"]?(?:train_|eval_)?loss['\"]?\s*[:=]\s*['\"]?(?:nan|NaN)\b|\bloss\s+(?:nan|NaN)\b"
+     lazy(r"['\"]?(?:train_|eval_)?loss['\"]?\s*[:=]\s*['\"]?(?:nan|NaN)\b|\bloss\s+(?:nan|NaN)\b"
                 r"|\bLoss is (?:nan|NaN)\b|\bloss is nan\b|\b(?:nan|NaN) loss\b", re.I)),
 ]
 
-_GLUED_PROGRESS = re.compile(r"\d%\||it/s|s/it|\]\s*$")
+_GLUED_PROGRESS = lazy(r"\d%\||it/s|s/it|\]\s*$")
 
 # Kinds whose line, when an OOM event already holds it, is that event's wording.
 _OOM_EXPLAINED = {"nccl_error"}
@@ -83,17 +84,17 @@ _OOM_EXPLAINED = {"nccl_error"}
 _ONE_PER_LOG = {kind for kind, _lits, _pat in _RULES}
 
 # The last line of a traceback: "ValueError: ...", "torch.distributed.DistBackendError: ...".
-_EXCEPTION_LINE = re.compile(
+_EXCEPTION_LINE = lazy(
     r"^(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)|KeyboardInterrupt|SystemExit|StopIteration)"
     r"(?::\s?(?P<msg>[^\n]{0,2000}))?\s*$")
 # Messages of the memory families: never a python_exception even when no event took them.
-_MEMORY_WORDS = re.compile(
+_MEMORY_WORDS = lazy(
     r"out of memory|OutOfMemory|MemoryError|RESOURCE_EXHAUSTED|Resource exhausted|ResourceExhausted|OOM when allocating"
     r"|killed by signal|exited unexpectedly|ALLOC_FAILED|DefaultCPUAllocator|not enough memory|Cannot allocate memory"
     r"|paging file is too small|Failed to clone\(\) tensor", re.I)
 _EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "SystemExit", "StopIteration")
 # exceptions that only say another process failed (its own error, if any, is elsewhere)
-_WRAPPERS = re.compile(r"ChildFailedError|CalledProcessError|Caught \w{1,60} in (?:DataLoader worker process|pin memory thread)"
+_WRAPPERS = lazy(r"ChildFailedError|CalledProcessError|Caught \w{1,60} in (?:DataLoader worker process|pin memory thread)"
                        r"|ActorDiedError|WorkerCrashedError|RayActorError|OwnerDiedError|ActorUnavailableError")
 
 
@@ -177,7 +178,7 @@ def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
 # failures after which the CUDA context is broken: later CUDA / cuBLAS errors are knock-ons
 _CORRUPTING = {"illegal_memory_access", "misaligned_address", "device_side_assert", "unspecified_launch_failure",
                "ecc_error"}
-_BAD_INDEX = re.compile(r"^IndexError\b|index out of range|out of bounds", re.I)
+_BAD_INDEX = lazy(r"^IndexError\b|index out of range|out of bounds", re.I)
 # message-less CUDA failures that a corrupted context raises as readily as a full device
 _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 ABSURD_OVER_CAPACITY = 64       # a request this many times the device is a size bug, not pressure

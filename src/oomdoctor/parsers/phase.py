@@ -16,35 +16,36 @@ import regex as re
 
 from ..facts.derived import HOST_KINDS, primary_event
 from ..facts.models import Frame
+from ..read.patterns import lazy
 from .base import ParseContext
 from .traceback import frames_for
 
 MARKERS = {
-    "saving_checkpoint": re.compile(
+    "saving_checkpoint": lazy(
         r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?model (?:to|checkpoint)"
         r"|Saving (?:LoRA )?adapter|save_pretrained\(|Saving model weights|Saving current state|Saving DeepSpeed|"
         r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint"
         # FSDP warns per tensor it cannot copy while building the full state dict of a save
         r"|Failed to clone\(\) tensor with name", re.I),
-    "loading_checkpoint_shards": re.compile(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"),
-    "resuming": re.compile(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("),
+    "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"),
+    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("),
     # the Trainer's closing summary: the final save_model() comes right after it
-    "training_completed": re.compile(r"'train_runtime':|Training completed\. Do not forget|\*{5} train metrics \*{5}"),
-    "running_training": re.compile(r"\*{5} Running training \*{5}|Start(?:ing)? training\b|Training started|Epoch\(train\)"),
-    "running_evaluation": re.compile(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"),
-    "running_prediction": re.compile(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
-    "ref_model_created": re.compile(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
-    "optimizer_init": re.compile(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
+    "training_completed": lazy(r"'train_runtime':|Training completed\. Do not forget|\*{5} train metrics \*{5}"),
+    "running_training": lazy(r"\*{5} Running training \*{5}|Start(?:ing)? training\b|Training started|Epoch\(train\)"),
+    "running_evaluation": lazy(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"),
+    "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
+    "ref_model_created": lazy(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
+    "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
     # DeepSpeed building the engine: partitioning (and offloading) the freshly loaded model
-    "engine_init": re.compile(r"DeepSpeedZeRoOffload initialize|Stage 3 initialize beginning|(?:Before|After) creating fp(?:16|32) partitions"
+    "engine_init": lazy(r"DeepSpeedZeRoOffload initialize|Stage 3 initialize beginning|(?:Before|After) creating fp(?:16|32) partitions"
                               r"|Creating ZeRO Offload|finished initializing model|DeepSpeed Final Optimizer|Before creating fp16 partitions"),
     # a launcher, Ray or the shell saying a process ended badly, whatever printed (or not) before
-    "process_died": re.compile(
+    "process_died": lazy(
         r"ActorDiedError|WorkerCrashedError|RayActorError|OwnerDiedError|died unexpectedly|The actor died"
         r"|Worker exit type: SYSTEM_ERROR|Killing subprocess \d|exits with return code = -?[1-9]|exitcode\s*:\s*-?[1-9]"
         r"|ChildFailedError|terminated with signal SIG|returned non-zero exit status|exited with (?:exit )?code -?[1-9]"
         r"|closed by remote host|core dumped"),
-    "preprocessing": re.compile(r"(?m)Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
+    "preprocessing": lazy(r"(?m)Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"),
 }
 # Lower-case literals of which every match of the marker holds one (see ParseContext.grep):
@@ -68,38 +69,38 @@ MARKER_GATES = {
     "preprocessing": ("running tokenizer", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset"),
 }
-_BAR = re.compile(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
+_BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
-_STEP_TEXT = re.compile(r"(?i)\b(?:it|iter|iteration|step|global_step)\s*[=:]?\s*(?P<n>\d+)(?:\s*/\s*(?P<m>\d+))?")
-_EPOCH_WORD = re.compile(r"(?i)\bepoch\s*[=:]?\s*(?P<e>\d+(?:\.\d+)?)")
-_EPOCH_DICT = re.compile(r"'epoch':\s*'?(?P<e>\d+(?:\.\d+)?)")
-_EPOCH_TEXT = re.compile(r"\bEpoch[ :\[]*(?P<e>\d+)(?:\s*/\s*\d+)?[\]\s,:|-]*(?:Iter|Step|step|iter|Batch|batch)?\s*\[?(?P<i>\d+)?")
-_PERCENT_AFTER = re.compile(r"[\d.]*%")
+_STEP_TEXT = lazy(r"(?i)\b(?:it|iter|iteration|step|global_step)\s*[=:]?\s*(?P<n>\d+)(?:\s*/\s*(?P<m>\d+))?")
+_EPOCH_WORD = lazy(r"(?i)\bepoch\s*[=:]?\s*(?P<e>\d+(?:\.\d+)?)")
+_EPOCH_DICT = lazy(r"'epoch':\s*'?(?P<e>\d+(?:\.\d+)?)")
+_EPOCH_TEXT = lazy(r"\bEpoch[ :\[]*(?P<e>\d+)(?:\s*/\s*\d+)?[\]\s,:|-]*(?:Iter|Step|step|iter|Batch|batch)?\s*\[?(?P<i>\d+)?")
+_PERCENT_AFTER = lazy(r"[\d.]*%")
 # a variable passed along (resume or not is decided at run time), not a path or True
-_RESUME_ARG = re.compile(r"resume_from_checkpoint\s*=\s*(?!True\b)[A-Za-z_][\w.]*\s*[,)]")
-_LOSS = re.compile(r"'loss':|\"loss\":|\bloss[=:]\s*\d|Loss \d")
-_FRAME_LINE = re.compile(r"^\s*File \"")
+_RESUME_ARG = lazy(r"resume_from_checkpoint\s*=\s*(?!True\b)[A-Za-z_][\w.]*\s*[,)]")
+_LOSS = lazy(r"'loss':|\"loss\":|\bloss[=:]\s*\d|Loss \d")
+_FRAME_LINE = lazy(r"^\s*File \"")
 
 # (phase, frame pattern) checked against every frame, in this order
 _ANYWHERE = (
-    ("checkpoint_save", re.compile(
+    ("checkpoint_save", lazy(
         r"save_checkpoint|_save_checkpoint|\bsave_model\b|:_save\b|save_pretrained|consolidated_16bit_state_dict|save_16bit_model"
         r"|full_state_dict|_full_pre_state_dict_hook|_common_unshard_pre_state_dict_hook|_full_post_state_dict_hook|get_state_dict"
         r"|fsdp_save|save_fsdp_model|save_fsdp_optimizer|save_model_checkpoint|save_optimizer_checkpoint|save_state\b|_save_to_state_dict"
         r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora"
         # FSDP gathering full parameters outside forward/backward: summon_full_params for a save
         r"|_unshard_fsdp_state_params|summon_full_params|_unshard_params_for_summon")),
-    ("checkpoint_load", re.compile(
+    ("checkpoint_load", lazy(
         r"_load_optimizer_and_scheduler|_load_from_checkpoint|load_checkpoint\b|_load_zero_checkpoint|load_fsdp_optimizer|load_fsdp_model"
         r"|_load_rng_state|load_model_checkpoint|load_adapter|set_peft_model_state_dict|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer"
         # the Trainer reloading its best checkpoint at the end of training
         r"|_load_best_model|load_sharded_checkpoint|_load_from_peft_checkpoint")),
-    ("eval", re.compile(
+    ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b")),
 )
-_TRAINING = re.compile(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b")
-_MODEL_LOAD = re.compile(
+_TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b")
+_MODEL_LOAD = lazy(
     r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
     r"|set_module_tensor_to_device|dispatch_model|load_model\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
     r"|partition_parameters.py:__init__|_post_init_method|prepare_model|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
@@ -110,22 +111,22 @@ _MODEL_LOAD = re.compile(
     r"|accelerator\.py:(?:prepare|_prepare_one|_prepare_deepspeed)\b|_configure_optimizer|_configure_zero_optimizer"
     # an OOM inside a trainer's constructor is the model being placed on the device
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model")
-_DATA = re.compile(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz")
+_DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz")
 # innermost first
 _STEP = (
-    ("optimizer_step", re.compile(
+    ("optimizer_step", lazy(
         r"optim/\w+\.py|optimizer\.py:(?:step|wrapper)|:_init_group\b|_multi_tensor_adam|_fused_adam|_single_tensor_adam|:_optimizer_step\b"
         r"|stage_1_and_2\.py:step\b|stage3\.py:step\b|unscale_and_clip_grads|_take_model_step|initialize_optimizer_states|_create_fp32_partitions"
         r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer"
         # AMP's GradScaler unscales the gradients as the optimizer step begins
         r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b")),
-    ("backward", re.compile(r"backward|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
+    ("backward", lazy(r"backward|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
-    ("forward", re.compile(r"\bforward\b|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
+    ("forward", lazy(r"\bforward\b|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
 )
 
 
-_LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
+_LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
 
 
 def _frame_text(fr: Frame) -> str:
@@ -135,11 +136,11 @@ def _frame_text(fr: Frame) -> str:
 
 
 # the call in progress in the innermost frame (its code line), when it names the phase
-_CALL = (("checkpoint_save", re.compile(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
-         ("checkpoint_load", re.compile(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
-         ("model_load", re.compile(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\(")))
+_CALL = (("checkpoint_save", lazy(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
+         ("checkpoint_load", lazy(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
+         ("model_load", lazy(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\(")))
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
-_TENSOR_READ = re.compile(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
+_TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 
 def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Frame]]:
@@ -280,10 +281,10 @@ def _progress_after_traceback(ctx: ParseContext) -> None:
 
 
 # said right after a caught OOM by code that goes on (fairseq, batch-size finders)
-_RECOVERY = re.compile(r"(?i)recover(?:ing|ed)? from|attempting to recover|retry(?:ing)?\b|reduc\w* (?:the )?batch size"
+_RECOVERY = lazy(r"(?i)recover(?:ing|ed)? from|attempting to recover|retry(?:ing)?\b|reduc\w* (?:the )?batch size"
                        r"|decreas\w* (?:the )?batch size|skipping (?:this )?batch|trying (?:a )?(?:smaller )?batch size")
 # exceptions that only wrap another process's failure, or follow from it (a rank torn down)
-_WRAPPING = re.compile(r"(?i)ChildFailedError|CalledProcessError|RemoteTraceback|RayTaskError|out of memory|OutOfMemory"
+_WRAPPING = lazy(r"(?i)ChildFailedError|CalledProcessError|RemoteTraceback|RayTaskError|out of memory|OutOfMemory"
                        r"|RESOURCE_EXHAUSTED|OOM when allocating|KeyboardInterrupt|SignalException|got signal"
                        r"|DistStoreError|DistBackendError|DistNetworkError|Connection (?:closed|reset) by peer"
                        r"|NCCL|ProcessGroup|timed out|Timeout|Broken pipe|EOFError")
@@ -416,9 +417,9 @@ def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
 
 
 _CODE = (
-    ("optimizer_step", re.compile(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
-    ("backward", re.compile(r"\.backward\(|autograd\.grad\(|run_backward\(")),
-    ("forward", re.compile(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|self\.(?:attn|mlp|lm_head)\(|logits")),
+    ("optimizer_step", lazy(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
+    ("backward", lazy(r"\.backward\(|autograd\.grad\(|run_backward\(")),
+    ("forward", lazy(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|self\.(?:attn|mlp|lm_head)\(|logits")),
 )
 
 

@@ -16,37 +16,38 @@ import regex as re
 
 from ..facts.models import OomEvent
 from ..facts.sizes import to_bytes
+from ..read.patterns import lazy
 from .base import ParseContext
 
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
 _UNIT = r"(?:[KMGTPE]i?B|bytes?|B|[KMGTPE])(?![A-Za-z])"
-_SIZE_PARTS = re.compile(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
-_EXC_AT_START = re.compile(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
+_SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
+_EXC_AT_START = lazy(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
 
 # -- CUDA runtime / driver -----------------------------------------------------------------
 # "CUDA Error: out of memory at .../cumem_allocator.cpp" (vLLM's allocator) capitalises it
-_CUDA_ERROR = re.compile(r"CUDA [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
+_CUDA_ERROR = lazy(r"CUDA [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
-_CUDA_DRIVER_OOM = re.compile(
+_CUDA_DRIVER_OOM = lazy(
     r"(?:failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80})?"
     r"CUDA_ERROR_OUT_OF_MEMORY")
-_CUDA_ENUM = re.compile(r"cudaErrorMemoryAllocation")
+_CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 
 # The lines C10_CUDA_CHECK appends to the message; their wording dates the torch release.
-_SUFFIX = re.compile(r"CUDA kernel errors might be asynchronously reported|For debugging consider passing"
+_SUFFIX = lazy(r"CUDA kernel errors might be asynchronously reported|For debugging consider passing"
                      r"|TORCH_USE_CUDA_DSA|Search for `cuda\w+' in|AMD_SERIALIZE_KERNEL")
-_HIP_ERROR = re.compile(r"HIP error: out of memory|hipErrorOutOfMemory")
+_HIP_ERROR = lazy(r"HIP error: out of memory|hipErrorOutOfMemory")
 
 # -- cuBLAS / cuDNN / other CUDA libraries --------------------------------------------------
-_LIB_ALLOC = re.compile(r"(?P<status>CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED"
+_LIB_ALLOC = lazy(r"(?P<status>CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED"
                         r"|CUFFT_ALLOC_FAILED|HIPBLAS_STATUS_ALLOC_FAILED|rocblas_status_memory_error)")
-_CUBLAS_CREATE = re.compile(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas(?:Lt)?Create")
-_CUDNN_NO_ALGO = re.compile(r"Unable to find a valid cuDNN algorithm to run convolution"
+_CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas(?:Lt)?Create")
+_CUDNN_NO_ALGO = lazy(r"Unable to find a valid cuDNN algorithm to run convolution"
                             r"|(?:GET|FIND) was unable to find an engine to execute this computation")
-_WHEN_CALLING = re.compile(r"when calling `(?P<call>[^`]{1,200})`")
+_WHEN_CALLING = lazy(r"when calling `(?P<call>[^`]{1,200})`")
 # cuDNN's catch-all status: most often a workspace or handle it could not allocate
-_CUDNN_INTERNAL = re.compile(r"cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
-_NVML_RESOURCES = re.compile(r"NVML_ERROR_INSUFFICIENT_RESOURCES")
+_CUDNN_INTERNAL = lazy(r"cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
+_NVML_RESOURCES = lazy(r"NVML_ERROR_INSUFFICIENT_RESOURCES")
 # Signs whose event needs no figures from the text: (pattern, kind, fold key, strength, detail)
 _FIXED_CUDA_SIGNS = (
     (_CUBLAS_CREATE, "cublas_alloc", "create", "likely",
@@ -63,36 +64,36 @@ _FIXED_CUDA_SIGNS = (
 # Other runtimes' words for a failed device allocation: AWS Neuron's runtime ("nrt") prints
 # "Failed to alloc DEVICE memory: 1073741824"; generic C++ runtimes "failed to allocate N
 # bytes of device memory".
-_DEVICE_ALLOC = re.compile(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20}))?"
+_DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20}))?"
                            r"|[Ff]ailed to allocate (?P<n2>\d{1,20}) bytes (?:of|on) (?:the )?device memory")
-_NEURON = re.compile(r"(?i)neuron|\bnrt[_.:]")
+_NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
 
 # -- NCCL ----------------------------------------------------------------------------------
-_NCCL_OOM = re.compile(r"Cuda failure (?:\d{1,4} )?'out of memory'"
+_NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"
                        r"|NCCL WARN (?:Failed to CUDA (?:calloc|malloc|host alloc)|Failed to cuMem\w{0,40})[^\n]{0,200}"
                        # NCCL >= 2.19 puts the cause under "Last error:" in the exception's message
                        r"|(?:^|Last error:\s*)Failed to CUDA (?:calloc|malloc|host alloc)(?: async)? \d+ bytes"
                        r"|NCCL WARN [^\n]{0,200}?out of memory")
-_NCCL_DEV = re.compile(r"(?:^|\s)[\w.-]{0,80}:\d{1,9}:\d{1,9} \[(?P<dev>\d{1,3})\]")
-_NCCL_UNHANDLED = re.compile(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
+_NCCL_DEV = lazy(r"(?:^|\s)[\w.-]{0,80}:\d{1,9}:\d{1,9} \[(?P<dev>\d{1,3})\]")
+_NCCL_UNHANDLED = lazy(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
 
 # -- bitsandbytes: its C code prints "Error <cuda string> at line N in file F" and exits ----
-_BNB_CHECK = re.compile(r"Error out of memory at line \d{1,7} in file (?P<file>\S{1,300})")
-_BNB_FRAME = re.compile(r"bitsandbytes")
+_BNB_CHECK = lazy(r"Error out of memory at line \d{1,7} in file (?P<file>\S{1,300})")
+_BNB_FRAME = lazy(r"bitsandbytes")
 
 # -- wrappers ------------------------------------------------------------------------------
-_FSDP_CLONE = re.compile(r"Failed to clone\(\) tensor with name (?P<name>\S{1,300}) on rank (?P<rank>\d{1,6})")
-_PIN_THREAD = re.compile(r"Caught (?P<exc>\w{1,60}) in pin memory thread(?: for device (?P<dev>\d{1,3}))?")
+_FSDP_CLONE = lazy(r"Failed to clone\(\) tensor with name (?P<name>\S{1,300}) on rank (?P<rank>\d{1,6})")
+_PIN_THREAD = lazy(r"Caught (?P<exc>\w{1,60}) in pin memory thread(?: for device (?P<dev>\d{1,3}))?")
 
 # -- Ascend NPU and Intel XPU ------------------------------------------------------------
-_NPU_WORKSPACE = re.compile(r"NPU out of memory\.\s*NPUWorkspaceAllocator tried to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")"
+_NPU_WORKSPACE = lazy(r"NPU out of memory\.\s*NPUWorkspaceAllocator tried to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")"
                             r"(?:\s*\(NPU (?P<dev>\d{1,3});[^)]{0,200}?(?P<free>" + _NUM + r"\s*" + _UNIT + r") free)?")
-_NPU_PIN = re.compile(r"Malloc pin memory failed, host out of memory(?:, \w?ried to allocate size:\s*(?P<size>" + _NUM + r"(?:\s*" + _UNIT + r")?))?")
-_NPU_DEVICE = re.compile(r"NPU out of memory\.\s*device id:\s*(?P<dev>\d{1,3})")
-_NPU_REJECTED = re.compile(r"NPU out of memory\.\s*Allocation was preemptively rejected[^\n]{0,200}?"
+_NPU_PIN = lazy(r"Malloc pin memory failed, host out of memory(?:, \w?ried to allocate size:\s*(?P<size>" + _NUM + r"(?:\s*" + _UNIT + r")?))?")
+_NPU_DEVICE = lazy(r"NPU out of memory\.\s*device id:\s*(?P<dev>\d{1,3})")
+_NPU_REJECTED = lazy(r"NPU out of memory\.\s*Allocation was preemptively rejected[^\n]{0,200}?"
                            r"(?:Requested size:\s*(?P<size>" + _NUM + r"(?:\s*" + _UNIT + r")?))?")
-_NPU_ACL = re.compile(r"ACL_ERROR_RT_MEMORY_ALLOCATION")
-_XPU = re.compile(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"
+_NPU_ACL = lazy(r"ACL_ERROR_RT_MEMORY_ALLOCATION")
+_XPU = lazy(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"
                   r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
 
 _MAX_EVIDENCE = 12

@@ -23,11 +23,12 @@ import regex as re
 
 from ..facts.models import Evidence, OomEvent, ProcessUse
 from ..facts.sizes import to_bytes
+from ..read.patterns import lazy
 from .base import ParseContext
 
 _S = r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTPE]i?B)"  # a size, unit maybe glued (wraps)
 
-ANCHOR = re.compile(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*Tried\s*to\s*allocate\s*(?!more\s*than\s*1EB)")
+ANCHOR = lazy(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*Tried\s*to\s*allocate\s*(?!more\s*than\s*1EB)")
 # a cheap per-line test before the real anchor search
 # a line holding none of these starts no event (one str.find each over the whole log)
 _QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError")
@@ -36,7 +37,7 @@ _QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "Out
 # end of a log. torch.OutOfMemoryError is raised only by the caching allocator.
 # A message cut where the log (or a paste) ends: "CUDA out of memory. Tried to all". The
 # allocator's wording is certain; the figures are lost.
-_CUT = re.compile(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*(?P<tail>[A-Za-z ]{0,17})$")
+_CUT = lazy(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*(?P<tail>[A-Za-z ]{0,17})$")
 
 
 def _cut_message(text: str):
@@ -47,37 +48,37 @@ def _cut_message(text: str):
     return None
 
 
-_CLASS_ONLY = re.compile(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3,}Traceback \(most recent call last\)|:?\s*$)")
+_CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3,}Traceback \(most recent call last\)|:?\s*$)")
 
 _F = {
-    "req": re.compile(r"Tried\s*to\s*allocate\s*" + _S),
-    "total_new": re.compile(r"(?:GPU|Device|MLU|GCU|NPU|XPU)\s*(?P<dev>\d*)\s*has\s*a\s*total\s*capac(?:i)?ty\s*of\s*" + _S),
-    "free_new": re.compile(r"of\s*which\s*" + _S + r"\s*is\s*free"),
-    "self": re.compile(r"Including\s*non-PyTorch\s*memory,\s*this\s*process\s*has\s*" + _S + r"\s*memory\s*in\s*use"),
-    "proc": re.compile(r"Process\s*(?P<pid>\d+)\s*has\s*" + _S + r"\s*memory\s*in\s*use"),
-    "allowed": re.compile(_S + r"\s*allowed\s*;"),
-    "alloc_new": re.compile(r"Of\s*the\s*allocated\s*memory\s*" + _S + r"\s*is\s*allocated\s*by\s*PyTorch"),
-    "priv": re.compile(r"with\s*" + _S + r"\s*allocated\s*in\s*private\s*pools"),
-    "unalloc": re.compile(r"and\s*" + _S + r"\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated"),
-    "total_old": re.compile(r"\(?\s*(?:GPU|NPU|XPU)\s*(?P<dev>\d+)\s*;\s*" + _S + r"\s*total\s*capacity"),
-    "already": re.compile(_S + r"\s*already\s*allocated"),
-    "active": re.compile(_S + r"\s*current\s*active"),
-    "free_old": re.compile(_S + r"\s*free\s*[;)]"),
-    "reserved": re.compile(_S + r"\s*reserved\s*in\s*total\s*by\s*PyTorch"),
-    "cached": re.compile(_S + r"\s*cached\s*\)"),
-    "hint": re.compile(r"If\s*reserved\s*(?:but\s*unallocated\s*)?memory\s*is.{0,200}?(?:fragmentation\.|PYTORCH_\w*ALLOC_CONF(?:=expandable_segments:True)?)", re.S),
+    "req": lazy(r"Tried\s*to\s*allocate\s*" + _S),
+    "total_new": lazy(r"(?:GPU|Device|MLU|GCU|NPU|XPU)\s*(?P<dev>\d*)\s*has\s*a\s*total\s*capac(?:i)?ty\s*of\s*" + _S),
+    "free_new": lazy(r"of\s*which\s*" + _S + r"\s*is\s*free"),
+    "self": lazy(r"Including\s*non-PyTorch\s*memory,\s*this\s*process\s*has\s*" + _S + r"\s*memory\s*in\s*use"),
+    "proc": lazy(r"Process\s*(?P<pid>\d+)\s*has\s*" + _S + r"\s*memory\s*in\s*use"),
+    "allowed": lazy(_S + r"\s*allowed\s*;"),
+    "alloc_new": lazy(r"Of\s*the\s*allocated\s*memory\s*" + _S + r"\s*is\s*allocated\s*by\s*PyTorch"),
+    "priv": lazy(r"with\s*" + _S + r"\s*allocated\s*in\s*private\s*pools"),
+    "unalloc": lazy(r"and\s*" + _S + r"\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated"),
+    "total_old": lazy(r"\(?\s*(?:GPU|NPU|XPU)\s*(?P<dev>\d+)\s*;\s*" + _S + r"\s*total\s*capacity"),
+    "already": lazy(_S + r"\s*already\s*allocated"),
+    "active": lazy(_S + r"\s*current\s*active"),
+    "free_old": lazy(_S + r"\s*free\s*[;)]"),
+    "reserved": lazy(_S + r"\s*reserved\s*in\s*total\s*by\s*PyTorch"),
+    "cached": lazy(_S + r"\s*cached\s*\)"),
+    "hint": lazy(r"If\s*reserved\s*(?:but\s*unallocated\s*)?memory\s*is.{0,200}?(?:fragmentation\.|PYTORCH_\w*ALLOC_CONF(?:=expandable_segments:True)?)", re.S),
 }
 _EXC = ("torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "torch.AcceleratorError",
         "torch.distributed.DistBackendError", "OutOfMemoryError", "RuntimeError")
 # lines that cannot continue a wrapped message
-_STOP = re.compile(r"^\s*(?:File \"|Traceback \(|During handling|The above exception|\[?\d{4}-\d{2}-\d{2}|\s{2,}\S)")
+_STOP = lazy(r"^\s*(?:File \"|Traceback \(|During handling|The above exception|\[?\d{4}-\d{2}-\d{2}|\s{2,}\S)")
 # the end of a message: its last words (the 2.0-era hint ends with the variable's name;
 # later hints go on "=expandable_segments:True to avoid fragmentation.  See documentation
 # ... (URL)", so there the variable's name is not the end)
-_END = re.compile(r"PYTORCH_\w*ALLOC_CONF\s*$|notes/cuda\.html[#\w-]*\)|empty_cache`|fragmentation\.\s*$|cached\s*\)"
+_END = lazy(r"PYTORCH_\w*ALLOC_CONF\s*$|notes/cuda\.html[#\w-]*\)|empty_cache`|fragmentation\.\s*$|cached\s*\)"
                   r"|by\s*PyTorch\s*\)\s*\.?\s*$")
 # a line that still belongs to a message whose last line looked like an end
-_GOES_ON = re.compile(r"^\s*(?:=\s*expandable|See\s*documentation|\(https?://|If\s*reserved)")
+_GOES_ON = lazy(r"^\s*(?:=\s*expandable|See\s*documentation|\(https?://|If\s*reserved)")
 
 # sizes no GPU has: NVML reports garbage in some containers / WSL (16 EiB "in use")
 _ABSURD = 2**50
@@ -134,7 +135,7 @@ _HINTS = ("If reserved memory is >> allocated memory try setting max_split_size_
           "If reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.",
           "If reserved but unallocated memory is large try setting {var}=expandable_segments:True",
           "If reserved but unallocated memory is large try setting {var}")
-_HINT_VAR = re.compile(r"PYTORCH_\w*ALLOC_CONF")
+_HINT_VAR = lazy(r"PYTORCH_\w*ALLOC_CONF")
 
 
 def _hint_text(found: str) -> str:
@@ -261,8 +262,51 @@ def _message_later(ctx: ParseContext, i: int) -> bool:
     return False
 
 
+# How many earlier events of one (kind, device, request) bucket a new event is compared
+# with once the bucket is large: bounds the work per event, so de-duplication is linear.
+_TWIN_SCAN = 64
+
+
+class _Twins:
+    """Identical copies of one message (two ranks, a logger echo) fold into one event.
+
+    Events are bucketed by what ``_same`` requires to be equal (kind, device, request), so a
+    new event is compared with its bucket only, and with at most ``_TWIN_SCAN`` of them
+    when the bucket is large (an exact copy is still found through ``exact``). Twenty
+    thousand distinct messages (automatic batch-size retries) cost linear time, not the
+    quadratic scan of every earlier event."""
+
+    def __init__(self) -> None:
+        self.buckets: dict[tuple, list[OomEvent]] = {}
+        self.exact: dict[tuple, OomEvent] = {}
+
+    @staticmethod
+    def _key(ev: OomEvent) -> tuple:
+        return ev.kind, ev.device_index, ev.tried_to_allocate_bytes
+
+    @staticmethod
+    def _full(ev: OomEvent) -> tuple:
+        return (ev.kind, ev.device_index, ev.tried_to_allocate_bytes) + tuple(getattr(ev, n) for n in _COMPARE)
+
+    def find(self, ev: OomEvent) -> Optional[OomEvent]:
+        bucket = self.buckets.get(self._key(ev))
+        if not bucket:
+            return None
+        if len(bucket) <= _TWIN_SCAN:
+            return next((e for e in bucket if _same(e, ev)), None)
+        twin = self.exact.get(self._full(ev))
+        if twin is not None:
+            return twin
+        return next((e for e in bucket[-_TWIN_SCAN:] if _same(e, ev)), None)
+
+    def add(self, ev: OomEvent) -> None:
+        self.buckets.setdefault(self._key(ev), []).append(ev)
+        self.exact.setdefault(self._full(ev), ev)
+
+
 def parse(ctx: ParseContext) -> None:
     events: list[OomEvent] = []
+    twins = _Twins()
     seen_lines: set[int] = set()
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
@@ -331,9 +375,10 @@ def parse(ctx: ParseContext) -> None:
                 line=ln.no,
                 evidence=[ctx.evidence(ln)],
             )
-            twin = next((e for e in events if _same(e, ev)), None)
+            twin = twins.find(ev)
             if twin is not None:
                 _merge(twin, ev, ctx.evidence(ln))
             else:
                 events.append(ev)
+                twins.add(ev)
     ctx.facts.oom_events.extend(events)

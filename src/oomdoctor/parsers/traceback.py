@@ -11,27 +11,26 @@ from __future__ import annotations
 
 from typing import Optional
 
-import regex as re
-
 from ..facts.models import Frame
+from ..read.patterns import lazy
 from .base import ParseContext
 
-_PY = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+), in (?P<func>\S.*?)\s*$")
+_PY = lazy(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+), in (?P<func>\S.*?)\s*$")
 # IPython 8: "File ~/x/torch/nn/modules/module.py:1501, in Module._call_impl(self, ...)"
-_IPY = re.compile(r"^\s*File (?P<file>[^\s,]+?):(?P<lineno>\d+),? in (?P<func>[\w.<>]+)")
+_IPY = lazy(r"^\s*File (?P<file>[^\s,]+?):(?P<lineno>\d+),? in (?P<func>[\w.<>]+)")
 # IPython 7: "/path/to/file.py in func(args)"
-_IPY7 = re.compile(r"^\s*(?P<file>[/~][^\s]+\.py) in (?P<func>[\w.<>]+)\(")
+_IPY7 = lazy(r"^\s*(?P<file>[/~][^\s]+\.py) in (?P<func>[\w.<>]+)\(")
 # a frame whose 'File "..."' part was cut off when the log was pasted: "line 3479, in cross_entropy"
-_BARE = re.compile(r"^\s*line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
+_BARE = lazy(r"^\s*line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
 # rich's boxed tracebacks: "│ /path/to/trainer.py:1539 in train   │" (a frame per box line)
-_RICH = re.compile(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (?P<func>[\w.<>]+)\s*(?:[│┃|]\s*)?$")
+_RICH = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (?P<func>[\w.<>]+)\s*(?:[│┃|]\s*)?$")
 # Colab: "[/usr/.../operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)"
-_COLAB = re.compile(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
+_COLAB = lazy(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
 # IPython marks the line that was running: "--> 781         return tensor.float()"
-_ARROW = re.compile(r"^\s*-+>\s*\d+\s+(?P<code>\S.*)$")
-_CELL = re.compile(r"^\s*(?:Cell In\s*\[\d*\]|Input In \[\d*\]), line (?P<lineno>\d+)")
-_HEADER = re.compile(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Exception)\s+Traceback \(most recent call last\)")
-_CARET = re.compile(r"^\s*[\^~\s]+$")
+_ARROW = lazy(r"^\s*-+>\s*\d+\s+(?P<code>\S.*)$")
+_CELL = lazy(r"^\s*(?:Cell In\s*\[\d*\]|Input In \[\d*\]), line (?P<lineno>\d+)")
+_HEADER = lazy(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Exception)\s+Traceback \(most recent call last\)")
+_CARET = lazy(r"^\s*[\^~\s]+$")
 
 
 def parse(ctx: ParseContext) -> None:
@@ -136,7 +135,7 @@ def _contiguous(ctx: ParseContext, hdrs: list[int], idx: int) -> bool:
     return hdrs[-1] - hdrs[0] < 200 and idx - hdrs[0] < 400
 
 
-_EXC_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
+_EXC_LINE = lazy(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
 
 
 def _traceback_end(ctx: ParseContext, first_frame: int) -> int:

@@ -18,6 +18,8 @@ from typing import Iterable, Iterator, Optional
 
 import regex as re
 
+from .patterns import lazy
+
 MAX_LINE = 64 * 1024  # longer physical lines are cut (a 1 GB single line stays bounded)
 
 
@@ -30,17 +32,17 @@ class Line:
     host: Optional[str] = None
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ANSI = lazy(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # Escape sequences whose ESC byte was lost in a copy-paste ("[32m", "[0m").
-_BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m(?=\S|$)")
+_BARE_SGR = lazy(r"\[\d{1,3}(?:;\d{1,3})*m(?=\S|$)")
 # A bare "[m" (reset) is ambiguous: "[model.py:77]" is text. It is taken when a numbered
 # remnant sits on the same line ("[32mINFO[m"), or when no word follows it.
-_BARE_RESET = re.compile(r"\[m(?=[^\w.]|$)")
-_ANY_RESET = re.compile(r"\[m")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_BARE_RESET = lazy(r"\[m(?=[^\w.]|$)")
+_ANY_RESET = lazy(r"\[m")
+_CONTROL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-_BAR_ONLY = re.compile(r"^[^|\n]{0,120}\d+%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]\s*$|^\s*$")
+_BAR_ONLY = lazy(r"^[^|\n]{0,120}\d+%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]\s*$|^\s*$")
 
 _LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|SUCCESS)"
 _DATE = r"\d{4}[-/]\d{2}[-/]\d{2}"
@@ -49,69 +51,69 @@ _TIME = r"\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
 # Each entry: (pattern, kind). Applied repeatedly at the start of the line, outermost
 # first, until none matches. Named groups ``rank``/``host`` are kept as metadata.
 _PREFIXES: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"^\s{0,3}>\s?"), "quote"),
+    (lazy(r"^\s{0,3}>\s?"), "quote"),
     # ISO / shipper timestamps: "2024-01-01T10:00:00.123Z ", "[2024-01-01 10:00:00,123] "
-    (re.compile(rf"^\[?{_DATE}[ T]{_TIME}(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?\s?"), "time"),
+    (lazy(rf"^\[?{_DATE}[ T]{_TIME}(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?\s?"), "time"),
     # dmesg "[12345.678901] " and syslog "Mar  1 10:00:00 host kernel: "
-    (re.compile(r"^\[\s*\d+\.\d+\]\s?"), "time"),
-    (re.compile(rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?P<host>\S+) (?:kernel|slurmstepd|slurmd)(?:\[\d+\])?: (?:\[\s*\d+\.\d+\] )?"), "time"),
+    (lazy(r"^\[\s*\d+\.\d+\]\s?"), "time"),
+    (lazy(rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?P<host>\S+) (?:kernel|slurmstepd|slurmd)(?:\[\d+\])?: (?:\[\s*\d+\.\d+\] )?"), "time"),
     # OpenMPI --tag-output "[1,3]<stdout>:"
-    (re.compile(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:\s?"), "rank"),
+    (lazy(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:\s?"), "rank"),
     # torchrun --tee "[default0]:" (and custom role names), "[rank3]:", "[Rank 3] "
-    (re.compile(r"^\[(?:[A-Za-z_][\w-]*?)(?P<rank>\d+)\]:\s?"), "rank"),
-    (re.compile(r"^\[[Rr]ank ?(?P<rank>\d+)\]:?\s?"), "rank"),
+    (lazy(r"^\[(?:[A-Za-z_][\w-]*?)(?P<rank>\d+)\]:\s?"), "rank"),
+    (lazy(r"^\[[Rr]ank ?(?P<rank>\d+)\]:?\s?"), "rank"),
     # pdsh "node2: " / "worker-1: " (lower-case start and a digit, never an exception name)
     # Host names have no underscores; YAML keys such as "bf16: true" or "stage3_x: 1" are
     # not hosts, and a bare scalar after the colon is a config echo, not a log line.
-    (re.compile(r"^(?P<host>(?!(?:bf|fp|tf|int|fp8|e\dm\d)\d*:)[a-z][a-z0-9-]*\d[a-z0-9.-]*|[a-z][a-z0-9]*-[a-z0-9.-]+|localhost): "
+    (lazy(r"^(?P<host>(?!(?:bf|fp|tf|int|fp8|e\dm\d)\d*:)[a-z][a-z0-9-]*\d[a-z0-9.-]*|[a-z][a-z0-9]*-[a-z0-9.-]+|localhost): "
                 r"(?!\s*$|\s*(?:true|false|True|False|null|None|auto|yes|no|-?\d+(?:\.\d+)?(?:e-?\d+)?|\[.*\]|\{.*\})\s*$)"), "host"),
     # srun --label " 3: " (a traceback's indented lines keep their indentation after it)
-    (re.compile(r"^\s{0,4}(?P<rank>\d{1,5}): (?=\s*\S)"), "rank"),
+    (lazy(r"^\s{0,4}(?P<rank>\d{1,5}): (?=\s*\S)"), "rank"),
     # Ray / vLLM workers "(Worker pid=123) ", "(RayWorker pid=1, ip=10.0.0.1) "
-    (re.compile(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
+    (lazy(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
     # DeepSpeed / python logging "[2024-..] [INFO] [file.py:12:func] " (time already gone)
-    (re.compile(rf"^\[{_LEVEL}\] \[[\w./-]+:\d+(?::[\w<>]+)?\]\s?"), "logger"),
+    (lazy(rf"^\[{_LEVEL}\] \[[\w./-]+:\d+(?::[\w<>]+)?\]\s?"), "logger"),
     # LLaMA-Factory >= 0.9.1 "[INFO|2025-01-01 12:00:00] loader.py:143 >> "
-    (re.compile(rf"^\[{_LEVEL}\|{_DATE} {_TIME}\] [\w./-]+:\d+ >> "), "logger"),
+    (lazy(rf"^\[{_LEVEL}\|{_DATE} {_TIME}\] [\w./-]+:\d+ >> "), "logger"),
     # transformers explicit format "[INFO|trainer.py:2134] 2025-01-01 12:00:00,123 >> "
-    (re.compile(rf"^\[{_LEVEL}\|[\w./-]+:\d+\] {_DATE} {_TIME} >> "), "logger"),
+    (lazy(rf"^\[{_LEVEL}\|[\w./-]+:\d+\] {_DATE} {_TIME} >> "), "logger"),
     # LLaMA-Factory <= 0.9.0 / transformers examples "06/01/2024 12:00:00 - INFO - name - "
-    (re.compile(rf"^\d{{2}}/\d{{2}}/\d{{4}} {_TIME} - {_LEVEL} - [\w.]+ - "), "logger"),
+    (lazy(rf"^\d{{2}}/\d{{2}}/\d{{4}} {_TIME} - {_LEVEL} - [\w.]+ - "), "logger"),
     # mmengine "03/01 10:00:00 - mmengine - INFO - "
-    (re.compile(rf"^\d{{2}}/\d{{2}} {_TIME} - [\w.]+ - {_LEVEL} - (?:[^ ]+ - \w+ - \d+ - )?"), "logger"),
+    (lazy(rf"^\d{{2}}/\d{{2}} {_TIME} - [\w.]+ - {_LEVEL} - (?:[^ ]+ - \w+ - \d+ - )?"), "logger"),
     # loguru (autotrain) "ERROR    | 2024-08-21 22:56:04 | module:func:12 - "
-    (re.compile(rf"^{_LEVEL}\s*\| {_DATE} {_TIME} \| [\w.:<>]+ - "), "logger"),
+    (lazy(rf"^{_LEVEL}\s*\| {_DATE} {_TIME} \| [\w.:<>]+ - "), "logger"),
     # loguru's default format once its timestamp is gone: "| INFO     | train:train_loop:214 - "
-    (re.compile(rf"^\|\s*{_LEVEL}\s*\| [\w.<>-]+:[\w.<>-]+:\d+ - "), "logger"),
+    (lazy(rf"^\|\s*{_LEVEL}\s*\| [\w.<>-]+:[\w.<>-]+:\d+ - "), "logger"),
     # XTuner lite "[XTuner][2024-01-01 10:00:00][INFO] "
-    (re.compile(rf"^\[XTuner\]\[{_DATE} {_TIME}\]\[{_LEVEL}\] "), "logger"),
+    (lazy(rf"^\[XTuner\]\[{_DATE} {_TIME}\]\[{_LEVEL}\] "), "logger"),
     # axolotl "[INFO] [axolotl.train.train:12] [PID:123] [RANK:1] " (time already gone)
-    (re.compile(rf"^\[{_LEVEL}\] \[[\w.]+(?::\d+)?\](?: \[PID:\d+\])?(?: \[RANK:(?P<rank>\d+)\])? "), "logger"),
+    (lazy(rf"^\[{_LEVEL}\] \[[\w.]+(?::\d+)?\](?: \[PID:\d+\])?(?: \[RANK:(?P<rank>\d+)\])? "), "logger"),
     # glog (torch >= 2.3 loggers, c10): "E0325 20:57:27.620000 2606 path/file.py:869] "
-    (re.compile(r"^[IWEFCV]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w./-]+:\d+\] "), "logger"),
+    (lazy(r"^[IWEFCV]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w./-]+:\d+\] "), "logger"),
     # TensorFlow / XLA C++ logging once its timestamp is gone:
     # "2024-04-03 10:11:40.412113: W external/xla/.../bfc_allocator.cc:291] "
-    (re.compile(r"^: [IWEF] [\w./-]+:\d+\] "), "logger"),
+    (lazy(r"^: [IWEF] [\w./-]+:\d+\] "), "logger"),
     # c10 "[W ProcessGroupNCCL.cpp:1250] " / "[W1120 08:14:37.404062000 ProcessGroupNCCL.cpp:1250] "
-    (re.compile(r"^\[[IWEF](?:\d{4} \d{2}:\d{2}:\d{2}\.\d+)? [\w./-]+:\d+\] "), "logger"),
+    (lazy(r"^\[[IWEF](?:\d{4} \d{2}:\d{2}:\d{2}\.\d+)? [\w./-]+:\d+\] "), "logger"),
     # torch 2.1/2.2 "torch.distributed.elastic.multiprocessing.api: [WARNING] "
-    (re.compile(rf"^torch\.[\w.]+: \[{_LEVEL}\] "), "logger"),
+    (lazy(rf"^torch\.[\w.]+: \[{_LEVEL}\] "), "logger"),
     # basicConfig "WARNING:torch.distributed.elastic.multiprocessing.api:"
-    (re.compile(rf"^{_LEVEL}:[\w.]+:(?=\S)"), "logger"),
+    (lazy(rf"^{_LEVEL}:[\w.]+:(?=\S)"), "logger"),
     # a bare "[2024-01-01 10:00:00] " after a rank prefix
-    (re.compile(rf"^\[{_DATE} {_TIME}\]\s?"), "time"),
+    (lazy(rf"^\[{_DATE} {_TIME}\]\s?"), "time"),
     # a level left alone once its timestamp is gone: "[INFO] ", "ERROR: ", "WARNING - "
-    (re.compile(rf"^(?:\[{_LEVEL}\]|{_LEVEL}:|{_LEVEL} -) "), "logger"),
+    (lazy(rf"^(?:\[{_LEVEL}\]|{_LEVEL}:|{_LEVEL} -) "), "logger"),
 ]
 
 # Cheap test: does this line possibly carry any prefix at all?
-_MAYBE_PREFIX = re.compile(
+_MAYBE_PREFIX = lazy(
     r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||\||: [IWEF] ))"
 )
 
 
-_TS_AT = re.compile(r"\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
-_FRAME_AT = re.compile(r"File \"[^\"]+\", line \d+")
+_TS_AT = lazy(r"\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+_FRAME_AT = lazy(r"File \"[^\"]+\", line \d+")
 
 
 def _split_glued(seg: str) -> list[str]:
@@ -171,7 +173,7 @@ def _combined(patterns: list[tuple[re.Pattern, str]]) -> re.Pattern:
     for pattern, _kind in patterns:
         body = pattern.pattern
         alts.append("(?:" + (body[1:] if body.startswith("^") else body) + ")")
-    return re.compile("^(?:" + "|".join(alts) + ")")
+    return lazy("^(?:" + "|".join(alts) + ")")
 
 
 _ANY_PREFIX = _combined(_PREFIXES)

@@ -13,13 +13,13 @@ import json
 import signal
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
-import regex as re
 import yaml
 
 from ..facts.derived import HOST_KINDS, allocated_of, sibling_processes, unallocated_of
 from ..facts.models import Evidence, OomEvent, ProcessUse
-from ..kb.diagnosis import Diagnosis, Knob, Remediation
 from ..facts.sizes import format_size
+from ..kb.diagnosis import Diagnosis, Knob, Remediation
+from ..read.patterns import lazy
 
 if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
     from .model import Report
@@ -264,7 +264,7 @@ def _device_rows(ev: OomEvent) -> list[Row]:
     return rows
 
 
-_VICTIM = re.compile(r"(?i)killed process|victim|oom[-_ ]?kill|OOMKilled|pid \d+")
+_VICTIM = lazy(r"(?i)killed process|victim|oom[-_ ]?kill|OOMKilled|pid \d+")
 _HOST_LABEL = {"cpu_allocator": "asked (host)", "host_oom_killer": "victim RSS",
                "dataloader_killed": "worker RSS"}
 
@@ -336,7 +336,10 @@ def where_rows(report: Report) -> list[Row]:
     more = [e for e in report.oom_events if e is not ev]
     if more:
         at = ", ".join(f"L{e.line}" for e in more[:5]) + (", ..." if len(more) > 5 else "")
-        rows.append(Row("other OOM events", str(len(more)), at))
+        count = str(len(more) + report.oom_events_left_out)
+        if report.oom_events_left_out:
+            count += f" ({report.oom_events_left_out} left out of the report)"
+        rows.append(Row("other OOM events", count, at))
     return rows
 
 
@@ -476,7 +479,7 @@ KNOB_NAMES = {
     "env": "environment", "code": "Python", "slurm": "Slurm", "kubernetes": "Kubernetes",
     "shell": "shell",
 }
-_PY_ASSIGN = re.compile(r"^[A-Za-z_][\w.]*\s*(?:=(?!=)|\()")
+_PY_ASSIGN = lazy(r"^[A-Za-z_][\w.]*\s*(?:=(?!=)|\()")
 _FENCES = {"env": "bash", "shell": "bash", "slurm": "bash", "deepspeed": "json", "code": "python",
            "xtuner": "python", "megatron": "bash"}
 

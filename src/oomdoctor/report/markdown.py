@@ -16,6 +16,7 @@ import regex as re
 
 from ..kb.diagnosis import Diagnosis, Knob, Remediation
 from .common import (Row, candidate_note, clean, diagnosis_evidence, env_rows, evidence_ref,
+from ..read.patterns import lazy
                      fence_language, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, shown_diagnoses, split_fixes, verdict, versions_note,
                      where_rows)
@@ -23,7 +24,7 @@ from .common import (Row, candidate_note, clean, diagnosis_evidence, env_rows, e
 if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
     from .model import Report
 
-_INLINE = re.compile(r"[\\`*\[\]|]|(?<![\p{L}\p{N}])_|_(?![\p{L}\p{N}])")
+_INLINE = lazy(r"[\\`*\[\]|]|(?<![\p{L}\p{N}])_|_(?![\p{L}\p{N}])")
 
 
 def md(text: object) -> str:

@@ -16,22 +16,39 @@ from __future__ import annotations
 
 import regex as re
 
+from ...read.patterns import lazy
 from ..base import ParseContext
 from .blocks import BlockTracker
-from .collector import CONFIG, Collector, EXECUTED, LAUNCH, RUNTIME, WEAK, zero_stage_from_name
+from .collector import (
+    CONFIG,
+    EXECUTED,
+    LAUNCH,
+    RUNTIME,
+    WEAK,
+    Collector,
+    zero_stage_from_name,
+)
 from .engine import deepspeed, runtime_misc
-from .forms import finditer, may_hold_setting, offload_of, scan_cli, scan_dotted, scan_repr, scan_yaml, words_of
+from .forms import (
+    finditer,
+    may_hold_setting,
+    offload_of,
+    scan_cli,
+    scan_dotted,
+    scan_repr,
+    scan_yaml,
+    words_of,
+)
 from .framework import choose_framework, framework_evidence
 from .hardware import BACKEND_ACCEL, hardware
 from .keys import KEYS
 from .launcher import world
 from .versions import clean_version, ds_report_row, pip_show, versions
 
-
 # -- assembly -------------------------------------------------------------------------
 
-_FRAME_LINE = re.compile(r"^\s*File \"[^\"]{1,1000}\", line \d+")
-_IPY_CODE = re.compile(r"^\s*(?:-+>\s*)?\d{1,6}\s{1,}\S")
+_FRAME_LINE = lazy(r"^\s*File \"[^\"]{1,1000}\", line \d+")
+_IPY_CODE = lazy(r"^\s*(?:-+>\s*)?\d{1,6}\s{1,}\S")
 
 
 def _code_lines(lines) -> set:
@@ -108,14 +125,14 @@ def parse(ctx: ParseContext) -> None:
     _finish(ctx, col, gpu_ids, banner, nccl, score)
 
 
-_PROGRESS_NOISE = re.compile(
+_PROGRESS_NOISE = lazy(
     r"\s*(?:\{'(?:loss|eval_loss|train_loss|grad_norm|learning_rate)'|[^|]{0,80}\d+%\|[^|]*\|\s*\d+/\d+ \["
     r"|rank=\d+ time \(ms\)|step=\d+, skipped=\d+|(?:Epoch|Iter)\(train\)\s*\[)")
 # every match of _PROGRESS_NOISE holds one of these (a substring test costs far less)
 _PROGRESS_WORDS = ("{'", "%|", "rank=", "step=", "(train)")
 
 
-_KEY_BEFORE = re.compile(r"(?P<k>[A-Za-z_][\w.-]{0,60}):\s+$")
+_KEY_BEFORE = lazy(r"(?P<k>[A-Za-z_][\w.-]{0,60}):\s+$")
 
 
 def _yaml_key_taken_as_host(col: Collector, raw: str, text: str, line: int) -> None:
@@ -131,7 +148,7 @@ def _yaml_key_taken_as_host(col: Collector, raw: str, text: str, line: int) -> N
         scan_yaml(col, f"{m.group('k')}: {text.strip()}", line)
 
 
-_SCRIPT_ZERO = re.compile(r"[\w./-]{0,200}?zero[_-]?[0-3][\w-]{0,40}\.py")
+_SCRIPT_ZERO = lazy(r"[\w./-]{0,200}?zero[_-]?[0-3][\w-]{0,40}\.py")
 
 
 def _script_name_stage(col: Collector, text: str, line: int) -> None:

@@ -6,25 +6,22 @@ DeepSpeed's ``json = {`` continues over following lines without a log prefix, HF
 """
 from __future__ import annotations
 
-
-import regex as re
-
+from ...read.patterns import lazy
 from .collector import CONFIG, Collector, as_bool, as_int
 from .forms import offload_of
 from .keys import SHAPE_KEYS, apply, h_attn, h_bool, h_optimizer
 
-
 # -- JSON / dict blocks -----------------------------------------------------------
 
-_TOKEN = re.compile(
+_TOKEN = lazy(
     r"\s*(?:(?P<s>\"(?:[^\"\\\n]|\\.){0,500}\"|'(?:[^'\\\n]|\\.){0,500}')|(?P<p>[{}\[\]:,])|(?P<a>[^\s{}\[\]:,\"']{1,300}))")
-_JSONISH = re.compile(r"^\s*(?:[\"'}\]{\[]|-?\d|true|false|null|True|False|None)")
+_JSONISH = lazy(r"^\s*(?:[\"'}\]{\[]|-?\d|true|false|null|True|False|None)")
 _ACCELERATE_DS_KEYS = {"zero_stage", "offload_optimizer_device", "offload_param_device",
                        "gradient_accumulation_steps", "zero3_save_16bit_model", "deepspeed_config_file"}
 _SHAPE_PARENTS = {"", "text_config", "llm_config", "language_config", "text_model", "thinker_config"}
 
 
-_INTERESTING = re.compile(r"zero_optimization|deepspeed_config|hidden_size|num_hidden_layers|vocab_size|"
+_INTERESTING = lazy(r"zero_optimization|deepspeed_config|hidden_size|num_hidden_layers|vocab_size|"
                           r"\"optimizer\"|'optimizer'|bf16|fp16|train_micro_batch|gradient_accumulation")
 
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-import regex as re
-
 from ...facts.models import Environment
-
+from ...read.patterns import lazy
 
 # How much a source is trusted; a later value replaces an earlier one only when its
 # priority is strictly higher, so among equals the first one printed wins.
@@ -85,8 +83,8 @@ def as_int(v: str) -> Optional[int]:
     return None
 
 
-IDENT = re.compile(r"^[A-Za-z][\w.:-]{0,80}$")
-PATHLIKE = re.compile(r"^[\w~./@:+-]{1,300}$")
+IDENT = lazy(r"^[A-Za-z][\w.:-]{0,80}$")
+PATHLIKE = lazy(r"^[\w~./@:+-]{1,300}$")
 
 
 def clean_value(v: str) -> str:
@@ -113,9 +111,9 @@ def zero_stage_from_name(name: str, allow_stage_word: bool) -> Optional[int]:
     return None
 
 
-_ZNAME = re.compile(r"(?:^|[^a-z0-9])(?:ds_?)?z(?:ero)?[_-]?(?:stage[_-]?)?([0-3])(?![0-9])")
-_ZNAME_GLUED = re.compile(r"zero[_-]?([0-3])(?![0-9])")
-_STAGE_NAME = re.compile(r"(?:^|[^a-z0-9])stage[_-]?([0-3])(?![0-9])")
+_ZNAME = lazy(r"(?:^|[^a-z0-9])(?:ds_?)?z(?:ero)?[_-]?(?:stage[_-]?)?([0-3])(?![0-9])")
+_ZNAME_GLUED = lazy(r"zero[_-]?([0-3])(?![0-9])")
+_STAGE_NAME = lazy(r"(?:^|[^a-z0-9])stage[_-]?([0-3])(?![0-9])")
 
 
 def ds_config_name(col: Collector, value: str, line: int) -> None:

@@ -2,17 +2,14 @@
 allocator settings, the training stage (SFT, DPO ...)."""
 from __future__ import annotations
 
-
-import regex as re
-
-from .collector import CONFIG, Collector, EXECUTED, NAME_HINT, RUNTIME, WEAK, as_int
+from ...read.patterns import lazy
+from .collector import CONFIG, EXECUTED, NAME_HINT, RUNTIME, WEAK, Collector, as_int
 from .forms import finditer
 from .keys import h_distributed_type, h_mixed_precision
 
-
 # -- DeepSpeed engine, Trainer banner, other runtime lines -----------------------------
 
-_DS_CREATING = re.compile(r"Creating (?:(?P<dt>torch\.\w+|fp16|bf16|fp32) )?ZeRO stage (?P<st>\d) optimizer")
+_DS_CREATING = lazy(r"Creating (?:(?P<dt>torch\.\w+|fp16|bf16|fp32) )?ZeRO stage (?P<st>\d) optimizer")
 # Only ZeRO-3 runs these (DeepSpeedZeRoOffload is stage 3's parameter manager whether or not
 # anything is offloaded; "Creating ZeRO Offload" is stage 3 with no optimizer, e.g. a
 # DPO reference model), so they prove stage 3 but say nothing about offload.
@@ -22,7 +19,7 @@ _ZERO3_MARKS = ("deepspeedzerooffload initialize", "creating zero offload",
                 "deepspeedzerooptimizer_stage3", "/deepspeed/runtime/zero/stage3.py",
                 "/deepspeed/runtime/zero/partition_parameters.py", "/deepspeed/runtime/zero/parameter_offload.py",
                 "_zero3_consolidated_16bit_state_dict")
-_RUNTIME_MISC = re.compile(
+_RUNTIME_MISC = lazy(
     r"CPU Offload: (?P<cpuoff>True|False)|DeepSpeed Basic Optimizer = (?P<opt>\w+)"
     r"|DeepSpeed Final Optimizer = DeepSpeedZeroOptimizer(?P<z12>\b)(?!_)"
     r"|compute dtype: torch\.(?P<cdt>bfloat16|float16|float32)|Mixed precision type: (?P<mpt>\w+)"
@@ -38,10 +35,10 @@ _RUNTIME_MISC = re.compile(
     r"|Total train batch size \(w\. parallel, distributed & accumulation\) = (?P<tbs>[\d,]{1,12})"
     r"|batch size has been adjusted to: (?P<dp>\d{1,7})")
 _DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-_STATE_DICT_LINE = re.compile(r"(?:FSDP|fsdp|state_dict_type|StateDictType)[^\n]{0,200}?\b(FULL|SHARDED|LOCAL)_STATE_DICT")
-_ALLOC_CONF = re.compile(r"(?:PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF['\"]?\s*(?:=|:|\]\s*=|,)\s*['\"]?|Caching allocator config: )(?P<v>[a-z_]+:[\w.]+(?:,[a-z_]+:[\w.]+){0,8})")
-_LF_WORKFLOW = re.compile(r"/(?:llamafactory|llmtuner)/train/(?P<st>pt|sft|rm|ppo|dpo|kto)/|\brun_(?P<st2>pt|sft|rm|ppo|dpo|kto)\(")
-_TRL_CLASS = re.compile(r"(?<![\w])(?P<c>DPO|GRPO|KTO|PPO|PPOv2|ORPO|Reward|SFT|OnlineDPO)Trainer\b|/trl/trainer/(?P<f>dpo|grpo|kto|ppo|orpo|reward|sft)_trainer\.py")
+_STATE_DICT_LINE = lazy(r"(?:FSDP|fsdp|state_dict_type|StateDictType)[^\n]{0,200}?\b(FULL|SHARDED|LOCAL)_STATE_DICT")
+_ALLOC_CONF = lazy(r"(?:PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF['\"]?\s*(?:=|:|\]\s*=|,)\s*['\"]?|Caching allocator config: )(?P<v>[a-z_]+:[\w.]+(?:,[a-z_]+:[\w.]+){0,8})")
+_LF_WORKFLOW = lazy(r"/(?:llamafactory|llmtuner)/train/(?P<st>pt|sft|rm|ppo|dpo|kto)/|\brun_(?P<st2>pt|sft|rm|ppo|dpo|kto)\(")
+_TRL_CLASS = lazy(r"(?<![\w])(?P<c>DPO|GRPO|KTO|PPO|PPOv2|ORPO|Reward|SFT|OnlineDPO)Trainer\b|/trl/trainer/(?P<f>dpo|grpo|kto|ppo|orpo|reward|sft)_trainer\.py")
 _TRL_STAGE = {"dpo": "dpo", "grpo": "grpo", "kto": "kto", "ppo": "ppo", "ppov2": "ppo", "orpo": "orpo",
               "reward": "rm", "sft": "sft", "onlinedpo": "dpo"}
 
@@ -49,7 +46,7 @@ _TRL_STAGE = {"dpo": "dpo", "grpo": "grpo", "kto": "kto", "ppo": "ppo", "ppov2":
 # DeepSpeedCPUAdam only runs on optimizer states kept in host memory (ZeRO-Offload);
 # transformers and accelerate pick it when offload_optimizer.device is cpu
 _CPU_ADAM = ("loading extension module cpu_adam", "time to load cpu_adam op", "/deepspeed/ops/adam/cpu_adam.py")
-_CPU_ADAM_BANNER = re.compile(r"Adam Optimizer #\d+ is created with \w+ arithmetic capability")
+_CPU_ADAM_BANNER = lazy(r"Adam Optimizer #\d+ is created with \w+ arithmetic capability")
 
 
 def deepspeed(col: Collector, text: str, low: str, line: int, raw_low: str) -> None:

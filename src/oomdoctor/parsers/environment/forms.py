@@ -12,25 +12,23 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-import regex as re
-
-from .collector import CONFIG, Collector, LAUNCH, RUNTIME, as_bool, clean_value
+from ...read.patterns import lazy
+from .collector import CONFIG, LAUNCH, RUNTIME, Collector, as_bool, clean_value
 from .keys import FLAG_KEYS, KEYS, SHAPE_KEYS, apply, h_optimizer, h_zero_stage
-
 
 # -- line forms -----------------------------------------------------------------------
 
-_YAML = re.compile(r"^\s{0,8}(?:-\s+)?`?(?P<k>[A-Za-z_][\w.-]{0,60})`?\s*:\s+(?P<v>\S[^\n]{0,400}?)\s*$")
-_CLI = re.compile(
+_YAML = lazy(r"^\s{0,8}(?:-\s+)?`?(?P<k>[A-Za-z_][\w.-]{0,60})`?\s*:\s+(?P<v>\S[^\n]{0,400}?)\s*$")
+_CLI = lazy(
     r"(?:^|[\s'\"\[,(])--(?P<k>[A-Za-z][\w.-]{0,60})"
     r"(?:=(?P<v1>\"[^\"]{0,400}\"|'[^']{0,400}'|[^\s'\",\]]{1,400})"
     r"|(?:['\"]?,\s*['\"]|\s+)(?P<v2>(?!-)[^\s'\",\]\\]{1,400})"
     r"|\s+(?P<v3>\"[^\"\n]{0,400}\"|'[^'\n]{0,400}'))?")
-_REPR = re.compile(r"(?<![\w.\-])(?P<k>[A-Za-z_][A-Za-z0-9_]{1,60})=(?P<v>\[[^\]]{0,400}\]|[^,\s)]{1,400})")
+_REPR = lazy(r"(?<![\w.\-])(?P<k>[A-Za-z_][A-Za-z0-9_]{1,60})=(?P<v>\[[^\]]{0,400}\]|[^,\s)]{1,400})")
 # DeepSpeed config dump / Megatron arguments / ds_report: "  name ........ value"; DeepSpeed
 # prints names of 29+ characters without dots, only two spaces.
-_DOTTED = re.compile(r"^\s{0,4}(?P<k>[A-Za-z][\w .()/-]{0,50}?) \.{2,} (?P<v>\S[^\n]{0,2000})$")
-_DOTLESS = re.compile(r"^\s{1,4}(?P<k>[a-z][a-z0-9_]{28,60})\s{2,}(?P<v>\S[^\n]{0,2000})$")
+_DOTTED = lazy(r"^\s{0,4}(?P<k>[A-Za-z][\w .()/-]{0,50}?) \.{2,} (?P<v>\S[^\n]{0,2000})$")
+_DOTLESS = lazy(r"^\s{1,4}(?P<k>[a-z][a-z0-9_]{28,60})\s{2,}(?P<v>\S[^\n]{0,2000})$")
 
 
 def scan_yaml(col: Collector, text: str, line: int) -> None:
@@ -130,10 +128,10 @@ def scan_dotted(col: Collector, text: str, line: int, on_row: Callable[[str, str
     return True
 
 
-_ZC_STAGE = re.compile(r"(?:^|\s)stage=(\d)\b")
-_ZC_OFFLOAD = re.compile(r"offload_(?P<which>param|optimizer)=(?:None\b|\w*\(device=(?:<\w+\.(?P<e>\w+)[^>]{0,40}>|'(?P<q>\w+)'))")
-_ZC_PIN = re.compile(r"offload_(?:param|optimizer)=\w*\([^)]{0,400}?pin_memory=(True|False)")
-_ZC_GATHER = re.compile(r"gather_16bit_weights_on_model_save=(True|False)")
+_ZC_STAGE = lazy(r"(?:^|\s)stage=(\d)\b")
+_ZC_OFFLOAD = lazy(r"offload_(?P<which>param|optimizer)=(?:None\b|\w*\(device=(?:<\w+\.(?P<e>\w+)[^>]{0,40}>|'(?P<q>\w+)'))")
+_ZC_PIN = lazy(r"offload_(?:param|optimizer)=\w*\([^)]{0,400}?pin_memory=(True|False)")
+_ZC_GATHER = lazy(r"gather_16bit_weights_on_model_save=(True|False)")
 
 
 def zero_config_repr(col: Collector, value: str, line: int) -> None:

@@ -1,13 +1,12 @@
 """Which framework the user drives (LLaMA-Factory, axolotl, HF Trainer, plain PyTorch ...)."""
 from __future__ import annotations
 
-
 import regex as re
 
+from ...read.patterns import lazy
 from ..base import ParseContext
 from .collector import CONFIG, Collector
 from .forms import WORD_TABLE
-
 
 # -- framework ------------------------------------------------------------------------
 
@@ -56,9 +55,9 @@ _FW_NEEDLES = (
 _FW_REGEX = (
     # LLaMA-Factory's own log formats: >= 0.9.1 "[INFO|2025-01-01 12:00:00] x:12 >> " and
     # <= 0.9.0 "06/01/2024 12:00:00 - INFO - llamafactory.model.loader - "
-    ("llamafactory", re.compile(r"\[[A-Z]+\|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] [\w./-]+:\d+ >> "), 2),
-    ("megatron", re.compile(r"[/\\][^/\\\s\"']{0,40}megatron[^/\\\s\"']{0,40}[/\\]", re.I), 2),
-    ("trl", re.compile(r"(?<![\w])(?:DPO|GRPO|KTO|PPO|PPOv2|ORPO|CPO|Reward|SFT|OnlineDPO|RLOO)Trainer\b"), 1),
+    ("llamafactory", lazy(r"\[[A-Z]+\|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] [\w./-]+:\d+ >> "), 2),
+    ("megatron", lazy(r"[/\\][^/\\\s\"']{0,40}megatron[^/\\\s\"']{0,40}[/\\]", re.I), 2),
+    ("trl", lazy(r"(?<![\w])(?:DPO|GRPO|KTO|PPO|PPOv2|ORPO|CPO|Reward|SFT|OnlineDPO|RLOO)Trainer\b"), 1),
 )
 # Outermost first: a LLaMA-Factory run also shows TRL, transformers and DeepSpeed frames,
 # an HF Trainer run shows accelerate and DeepSpeed, so the first framework with enough

@@ -1,28 +1,27 @@
 """Hardware: GPU names and memory, accelerator kind, visible devices (nvidia-smi, banners)."""
 from __future__ import annotations
 
-
 import regex as re
 
-from .collector import CONFIG, Collector, EXECUTED, NAME_HINT, RUNTIME, WEAK
-
+from ...read.patterns import lazy
+from .collector import CONFIG, EXECUTED, NAME_HINT, RUNTIME, WEAK, Collector
 
 # -- hardware -------------------------------------------------------------------------
 
-_GPU_WORD = re.compile(r"NVIDIA|Tesla|GeForce|Quadro|TITAN|RTX|GTX|\b[AHBLVTPK]\d{1,4}\b|A100|H100|H200|H800|A800|AMD|Radeon|Instinct|MI\d{3}|Ascend|Gaudi", re.I)
-_GPU_LIST = re.compile(r"^\s{0,8}GPU (?P<idx>\d{1,3}(?:,\d{1,3}){0,63}): (?P<name>[^\n(]{3,80}?)\s*(?:\(UUID[^)]*\))?\s*$")
-_SMI_ROW = re.compile(r"^\|\s+(?P<idx>\d{1,3})\s+(?P<name>\S[^|]{1,60}?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
-_GPU_TYPE = re.compile(r"^[\s\-*]{0,6}(?:GPU type|GPU models and configuration): (?P<name>[^\n]{3,80}?)\s*$")
-_DEVPROPS = re.compile(r"name='(?P<name>[^']{3,80})', major=(?P<maj>\d{1,2}), minor=(?P<min>\d{1,2}), total_memory=(?P<mem>\d{1,9})MB")
-_CAPABILITY = re.compile(
+_GPU_WORD = lazy(r"NVIDIA|Tesla|GeForce|Quadro|TITAN|RTX|GTX|\b[AHBLVTPK]\d{1,4}\b|A100|H100|H200|H800|A800|AMD|Radeon|Instinct|MI\d{3}|Ascend|Gaudi", re.I)
+_GPU_LIST = lazy(r"^\s{0,8}GPU (?P<idx>\d{1,3}(?:,\d{1,3}){0,63}): (?P<name>[^\n(]{3,80}?)\s*(?:\(UUID[^)]*\))?\s*$")
+_SMI_ROW = lazy(r"^\|\s+(?P<idx>\d{1,3})\s+(?P<name>\S[^|]{1,60}?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
+_GPU_TYPE = lazy(r"^[\s\-*]{0,6}(?:GPU type|GPU models and configuration): (?P<name>[^\n]{3,80}?)\s*$")
+_DEVPROPS = lazy(r"name='(?P<name>[^']{3,80})', major=(?P<maj>\d{1,2}), minor=(?P<min>\d{1,2}), total_memory=(?P<mem>\d{1,9})MB")
+_CAPABILITY = lazy(
     r"(?:Your (?P<n1>[^\n]{3,60}?) GPU has compute capability"
     r"|(?P<n2>(?:NVIDIA|Tesla|GeForce|Quadro|TITAN) [^\n]{2,60}?) with CUDA capability sm_(?P<sm>\d{2,3})"
     r"|your device is of CUDA capability|Found GPU\d{1,3} (?P<n3>[^\n]{3,60}?) which is of cuda capability)\s*(?P<cc>\d{1,2}\.\d)?")
-_UNSLOTH = re.compile(r"GPU: (?P<name>[^\n]{3,60}?)\. Max memory: (?P<mem>\d{1,4}(?:\.\d{1,4})?) ?GB|CUDA = (?P<cc>\d{1,2}\.\d)\. CUDA Toolkit")
-_LF_GPU = re.compile(r"^[\s\-*]{0,6}GPU (?:number: (?P<n>\d{1,4})|memory: (?P<mem>\d{1,5}(?:\.\d{1,4})?) ?GB)")
-_NAME_GB = re.compile(r"(?<![\d.])(\d{1,3})\s?GB\b", re.I)
-_ACCEL_SET = re.compile(r"Setting ds_accelerator to (?P<acc>\w+)|PyTorch accelerator: (?P<acc2>\w+)|PyTorch (?P<acc3>NPU|XPU|MLU) available: True")
-_VISIBLE = re.compile(r"(?P<ds>Setting )?CUDA_VISIBLE_DEVICES=(?P<ids>\d{1,3}(?:,\d{1,3}){0,255})\b")
+_UNSLOTH = lazy(r"GPU: (?P<name>[^\n]{3,60}?)\. Max memory: (?P<mem>\d{1,4}(?:\.\d{1,4})?) ?GB|CUDA = (?P<cc>\d{1,2}\.\d)\. CUDA Toolkit")
+_LF_GPU = lazy(r"^[\s\-*]{0,6}GPU (?:number: (?P<n>\d{1,4})|memory: (?P<mem>\d{1,5}(?:\.\d{1,4})?) ?GB)")
+_NAME_GB = lazy(r"(?<![\d.])(\d{1,3})\s?GB\b", re.I)
+_ACCEL_SET = lazy(r"Setting ds_accelerator to (?P<acc>\w+)|PyTorch accelerator: (?P<acc2>\w+)|PyTorch (?P<acc3>NPU|XPU|MLU) available: True")
+_VISIBLE = lazy(r"(?P<ds>Setting )?CUDA_VISIBLE_DEVICES=(?P<ids>\d{1,3}(?:,\d{1,3}){0,255})\b")
 # (needle, accelerator, priority); needles without punctuation must be whole words
 _ACCEL_HINTS = (
     ("torch_npu", "npu", EXECUTED), ("ascend", "npu", CONFIG), ("npu:", "npu", CONFIG),

@@ -9,8 +9,21 @@ from typing import Callable
 
 import regex as re
 
-from .collector import CONFIG, Collector, FALSE, IDENT, LAUNCH, PATHLIKE, RUNTIME, TRUE, as_bool, as_int, clean_value, ds_config_name
-
+from ...read.patterns import lazy
+from .collector import (
+    CONFIG,
+    FALSE,
+    IDENT,
+    LAUNCH,
+    PATHLIKE,
+    RUNTIME,
+    TRUE,
+    Collector,
+    as_bool,
+    as_int,
+    clean_value,
+    ds_config_name,
+)
 
 # -- key handlers -------------------------------------------------------------------
 
@@ -18,8 +31,8 @@ TRAINING_STAGES = {"pt", "sft", "rm", "ppo", "dpo", "kto", "orpo", "simpo", "grp
 _ATTN = {"flash_attention_2": "fa2", "flash_attention_3": "fa3", "fa2": "fa2", "fa3": "fa3",
          "sdpa": "sdpa", "eager": "eager", "disabled": "disabled", "off": "disabled",
          "auto": "auto", "xformers": "xformers", "flex_attention": "flex"}
-_SHARD_WORDS = re.compile(r"full_shard|shard_grad_op|hybrid_shard|no_shard|FULL_SHARD|SHARD_GRAD_OP|HYBRID_SHARD")
-_STATE_DICT = re.compile(r"(FULL|SHARDED|LOCAL)_STATE_DICT", re.I)
+_SHARD_WORDS = lazy(r"full_shard|shard_grad_op|hybrid_shard|no_shard|FULL_SHARD|SHARD_GRAD_OP|HYBRID_SHARD")
+_STATE_DICT = lazy(r"(FULL|SHARDED|LOCAL)_STATE_DICT", re.I)
 
 Handler = Callable[[Collector, str, int, int], None]
 
@@ -181,7 +194,7 @@ def _h_alloc_conf(col: Collector, v: str, line: int, prio: int) -> None:
         col.set("alloc_conf", s, line, prio)
 
 
-ALLOC_CONF_VALUE = re.compile(r"^[a-z_]+:[\w.]+(?:,[a-z_]+:[\w.]+){0,8}$")
+ALLOC_CONF_VALUE = lazy(r"^[a-z_]+:[\w.]+(?:,[a-z_]+:[\w.]+){0,8}$")
 
 
 def _h_world(field: str, offset: int = 0) -> Handler:

@@ -6,15 +6,13 @@ import base64
 import binascii
 import json
 
-import regex as re
-
-from .collector import CONFIG, Collector, LAUNCH, RUNTIME
+from ...read.patterns import lazy
+from .collector import CONFIG, LAUNCH, RUNTIME, Collector
 from .forms import finditer
-
 
 # -- world size -----------------------------------------------------------------------
 
-_WORLD = re.compile(
+_WORLD = lazy(
     r"dist_world_size=(?P<dist>\d{1,7})|WORLD INFO DICT: (?P<dict>\{[^\n]{0,20000}\})"
     r"|nnodes=(?P<nn>\d{1,5}), num_local_procs=(?P<nl>\d{1,5})|--world_info=(?P<b64>[A-Za-z0-9+/=]{8,20000})"
     r"|(?:^|, |using )world[ _]size: (?P<ws>\d{1,7})|^Num processes: (?P<np>\d{1,7})"
@@ -25,7 +23,7 @@ _WORLD = re.compile(
     # torchrun's worker group (group_world_size counts nodes) and the store-based barrier
     r"|\bgroup_world_size=(?P<gws_nodes>\d{1,5})\b|Completed store-based barrier for key:\S{1,80} with (?P<barrier>\d{1,7}) nodes"
     r"|\bmpirun\b[^\n]{0,200}?\s-n(?:p)? (?P<mpi>\d{1,6})\b")
-_NCCL_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
+_NCCL_CHANNEL = lazy(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
 
 
 def _hosts(col: Collector, mapping: dict, line: int, prio: int) -> None:

@@ -6,9 +6,9 @@ from typing import Optional
 import regex as re
 from packaging.version import InvalidVersion, Version
 
-from .collector import CONFIG, Collector, LAUNCH, RUNTIME, WEAK
+from ...read.patterns import lazy
+from .collector import CONFIG, LAUNCH, RUNTIME, WEAK, Collector
 from .forms import finditer
-
 
 # -- versions -------------------------------------------------------------------------
 
@@ -28,31 +28,31 @@ _PKG_FRAMEWORK = {
     "trl": "trl", "transformers": "hf-trainer", "accelerate": "accelerate",
     "deepspeed": "deepspeed", "torch": "plain-pytorch", "pytorch": "plain-pytorch",
 }
-_ENV_ROW = re.compile(
+_ENV_ROW = lazy(
     r"^[\s\-*]{0,6}`?(?P<pkg>[A-Za-z][\w-]{0,30}(?: [A-Za-z][\w-]{0,20}){0,2})`?\s+version"
     r"(?P<paren>\s*\([^)]{0,20}\))?\s*:\s*" + _V + r"(?:\s*\((?P<what>[^)]{1,20})\))?")
-_PIN = re.compile(r"(?<![\w.-])(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms-swift|unsloth|torchtune|llama-recipes|llama-cookbook|megatron-core)==" + _V)
-_CONDA = re.compile(r"^\[conda\]\s+(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl)\s+" + _V + r"\s")
-_WHEEL = re.compile(r"(?<![\w.-])(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms_swift|unsloth|torchtune)-" + _V + r"(?=-cp|-py|\.tar|\s|$|,)")
-_REQ = re.compile(r"Requirement already satisfied: (?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl)\b[^(\n]{0,300}\(" + _V + r"\)")
+_PIN = lazy(r"(?<![\w.-])(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms-swift|unsloth|torchtune|llama-recipes|llama-cookbook|megatron-core)==" + _V)
+_CONDA = lazy(r"^\[conda\]\s+(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl)\s+" + _V + r"\s")
+_WHEEL = lazy(r"(?<![\w.-])(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms_swift|unsloth|torchtune)-" + _V + r"(?=-cp|-py|\.tar|\s|$|,)")
+_REQ = lazy(r"Requirement already satisfied: (?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl)\b[^(\n]{0,300}\(" + _V + r"\)")
 # "PyTorch: 2.1.2+cu121" (mmengine env), "Pytorch: 2.4.0+cu121." / "Transformers = 4.44.2." (unsloth),
 # "torch: 2.1.2" (user prints); a full x.y.z is required, "torch: 1.5 GB" is not a version
-_COLON = re.compile(r"(?:^|\s)(?P<pkg>PyTorch|Pytorch|Python|Transformers|torch)\s*[:=]\s+(?=\d{1,4}\.\d{1,4}\.\d)" + _V)
+_COLON = lazy(r"(?:^|\s)(?P<pkg>PyTorch|Pytorch|Python|Transformers|torch)\s*[:=]\s+(?=\d{1,4}\.\d{1,4}\.\d)" + _V)
 _COLON_WORDS = frozenset({"pytorch", "python", "transformers", "torch"})
 # `pip list` / `conda list` rows: "torch     2.1.2" or "pytorch   2.1.2   py3.10_cuda12.1_0   pytorch"
-_PIP_LIST = re.compile(r"^(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner"
+_PIP_LIST = lazy(r"^(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner"
                        r"|ms-swift|unsloth|torchtune|llama-recipes|llama-cookbook|megatron-core)\s{2,}" + _V
                        + r"(?:\s{2,}\S{1,80}){0,3}\s*$")
-_PIP_SHOW = re.compile(r"^Name: (?P<pkg>[\w.-]{1,40})\s*$")
-_DS_INFO = re.compile(r"DeepSpeed info: version=" + _V)
-_AVAILABLE = re.compile(r"PyTorch version " + _V + r" available")  # HF datasets at import time
+_PIP_SHOW = lazy(r"^Name: (?P<pkg>[\w.-]{1,40})\s*$")
+_DS_INFO = lazy(r"DeepSpeed info: version=" + _V)
+_AVAILABLE = lazy(r"PyTorch version " + _V + r" available")  # HF datasets at import time
 # user prints and some frameworks' start-up lines: "torch.__version__ = 2.1.0", "swift.__version__: 3.1.0"
-_DUNDER = re.compile(r"\b(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|swift|xtuner|axolotl|llamafactory)"
+_DUNDER = lazy(r"\b(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|swift|xtuner|axolotl|llamafactory)"
                      r"\.__version__['\"]?\s*[:=]\s*['\"]?" + _V)
-_LF_BANNER = re.compile(r"LLaMA[- ]?Factory,? version " + _V, re.I)
-_PYPATH = re.compile(r"python(?P<ver>3\.\d{1,2})/(?:site|dist)-packages/")
-_CUDA_BUILD = re.compile(r"^(?P<what>CUDA|ROCM|HIP) used to build PyTorch: " + _V)
-_CUDA_MISC = re.compile(r"CUDA Version: (?P<smi>\d+\.\d+)|Cuda compilation tools, release (?P<nvcc>\d+\.\d+)|CUDA Toolkit = (?P<tk>\d+\.\d+)")
+_LF_BANNER = lazy(r"LLaMA[- ]?Factory,? version " + _V, re.I)
+_PYPATH = lazy(r"python(?P<ver>3\.\d{1,2})/(?:site|dist)-packages/")
+_CUDA_BUILD = lazy(r"^(?P<what>CUDA|ROCM|HIP) used to build PyTorch: " + _V)
+_CUDA_MISC = lazy(r"CUDA Version: (?P<smi>\d+\.\d+)|Cuda compilation tools, release (?P<nvcc>\d+\.\d+)|CUDA Toolkit = (?P<tk>\d+\.\d+)")
 
 
 def clean_version(v: Optional[str]) -> Optional[str]:
