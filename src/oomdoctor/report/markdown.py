@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Optional
 import regex as re
 
 from ..kb.diagnosis import Diagnosis, Knob, Remediation
-from .common import (Row, candidate_note, clean, diagnosis_evidence, env_rows, evidence_ref,
 from ..read.patterns import lazy
+from .common import (Row, candidate_note, clean, diagnosis_evidence, env_rows, evidence_ref,
                      fence_language, fit_line, knob_name, memory_section, number_rows, pct,
                      run_rows, shown_diagnoses, split_fixes, verdict, versions_note,
                      where_rows)
