@@ -50,7 +50,9 @@ _SLURM_LIMIT = lazy(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}
 _SLURM_STATE = lazy(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
 _K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \(IP:"
-                  r"|ray\.exceptions\.OutOfMemoryError|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")
+                  r"|ray\.exceptions\.OutOfMemoryError|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
+                  # the tail of the memory monitor's kill message, when its head was cut off
+                  r"|how to address the out of memory issue: https://docs\.ray\.io")
 # Hosted notebooks and Kubernetes evictions say it in words.
 _NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
                        r"|Your notebook tried to allocate more memory than is available"
@@ -58,7 +60,8 @@ _NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
 _RAY_MAYBE = lazy(r"killed by SIGKILL by OOM killer due to high memory usage")
 
 # -- launchers and shells (§3.2) -------------------------------------------------------------
-_TORCHRUN_FAILED = lazy(r"failed \(exitcode: (?P<code>-?\d{1,4})\) local_rank: (?P<lr>\d{1,5}) \(pid: (?P<pid>\d{1,9})\)")
+# the rank and pid are often cut off by a paste; the exit code alone says what happened
+_TORCHRUN_FAILED = lazy(r"failed \(exitcode: (?P<code>-?\d{1,4})\)(?: local_rank: (?P<lr>\d{1,5}) \(pid: (?P<pid>\d{1,9})\))?")
 _CFE_TITLE = lazy(r"^\s*\S[^\n]{0,300} FAILED\s*$")
 _CFE_SECTION = lazy(r"^\s*(?P<sec>Root Cause|Failures:|Other Failures:)")
 _CFE_RANK = lazy(r"^\s*rank\s*:\s*(?P<rank>\d{1,6}) \(local_rank:\s*(?P<lr>\d{1,5})\)")
@@ -303,8 +306,10 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     ln = ctx.lines[i]
     ev = s.cpu.get(key)
     if ev is None:
-        ev = OomEvent(kind="cpu_allocator", backend="host", line=ln.no, host_bytes=n, message_format=fmt,
-                      exception=exc.group("exc") if exc else None, detail=detail)
+        # every size these messages state is the request that failed ("you tried to
+        # allocate N bytes", "Unable to allocate N GiB for an array")
+        ev = OomEvent(kind="cpu_allocator", backend="host", line=ln.no, host_bytes=n, tried_to_allocate_bytes=n,
+                      message_format=fmt, exception=exc.group("exc") if exc else None, detail=detail)
         s.cpu[key] = ev
         ctx.facts.oom_events.append(ev)
     else:
@@ -357,8 +362,10 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         s.exit_code(code)
         s.launcher_codes.append((i, code))
         if code == -9:
-            s.kill(i, _SIGKILL_ONLY, "torchrun", f"local_rank {m.group('lr')} (pid {m.group('pid')}) received SIGKILL (exit -9)",
-                   pid=int(m.group("pid")), ranks=[int(m.group("lr"))])
+            who = f"local_rank {m.group('lr')} (pid {m.group('pid')})" if m.group("lr") else "a worker"
+            s.kill(i, _SIGKILL_ONLY, "torchrun", f"{who} received SIGKILL (exit -9)",
+                   pid=int(m.group("pid")) if m.group("pid") else None,
+                   ranks=[int(m.group("lr"))] if m.group("lr") else [])
         return
     block = s.blocks[-1]
     if "FAILED" in text and ctx.search(_CFE_TITLE, text):

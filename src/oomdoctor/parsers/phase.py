@@ -97,12 +97,16 @@ _ANYWHERE = (
         r"|_load_best_model|load_sharded_checkpoint|_load_from_peft_checkpoint")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
-        r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b")),
+        r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
+        # a script's own evaluation function (validate(), run_eval(), val_epoch()), unless
+        # its name says it trains as well (train_and_evaluate)
+        r"|:(?![\w]*train)(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
+        r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
 )
 _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b")
 _MODEL_LOAD = lazy(
     r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
-    r"|set_module_tensor_to_device|dispatch_model|load_model\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
+    r"|set_module_tensor_to_device|dispatch_model|load_model\w*\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
     r"|partition_parameters.py:__init__|_post_init_method|prepare_model|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
     r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
     # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
@@ -138,7 +142,15 @@ def _frame_text(fr: Frame) -> str:
 # the call in progress in the innermost frame (its code line), when it names the phase
 _CALL = (("checkpoint_save", lazy(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
          ("checkpoint_load", lazy(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
-         ("model_load", lazy(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\(")))
+         ("model_load", lazy(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\("
+                             # the model placed on the device: "model.cuda()", "self.model.to(device)"
+                             r"|\b(?:model|net|module)\w*\.(?:cuda\(|to\((?:device|['\"]cuda|torch\.device))")))
+# the step in progress named by the innermost code line of a cut or shallow traceback:
+# "loss.backward()", "optimizer.step()", "out = self.actor(seq, mask)" (a model called)
+_CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
+              ("optimizer_step", lazy(r"\b(?:optim\w*|scaler)\.step\(")),
+              ("forward", lazy(r"(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?(?:model|actor|critic|net|module|encoder|decoder|unet|vae"
+                               r"|generator|discriminator|transformer|backbone|\w+_model)\((?!\))")))
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
@@ -170,6 +182,10 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     for text, fr in reversed(texts[-6:]):
         if _DATA.search(text):
             return "data_loading", fr
+    if frames and frames[-1].code and training:
+        for phase, rx in _CALL_STEP:
+            if rx.search(frames[-1].code):
+                return phase, frames[-1]
     for text, fr in reversed(texts):
         for phase, rx in _STEP:
             if rx.search(text):

@@ -40,6 +40,9 @@ _BARE_SGR = lazy(r"\[\d{1,3}(?:;\d{1,3})*m(?=\S|$)")
 _BARE_RESET = lazy(r"\[m(?=[^\w.]|$)")
 _ANY_RESET = lazy(r"\[m")
 _CONTROL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Escape sequences in caret notation: a terminal or pager showed ESC as "^[" and the
+# user copied that ("^[[31mJob failed^[[39m").
+_CARET_SGR = lazy(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
 
 
 _BAR_ONLY = lazy(r"^[^|\n]{0,120}\d+%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]\s*$|^\s*$")
@@ -156,6 +159,8 @@ def _split_glued(seg: str) -> list[str]:
 def strip_ansi(text: str) -> str:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if "^[[" in text:
+        text = _CARET_SGR.sub("", text)
     if "m" in text and "[" in text:
         numbered = _BARE_SGR.sub("", text)
         if "[m" in text:

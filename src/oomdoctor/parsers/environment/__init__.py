@@ -42,7 +42,7 @@ from .forms import (
 from .framework import choose_framework, framework_evidence
 from .hardware import BACKEND_ACCEL, hardware
 from .keys import KEYS
-from .launcher import world
+from .launcher import launcher_world, world
 from .versions import clean_version, ds_report_row, pip_show, versions
 
 # -- assembly -------------------------------------------------------------------------
@@ -196,6 +196,7 @@ def _finish(ctx: ParseContext, col: Collector, gpu_ids: dict, banner: dict, nccl
         col.set("world_size", t // (b * g), banner["line"], RUNTIME - 4)
     if nccl[0]:
         col.set("world_size", nccl[0], nccl[1], WEAK)
+    launcher_world(ctx, col)
     for key in ("list", "smi"):
         if key in gpu_ids:
             col.set("gpu_count", len(gpu_ids[key][0]), gpu_ids[key][1], RUNTIME - (0 if key == "list" else 1))

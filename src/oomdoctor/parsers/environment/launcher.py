@@ -7,7 +7,7 @@ import binascii
 import json
 
 from ...read.patterns import lazy
-from .collector import CONFIG, LAUNCH, RUNTIME, Collector
+from .collector import CONFIG, LAUNCH, RUNTIME, WEAK, Collector
 from .forms import finditer
 
 # -- world size -----------------------------------------------------------------------
@@ -78,3 +78,36 @@ def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
             col.set("world_size", int(g["barrier"]), line, RUNTIME - 2)
         elif g["mpi"]:
             col.set("world_size", int(g["mpi"]), line, LAUNCH)
+
+
+# -- world size from what the launcher does -----------------------------------------------
+# When a worker fails, torchrun's agent and the DeepSpeed launcher stop every other local
+# worker and name each one: together with the failed one, those are the node's workers.
+_TEARDOWN = lazy(r"Sending process (?P<pid>\d{1,9}) closing signal|Killing subprocess (?P<killed>\d{1,9})"
+                 r"|failed \(exitcode: -?\d{1,4}\) local_rank: \d{1,5} \(pid: (?P<failed>\d{1,9})\)")
+# ColossalAI / Megatron-style "data parallel size: 4, pipeline parallel size: 1, tensor
+# parallel size: 1" (often hard-wrapped): the ranks are their product.
+_PARALLEL = lazy(r"data[ -]parallel size: (?P<dp>\d{1,6}),\s*pipeline[ -](?:model[ -])?parallel size: (?P<pp>\d{1,6}),"
+                 r"\s*tensor[ -](?:model[ -])?parallel size: (?P<tp>\d{1,6})")
+
+
+def launcher_world(ctx, col: Collector) -> None:
+    """World size from a launcher's teardown (the workers it stops, per host) and from a
+    framework's parallel sizes, when nothing states it."""
+    pids: dict[tuple, set] = {}
+    for i in ctx.lines_with(("closing signal", "killing subprocess", "failed (exitcode"), fold=True):
+        ln = ctx.lines[i]
+        for m in finditer(_TEARDOWN, ln.text)[:4]:
+            pid = m.group("pid") or m.group("killed") or m.group("failed")
+            pids.setdefault((ln.host,), set()).add(pid)
+    if pids:
+        line = ctx.lines[ctx.lines_with(("closing signal", "killing subprocess", "failed (exitcode"), fold=True)[0]].no
+        total = sum(len(v) for v in pids.values())
+        if total > 1:
+            col.set("world_size", total, line, WEAK - 1)
+    for i in ctx.lines_with(("parallel size:",), fold=True):
+        text, _offsets = ctx.join(i, max_lines=3, sep=" ")
+        m = ctx.search(_PARALLEL, text)
+        if m:
+            col.set("world_size", int(m.group("dp")) * int(m.group("pp")) * int(m.group("tp")), ctx.lines[i].no, RUNTIME - 3)
+            break

@@ -130,6 +130,11 @@ def versions(col: Collector, text: str, low: str, line: int, words: set) -> None
     if "-" in text and ("whl" in low or "installed" in low or "collected" in low or "downloading" in low):
         for m in finditer(_WHEEL, text):
             _version(col, m.group("pkg"), m.group("ver"), line, LAUNCH)
+    elif "python-" in low and "torch-" in low:
+        # start-up banners that name the running versions as "Python-3.10.12 torch-2.2.1+cu121"
+        # (Ultralytics, YOLOv5 and their forks)
+        for m in finditer(_WHEEL, text):
+            _version(col, m.group("pkg"), m.group("ver"), line, RUNTIME - 2)
     if "requirement already" in low:
         m = _REQ.search(text)
         if m:

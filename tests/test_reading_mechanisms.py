@@ -1,0 +1,107 @@
+"""How the parsers read forms of evidence that real logs use (synthetic log windows,
+written for these tests; the real logs that showed each form are in tests/fixtures/real)."""
+from __future__ import annotations
+
+
+import pytest
+
+import oomdoctor
+from oomdoctor.read.normalise import strip_ansi
+
+
+def report(text: str) -> dict:
+    return oomdoctor.diagnose(text).model_dump(mode="json")
+
+
+def test_caret_notation_escape_sequences_are_stripped():
+    # a pager or terminal showed ESC as "^[" and the user copied that
+    assert strip_ansi("ERR cli.py:72 -- ^[[31mJob failed^[[39m") == "ERR cli.py:72 -- Job failed"
+    assert strip_ansi("a ^[ b [31 c") == "a ^[ b [31 c"
+
+
+def test_old_cached_figure_is_reserved_but_unallocated():
+    d = report("RuntimeError: CUDA out of memory. Tried to allocate 2.74 GiB (GPU 0; 10.91 GiB total capacity; "
+               "6.10 GiB already allocated; 2.56 GiB free; 1.35 GiB cached)\n")
+    ev = d["oom_events"][0]
+    assert ev["reserved_unallocated_bytes"] == ev["cached_unallocated_bytes"] == int(1.35 * 2**30)
+    assert ev["reserved_total_bytes"] is None
+
+
+def test_host_allocator_request_is_the_request_that_failed():
+    d = report("RuntimeError: [enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory: "
+               "you tried to allocate 939524096 bytes. Error code 12 (Cannot allocate memory)\n")
+    ev = d["oom_events"][0]
+    assert ev["kind"] == "cpu_allocator"
+    assert ev["tried_to_allocate_bytes"] == ev["host_bytes"] == 939524096
+
+
+def test_a_cut_torchrun_failure_line_still_reports_the_sigkill():
+    d = report("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 53038 closing\n"
+               "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rankroot/env/bin/python\n")
+    kinds = [f["kind"] for f in d["failures"]] + [e["kind"] for e in d["oom_events"]]
+    assert any("kill" in k or k == "host_oom_killer" for k in kinds), kinds
+
+
+@pytest.mark.parametrize("log,world", [
+    ("".join(f"WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {p} closing signal SIGTERM\n"
+             for p in (75870, 75871, 75872))
+     + "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 75873) of binary: x\n", 4),
+    ("[2023-04-16 08:08:00,497] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 364004\n"
+     "[2023-04-16 08:08:00,520] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 364005\n", 2),
+    ("colossalai - INFO: Distributed environment is initialized, data parallel size: 2, \n"
+     "     pipeline parallel size: 2, tensor parallel size: 2 \n", 8),
+])
+def test_world_size_from_the_launcher_and_parallel_sizes(log: str, world: int):
+    assert report(log)["environment"]["world_size"] == world
+
+
+def test_a_stated_world_size_beats_the_teardown_count():
+    log = ("using world size: 16, data-parallel size: 16\n"
+           "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 1 closing signal SIGTERM\n"
+           "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 2) of binary: x\n")
+    assert report(log)["environment"]["world_size"] == 16
+
+
+def test_banner_versions_in_the_python_dash_torch_dash_form():
+    d = report("Ultralytics YOLOv8.1.19 Python-3.10.12 torch-2.2.1+cu121 CUDA:0 (NVIDIA GeForce RTX 3060, 12036MiB)\n")
+    assert d["environment"]["torch_version"] == "2.2.1"
+
+
+def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB") -> str:
+    lines = ["Traceback (most recent call last):"]
+    for path, func, code in frames:
+        lines += [f'  File "{path}", line 10, in {func}', f"    {code}"]
+    return "\n".join(lines + [error, ""])
+
+
+@pytest.mark.parametrize("frames,phase", [
+    # a script's own evaluation function around the model's forward
+    ([("train.py", "train_epoch", "self.validate()"), ("train.py", "validate", "result = self.model(batch)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input)"),
+      ("models/net.py", "forward", "x = x * y")], "eval"),
+    # ... but not a function that trains and evaluates
+    ([("train.py", "train_and_evaluate", "loss = model(batch)"), ("models/net.py", "forward", "x = x * y")], "forward"),
+    # the model placed on the device inside a loader of the script's own
+    ([("main.py", "<module>", "model = load_model_from_config(config, ckpt)"),
+      ("main.py", "load_model_from_config", "model.cuda()")], "model_load"),
+])
+def test_phase_from_function_names_and_code_lines(frames, phase):
+    assert report(_tb(*frames))["phase"] == phase
+
+
+@pytest.mark.parametrize("code,phase", [
+    ("loss.backward()", "backward"),
+    ("self.optimizer.step()", "optimizer_step"),
+    ("action_log_probs = self.actor(experience.sequences, num_actions)", "forward"),
+])
+def test_a_cut_traceback_in_a_training_step_takes_its_phase_from_the_last_code_line(code, phase):
+    text = _tb(("/env/site-packages/chatgpt/trainer/base.py", "fit", "self._learn()"),
+               ("/env/site-packages/chatgpt/trainer/ppo.py", "training_step", code), error="")
+    assert report(text)["phase"] == phase
+
+
+def test_the_tail_of_rays_memory_monitor_message_is_a_host_kill():
+    d = report("95412   14.05   ray::LLMRayActor\n"
+               "Refer to the documentation on how to address the out of memory issue: "
+               "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
