@@ -2,10 +2,15 @@
 """Benchmark: `oomdoctor diagnose` on a 1 MB and a 100 MB training log.
 
 Reports wall time and peak RSS of each run, side by side with baselines measured in the
-same run on the same file (`grep -c` for the OOM pattern, and a plain Python pass that
-reads every line), as ratios. Not a test: numbers depend on the machine.
+same rounds on the same file, as ratios: `python -c "import pydantic, click, yaml, regex"`
+(the floor of any Python tool built on those libraries), `grep -c` for the OOM pattern,
+a plain Python pass that reads every line, and, with ``--baseline-src``, the diagnose of
+another source tree (the previous version). Runs are interleaved round by round so that
+each ratio compares runs made under the same load; the best of the rounds is kept.
+Not a test: numbers depend on the machine.
 
-    python bench/bench_parse.py [--sizes 1,100] [--repeat 3] [--keep]
+    python bench/bench_parse.py [--sizes 1,100] [--repeat 5] [--keep]
+    python bench/bench_parse.py --sizes 1 --baseline-src ../oomdoctor-previous/src
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,39 +67,55 @@ def make_log(path: str, size: int, seed: int = 0) -> None:
         fh.write(TAIL)
 
 
-def run(cmd: list[str]) -> tuple[float, int, int]:
+def run(cmd: list[str], env: Optional[dict] = None) -> tuple[float, int, int]:
     """(wall seconds, peak RSS in KiB, exit code) of one command in a fresh child."""
     probe = ("import resource, subprocess, sys, time, json;"
              "t = time.perf_counter(); p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL);"
              "print(json.dumps([time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode]))")
-    out = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, check=True,
+                         env=env).stdout
     wall, rss, rc = json.loads(out)
     return wall, rss, rc
 
 
-def best(cmd: list[str], repeat: int) -> tuple[float, int, int]:
-    runs = [run(cmd) for _ in range(repeat)]
-    return min(r[0] for r in runs), max(r[1] for r in runs), runs[0][2]
+def interleaved(cmds: dict[str, tuple[list[str], dict]], repeat: int) -> dict[str, tuple[float, int, int]]:
+    """Best wall time, peak RSS and exit code of each command, run round-robin."""
+    runs: dict[str, list] = {name: [] for name in cmds}
+    for _ in range(repeat):
+        for name, (cmd, env) in cmds.items():
+            runs[name].append(run(cmd, env))
+    return {name: (min(r[0] for r in rs), max(r[1] for r in rs), rs[0][2]) for name, rs in runs.items()}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1,100", help="log sizes in MB")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--baseline-src", help="a source tree (its src/ directory) to diagnose the same logs with")
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
     args = ap.parse_args()
-    oomdoctor = shutil.which("oomdoctor") or os.path.join(os.path.dirname(sys.executable), "oomdoctor")
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)   # users run with their byte-code caches
     tmp = tempfile.mkdtemp(prefix="oomdoctor-bench-")
     readlines = "import sys\nn = 0\nfor line in open(sys.argv[1], 'rb'):\n    n += 1\nprint(n)"
-    print(f"{'size':>6} {'oomdoctor s':>12} {'RSS MB':>7} {'grep -c s':>10} {'py-read s':>10} {'÷grep':>7} {'÷py-read':>9}")
+    header = f"{'size':>6} {'run':<26} {'seconds':>8} {'RSS MB':>7} {'÷imports':>9} {'÷grep':>7} {'÷py-read':>9}"
+    print(header)
     for mb in (float(s) for s in args.sizes.split(",")):
         path = os.path.join(tmp, f"train-{mb:g}MB.log")
         make_log(path, int(mb * 2**20))
-        ours = best([oomdoctor, "diagnose", "--format", "json", path], args.repeat)
-        grep = best(["grep", "-c", "out of memory", path], args.repeat)
-        pyread = best([sys.executable, "-c", readlines, path], args.repeat)
-        print(f"{mb:>4g}MB {ours[0]:>12.3f} {ours[1] / 1024:>7.1f} {grep[0]:>10.3f} {pyread[0]:>10.3f} "
-              f"{ours[0] / grep[0]:>7.1f} {ours[0] / pyread[0]:>9.1f}")
+        cmds = {
+            "imports": ([sys.executable, "-c", "import pydantic, click, yaml, regex"], env),
+            "grep -c": (["grep", "-c", "out of memory", path], env),
+            "py-read": ([sys.executable, "-c", readlines, path], env),
+            "oomdoctor diagnose": ([sys.executable, "-m", "oomdoctor", "diagnose", "--format", "json", path], env),
+        }
+        if args.baseline_src:
+            base_env = dict(env, PYTHONPATH=os.path.abspath(args.baseline_src))
+            cmds["baseline diagnose"] = ([sys.executable, "-m", "oomdoctor", "diagnose", "--format", "json", path], base_env)
+        got = interleaved(cmds, args.repeat)
+        for name, (wall, rss, _rc) in got.items():
+            print(f"{mb:>4g}MB {name:<26} {wall:>8.3f} {rss / 1024:>7.1f} {wall / got['imports'][0]:>9.2f} "
+                  f"{wall / got['grep -c'][0]:>7.1f} {wall / got['py-read'][0]:>9.1f}")
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     else:

@@ -142,7 +142,7 @@ def test_broken_kb_file_is_skipped_with_a_warning_and_nothing_is_lost(tmp_path):
     assert data["oom_events"] and data["diagnoses"]
     assert any("my-incident.yaml" in n for n in data["notes"])
     lint = oomdoctor("kb", "lint", "--no-shipped", str(kb))
-    assert lint.returncode == 1 and b"my-incident.yaml: line " in lint.stdout and b"invalid YAML" in lint.stdout
+    assert lint.returncode == 1 and b"my-incident.yaml:3:1: " in lint.stdout and b"invalid YAML" in lint.stdout
 
 
 def test_schema_is_json_schema():

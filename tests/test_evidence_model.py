@@ -347,3 +347,23 @@ def test_another_runtimes_device_allocation_failure_is_an_oom():
     (ev,) = rep.oom_events
     assert (ev.kind, ev.backend, ev.tried_to_allocate_bytes) == ("device_runtime", "Neuron", 2**30)
     assert any(d.memory_failure for d in rep.diagnoses)
+
+
+def test_a_certain_oom_with_partial_evidence_lists_leads_after_the_unknown_cause():
+    # synthetic message: the process's own tensors fill the device, nothing else is known
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "79.15 GiB of which 10.00 MiB is free. Including non-PyTorch memory, this process has 79.13 GiB memory "
+            "in use. Of the allocated memory 77.50 GiB is allocated by PyTorch, and 100.10 MiB is reserved by "
+            "PyTorch but unallocated.\n")
+    diags = oomdoctor.diagnose(text).diagnoses
+    assert diags[0].incident == "unknown-oom" and not diags[0].warning
+    leads = diags[1:]
+    assert leads and len(leads) <= 2
+    assert all(d.warning and d.confidence <= 0.3 and d.because[0].startswith("a lead, not a finding") for d in leads)
+    assert leads[0].incident == "activation-memory"
+
+
+def test_a_failure_that_is_not_memory_gets_no_memory_leads():
+    text = ("[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+            "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800001 milliseconds before timing out.\n")
+    assert not any(d.warning for d in oomdoctor.diagnose(text).diagnoses)

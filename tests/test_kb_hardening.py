@@ -17,7 +17,13 @@ from click.testing import CliRunner
 
 from oomdoctor import __version__
 from oomdoctor.cli import main
-from oomdoctor.kb.knowledge import KnowledgeError, lint, load_file, load_knowledge, shipped_dir
+from oomdoctor.kb.knowledge import (
+    KnowledgeError,
+    load_file,
+    load_knowledge,
+    shipped_dir,
+)
+from oomdoctor.kb.lint import lint
 from oomdoctor.kb.regex_safety import NESTED, OVERLAP, backtracking_risk
 
 TEMPLATE = shipped_dir() / "alloc-fragmentation.yaml"
@@ -32,17 +38,18 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _write_with(directory: Path, stem: str, place, value: str) -> tuple[Path, int]:
+def _write_with(directory: Path, stem: str, place, value: str) -> tuple[Path, str]:
     """Write the template as ``stem`` with ``value`` put where ``place`` puts the marker;
-    return the file and the line the value is on."""
+    return the file and the place of the value, 'line:col'."""
     data = copy.deepcopy(_template())
     data["id"] = stem
     place(data, "@@VALUE@@")
     text = yaml.safe_dump(data, sort_keys=False, width=10_000)
-    line = next(n for n, row in enumerate(text.splitlines(), 1) if "@@VALUE@@" in row)
+    line, row = next((n, row) for n, row in enumerate(text.splitlines(), 1) if "@@VALUE@@" in row)
+    col = (row.index("'@@VALUE@@'") if "'@@VALUE@@'" in row else row.index("@@VALUE@@")) + 1
     path = directory / f"{stem}.yaml"
     path.write_text(text.replace("'@@VALUE@@'", value).replace("@@VALUE@@", value), encoding="utf-8")
-    return path, line
+    return path, f"{line}:{col}"
 
 
 def _lint_cli(directory: Path):
@@ -158,10 +165,10 @@ def test_an_alias_is_refused_with_file_and_line(tmp_path):
     text += "next_steps:\n  - &step capture a memory snapshot\n  - *step\n"
     path = tmp_path / "aliased.yaml"
     path.write_text(text, encoding="utf-8")
-    alias_line = len(text.splitlines())
+    alias_line = len(text.splitlines())   # '  - *step': the alias is in column 5
     with pytest.raises(KnowledgeError) as err:
         load_file(path)
-    assert str(err.value) == (f"{path}: line {alias_line}: YAML alias *step is not allowed in knowledge files "
+    assert str(err.value) == (f"{path}:{alias_line}:5: YAML alias *step is not allowed in knowledge files "
                               "(write the value out)")
 
     result = _lint_cli(tmp_path)
@@ -180,8 +187,8 @@ def test_an_alias_without_its_anchor_is_refused_the_same_way(tmp_path):
     path = tmp_path / "dangling.yaml"
     path.write_text(text, encoding="utf-8")
     assert lint([tmp_path], include_shipped=False) == [
-        f"{path}: line {len(text.splitlines())}: YAML alias *nowhere is not allowed in knowledge files "
-        "(write the value out)"]
+        (f"{path}:{len(text.splitlines())}:5: YAML alias *nowhere is not allowed in knowledge files "
+         "(write the value out)")]
 
 
 def test_ampersands_in_values_are_no_anchors(tmp_path):
@@ -216,7 +223,8 @@ def test_a_billion_laughs_file_is_refused_at_once(tmp_path):
     result = subprocess.run([sys.executable, "-m", "oomdoctor", "kb", "lint", "--no-shipped", str(tmp_path)],
                             check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
-    expected = f"{tmp_path / 'laughs.yaml'}: line 5: YAML alias *c0 is not allowed in knowledge files"
+    col = bomb.splitlines()[4].index("*c0") + 1
+    expected = f"{tmp_path / 'laughs.yaml'}:5:{col}: YAML alias *c0 is not allowed in knowledge files"
     assert result.stdout.strip() == expected + " (write the value out)"
     assert "Traceback" not in result.stderr
 
@@ -224,7 +232,8 @@ def test_a_billion_laughs_file_is_refused_at_once(tmp_path):
 def test_a_small_alias_bomb_is_reported_by_lint_and_skipped_by_loading(tmp_path):
     (tmp_path / "laughs.yaml").write_text(_alias_bomb(3), encoding="utf-8")
     problems = lint([tmp_path], include_shipped=False)
-    assert len(problems) == 1 and problems[0].startswith(f"{tmp_path / 'laughs.yaml'}: line 5: YAML alias *c0")
+    assert len(problems) == 1 and problems[0].startswith(f"{tmp_path / 'laughs.yaml'}:5:")
+    assert "YAML alias *c0" in problems[0]
     assert load_knowledge([tmp_path], include_shipped=False).problems == problems
 
 
@@ -262,8 +271,8 @@ DANGEROUS = [
 @pytest.mark.parametrize("place", PLACES, ids=lambda f: f.__name__.lstrip("_"))
 @pytest.mark.parametrize("pattern,reason", DANGEROUS, ids=[p for p, _ in DANGEROUS])
 def test_a_dangerous_pattern_is_refused_with_file_and_line(tmp_path, place, pattern, reason):
-    path, line = _write_with(tmp_path, "hostile", place, _quoted(pattern))
-    expected = f"{path}: line {line}: pattern {pattern!r} can backtrack catastrophically ({reason})"
+    path, where = _write_with(tmp_path, "hostile", place, _quoted(pattern))
+    expected = f"{path}:{where}: pattern {pattern!r} can backtrack catastrophically ({reason})"
     with pytest.raises(KnowledgeError) as err:
         load_file(path)
     assert str(err.value) == expected
@@ -272,19 +281,19 @@ def test_a_dangerous_pattern_is_refused_with_file_and_line(tmp_path, place, patt
 
 
 def test_loading_skips_a_file_with_a_dangerous_pattern_and_keeps_the_rest(tmp_path):
-    path, line = _write_with(tmp_path, "hostile", _in_signal_text, _quoted("(x+x+)+y"))
+    path, where = _write_with(tmp_path, "hostile", _in_signal_text, _quoted("(x+x+)+y"))
     (tmp_path / "alloc-fragmentation.yaml").write_text(TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8")
     kb = load_knowledge([tmp_path], include_shipped=False)
     assert [inc.id for inc in kb] == ["alloc-fragmentation"]
-    assert kb.problems == [f"{path}: line {line}: pattern '(x+x+)+y' can backtrack catastrophically ({NESTED})"]
+    assert kb.problems == [f"{path}:{where}: pattern '(x+x+)+y' can backtrack catastrophically ({NESTED})"]
 
 
 def test_a_long_dangerous_pattern_is_shortened_in_the_message(tmp_path):
     pattern = "memory(?:" + "|".join(f"word{i}" for i in range(30)) + "|(?:\\w+\\s?)+)*!"
-    path, line = _write_with(tmp_path, "hostile", _in_signal_text, _quoted(pattern))
+    path, where = _write_with(tmp_path, "hostile", _in_signal_text, _quoted(pattern))
     problems = lint([tmp_path], include_shipped=False)
     shown = pattern[:77] + "..."
-    assert problems == [f"{path}: line {line}: pattern {shown!r} can backtrack catastrophically ({NESTED})"]
+    assert problems == [f"{path}:{where}: pattern {shown!r} can backtrack catastrophically ({NESTED})"]
 
 
 SAFE = [

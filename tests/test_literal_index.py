@@ -1,6 +1,8 @@
-"""The Hyperscan literal index answers ``lines_with`` exactly as the Python path does."""
+"""The native literal indexes (Hyperscan, Aho-Corasick) answer ``lines_with`` exactly as the
+Python path does."""
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,11 @@ from oomdoctor.read.normalise import Line, join_lines, normalise
 from oomdoctor.parsers import FAMILIES
 from oomdoctor.parsers.base import ParseContext
 
-pytest.importorskip("hyperscan")
+BACKENDS = {name: cls for name, module, cls in (("hyperscan", "hyperscan", literal_index.LiteralIndex),
+                                                ("ahocorasick", "ahocorasick_rs", literal_index.AhoCorasickIndex))
+            if importlib.util.find_spec(module)}
+if not BACKENDS:
+    pytest.skip("no native literal index installed (oomdoctor[fast])", allow_module_level=True)
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
@@ -43,8 +49,8 @@ def _keys_asked() -> list:
 KEYS = _keys_asked()
 
 
-def _index() -> literal_index.LiteralIndex:
-    index = literal_index.LiteralIndex()
+def _index(backend: str = next(iter(BACKENDS))) -> literal_index.LiteralIndex:
+    index = BACKENDS[backend]()
     for key in KEYS:
         index.register(key)
     return index
@@ -58,10 +64,11 @@ def test_the_families_ask_for_many_sets():
     assert len(KEYS) > 20
 
 
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
 @pytest.mark.parametrize("path", sorted(LOGS.glob("*.log")), ids=lambda p: p.stem)
-def test_same_lines_as_python_on_every_fixture(path):
+def test_same_lines_as_python_on_every_fixture(path, backend):
     lines = normalise(path.read_text(encoding="utf-8", errors="replace"))
-    got = _index().lines(*join_lines(lines))
+    got = _index(backend).lines(*join_lines(lines))
     assert got is not None
     for key in KEYS:
         if key in got:
@@ -82,16 +89,20 @@ _PIECES = sorted({lit for lits, _fold in KEYS for lit in lits})[:200] + _FOLDED 
                          max_size=8).map("".join), max_size=12))
 def test_same_lines_as_python_on_any_text(texts):
     lines = [Line(no=i + 1, raw=t, text=t) for i, t in enumerate(texts)]
-    got = _index().lines(*join_lines(lines))
-    if got is None:
-        return
-    for key in KEYS:
-        if key in got:
-            assert got[key] == _python(lines, key), (key, texts)
+    for backend in BACKENDS:
+        got = _index(backend).lines(*join_lines(lines))
+        if got is None:
+            continue
+        if backend == "ahocorasick":   # it folds as Python does: every set is answered
+            assert len(got) == len(KEYS) or any(len(t.lower()) != len(t) for t in texts)
+        for key in KEYS:
+            if key in got:
+                assert got[key] == _python(lines, key), (backend, key, texts)
 
 
-def test_a_context_uses_the_index_once_every_set_is_known(monkeypatch):
-    index = _index()
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_a_context_uses_the_index_once_every_set_is_known(monkeypatch, backend):
+    index = _index(backend)
     monkeypatch.setattr(literal_index, "shared", lambda: index)
     lines = normalise((LOGS / "seed-dpo-v100-fragmentation.log").read_text(encoding="utf-8"))
     ctx = ParseContext(lines)
@@ -103,3 +114,27 @@ def test_a_context_uses_the_index_once_every_set_is_known(monkeypatch):
     for family in FAMILIES:
         family.parse(plain)
     assert ctx.facts == plain.facts
+
+
+@pytest.mark.skipif("ahocorasick" not in BACKENDS, reason="ahocorasick-rs is not installed")
+def test_the_index_of_each_tier(monkeypatch):
+    """Hyperscan's when installed, else Aho-Corasick's (=ahocorasick: as without Hyperscan), none
+    for the pure-Python search."""
+    for value, expected in (("", next(iter(BACKENDS))), ("ahocorasick", "ahocorasick"), ("python", None),
+                            ("trie", None)):
+        monkeypatch.setenv("OOMDOCTOR_PREFILTER", value)
+        monkeypatch.setattr(literal_index, "_CHECKED", False)
+        monkeypatch.setattr(literal_index, "_SHARED", None)
+        got = literal_index.shared()
+        assert (got if got is None else type(got)) == (expected and BACKENDS[expected]), value
+    monkeypatch.setattr(literal_index, "_CHECKED", False)
+
+
+def test_an_empty_literal_is_left_to_the_python_path():
+    if "ahocorasick" not in BACKENDS:
+        pytest.skip("ahocorasick-rs is not installed")
+    index = literal_index.AhoCorasickIndex()
+    index.register((("", "x"), False))
+    index.register((("b",), False))
+    got = index.lines("a\nb\nx", [0, 2, 4])
+    assert got == {(("b",), False): [1]}

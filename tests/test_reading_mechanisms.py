@@ -105,3 +105,19 @@ def test_the_tail_of_rays_memory_monitor_message_is_a_host_kill():
                "Refer to the documentation on how to address the out of memory issue: "
                "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory\n")
     assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+
+
+@pytest.mark.parametrize("word", ["已杀死", "強制終了", "Getötet", "Terminado (killed)"])
+def test_the_shells_killed_in_the_users_language(word: str):
+    d = report("  0%|          | 0/1 [00:00<?, ?it/s]" + word + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+    assert d["diagnoses"][0]["incident"] == "host-oom"
+
+
+def test_a_word_for_killed_inside_a_sentence_is_not_a_kill():
+    assert not report("Der Prozess wurde nicht Getötet, alles gut\n")["oom_events"]
+
+
+def test_a_script_reading_a_weight_file_when_it_is_killed_is_loading_the_model():
+    d = report("Initializing lit-llama\nProcessing pytorch_model-00001-of-00002.bin\nKilled\n")
+    assert d["phase"] == "model_load"

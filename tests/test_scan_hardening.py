@@ -249,17 +249,20 @@ def test_printable_strips_sequences_and_controls():
     assert printable("plain é ü 日本") == "plain é ü 日本"
 
 
-def test_the_progress_line_is_printable():
+def test_the_progress_line_is_printable(monkeypatch):
     from oomdoctor.scan.progress import Progress
+    monkeypatch.setenv("COLUMNS", "120")
     class TTY(io.StringIO):
         def isatty(self) -> bool:
             return True
 
     tty = TTY()
     bar = Progress(2, 2000, stream=tty, interval=0)
-    bar.line = lambda now=None: "[####] \x1b[2Jfile\x9b1A"     # whatever a line may come to show
-    bar.advance(2, 2000)
-    assert tty.getvalue().strip("\r ") == "[####] file"
+    bar.advance(2, 2000, name="/logs/\x1b[2Jfile\x9b1A\x1b]0;title\x07.log")   # a name anyone may choose
+    bar.close()
+    assert bar.name == "file.log"
+    shown = tty.getvalue()
+    assert "file.log" in shown and "\x1b[2J" not in shown and "\x9b" not in shown and "title" not in shown
 
 
 # -- a time budget per log ---------------------------------------------------------------------

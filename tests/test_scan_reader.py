@@ -6,7 +6,10 @@ kept), so blocks are made tiny here to put every boundary in awkward places.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import io
+import pickle
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -170,6 +173,143 @@ def test_pure_python_search_of_literals_without_letters():
     assert all(p.kind != "letters" for p in prefilter.plan_pivots(("1234", "x: 9", "::")))
     assert matcher.ends(b"a 1234 b\nx: 9 ::\n") == [6, 13, 16]
     assert not matcher.search(b"123 4 x:9 :\n")
+
+
+# -- Aho-Corasick (ahocorasick-rs), the tier between Hyperscan and the pivots ---------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE_LOGS = sorted(FIXTURES.glob("logs/*.log")) + sorted(FIXTURES.glob("real/*.log"))
+
+
+needs_ac = pytest.mark.skipif(importlib.util.find_spec("ahocorasick_rs") is None,
+                              reason="the portable native prefilter is an optional extra (oomdoctor[fast])")
+
+
+def _engines(literals) -> dict:
+    """Every engine that can run here, for these literals."""
+    engines = {"python": prefilter.Matcher(literals, engine="python"),
+               "trie": prefilter.Matcher(literals, engine="trie"),
+               "ahocorasick": prefilter.Matcher(literals, engine="ahocorasick")}
+    native = prefilter.Matcher(literals, native=True)
+    if native.engine == "hyperscan":
+        engines["hyperscan"] = native
+    return engines
+
+
+def _lines(data: bytes, ends: list[int]) -> list[int]:
+    return sorted({data.count(b"\n", 0, e - 1) for e in ends})
+
+
+@needs_ac
+def test_the_tiers(monkeypatch):
+    """Hyperscan, else Aho-Corasick, else the pivots; frequent literals skip the automaton."""
+    assert prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine="ahocorasick").engine == "ahocorasick"
+    assert prefilter.Matcher(prefilter.CONTEXT_LITERALS, engine="ahocorasick", frequent=True).engine == "trie"
+    monkeypatch.setattr(prefilter, "_hyperscan_database", lambda _literals: None)
+    monkeypatch.delenv("OOMDOCTOR_PREFILTER", raising=False)
+    assert prefilter.Matcher(prefilter.ANCHOR_LITERALS).engine == "ahocorasick"
+    for value, engine in (("ahocorasick", "ahocorasick"), ("aho-corasick", "ahocorasick"), ("python", "python"),
+                          ("trie", "trie")):
+        monkeypatch.setenv("OOMDOCTOR_PREFILTER", value)
+        assert prefilter.Matcher(prefilter.ANCHOR_LITERALS).engine == engine, value
+    monkeypatch.delenv("OOMDOCTOR_PREFILTER")
+    monkeypatch.setattr(prefilter, "_ac_automata", lambda _literals: None)
+    assert prefilter.Matcher(prefilter.ANCHOR_LITERALS).engine == "python"
+
+
+@needs_ac
+def test_aho_corasick_is_used_in_groups_that_take_its_fast_path():
+    m = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine="ahocorasick")
+    assert len(m._ac.automata) == -(-len(prefilter.ANCHOR_LITERALS) // prefilter.AC_GROUP) > 1
+    # every literal is in some group: each is found alone, at the start, the middle and the end
+    for literal in prefilter.ANCHOR_LITERALS:
+        w = literal.encode()
+        for text in (w, b"ab " + w + b" cd", b"x\n" + w):
+            assert m.search(text), literal
+            assert m.ends(text) == [hit.end() for hit in prefilter.anchor_pattern().finditer(text)], literal
+    assert pickle.loads(pickle.dumps(m)).engine == "ahocorasick"     # rebuilt in a worker
+
+
+@needs_ac
+@pytest.mark.parametrize("path", FIXTURE_LOGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_aho_corasick_finds_the_lines_of_every_engine_on_every_fixture(path):
+    data = path.read_bytes()
+    for which, literals in LITERAL_SETS.items():
+        engines = _engines(literals)
+        expected = [m.end() for m in prefilter.trie_pattern(literals).finditer(data)]
+        assert engines["ahocorasick"].ends(data) == expected, which
+        lines = {name: _lines(data, m.ends(data)) for name, m in engines.items()}
+        assert all(v == lines["trie"] for v in lines.values()), (which, lines)
+        assert {name: m.search(data) for name, m in engines.items()} == dict.fromkeys(engines, bool(expected))
+
+
+@needs_ac
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), which=st.sampled_from(sorted(LITERAL_SETS)), repeat=st.sampled_from([1, 1, 1, 7, 3000]))
+def test_aho_corasick_finds_what_the_plain_pattern_finds(data, which, repeat):
+    literals = LITERAL_SETS[which]
+    text = data.draw(planted(literals)).encode("utf-8", "surrogatepass") * repeat
+    matcher = prefilter.Matcher(literals, engine="ahocorasick")
+    expected = [m.end() for m in prefilter.trie_pattern(literals).finditer(text)]
+    assert matcher.ends(text) == expected
+    assert matcher.search(text) == bool(expected)
+    assert matcher.search(memoryview(text)) == bool(expected)
+
+
+@needs_ac
+@pytest.mark.parametrize("where", [prefilter.AC_WINDOW, 3 * prefilter.AC_WINDOW + 5])
+def test_aho_corasick_across_window_edges(where):
+    """search() looks at a block in windows: a literal across a window's end is found."""
+    matcher = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine="ahocorasick")
+    pattern = prefilter.anchor_pattern()
+    for literal in prefilter.ANCHOR_LITERALS:
+        w = literal.encode()
+        for shift in (-len(w), -len(w) // 2, -1, 0, 1):
+            at = max(0, where + shift)
+            text = b"12 ab: " * (at // 7) + b"." * (at % 7) + w + b" 0.5 loss\n" * 100
+            assert matcher.search(text), (literal, shift)
+            assert matcher.ends(text) == [m.end() for m in pattern.finditer(text)], (literal, shift)
+
+
+@needs_ac
+@settings(max_examples=150, deadline=None)
+@given(lines=lines_st, block=st.integers(min_value=1, max_value=300))
+def test_aho_corasick_anchor_pass_across_block_seams(lines, block):
+    """The anchor pass reads blocks; a literal across two of them is found (the seam)."""
+    data = "\n".join(lines).encode()
+    saved = dict(prefilter._MATCHERS), reader.PASS_BLOCK, reader.PYTHON_PASS_SCALE
+    prefilter._MATCHERS["anchor"] = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine="ahocorasick")
+    reader.PASS_BLOCK, reader.PYTHON_PASS_SCALE = block, 1
+    try:
+        pad = b"." * 65536
+        found, n = reader.has_anchor(io.BytesIO(pad + data), "t")
+    finally:
+        prefilter._MATCHERS.clear()
+        prefilter._MATCHERS.update(saved[0])
+        reader.PASS_BLOCK, reader.PYTHON_PASS_SCALE = saved[1], saved[2]
+    assert found == bool(prefilter.anchor_pattern().search(data))
+    if not found:
+        assert n == len(pad) + len(data)
+
+
+@needs_ac
+def test_aho_corasick_gives_the_same_records(monkeypatch, tmp_path):
+    """The same verdicts, whichever engine finds the anchors: every fixture log, plain and gzip."""
+    import shutil
+
+    import oomdoctor
+    for path in FIXTURE_LOGS:
+        shutil.copy(path, tmp_path / f"{path.parent.name}-{path.name}")
+    (tmp_path / "z.log.gz").write_bytes(gzip.compress(b"step 1 loss 2.0\n" * 20000 + FIXTURE_LOGS[0].read_bytes()))
+    records = {}
+    for value in ("", "ahocorasick", "python"):
+        monkeypatch.setenv("OOMDOCTOR_PREFILTER", value)
+        monkeypatch.setattr(prefilter, "_MATCHERS", {})
+        if value:
+            assert prefilter.anchor_matcher().engine == value
+        records[value] = list(oomdoctor.scan([str(tmp_path)], jobs=1))
+    assert len(records[""]) == len(FIXTURE_LOGS) + 1
+    assert records["ahocorasick"] == records[""] == records["python"]
 
 
 # -- gzip ---------------------------------------------------------------------------------

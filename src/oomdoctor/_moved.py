@@ -8,8 +8,6 @@ models) never moved.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import sys
 import warnings
 
@@ -36,7 +34,9 @@ MOVED = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+# Plain classes with the loader and finder protocols: importlib.abc would cost every start
+# about 12 ms (it imports importlib.resources), for the few who still use an old path.
+class _Alias:
     def __init__(self, new: str) -> None:
         self.new = new
 
@@ -49,7 +49,7 @@ class _Alias(importlib.abc.Loader):
         module.__spec__ = self.own_spec  # the import system set the alias's spec on it
 
 
-class MovedFinder(importlib.abc.MetaPathFinder):
+class MovedFinder:
     """Resolves an old module path to the module's new home, warning once per import."""
 
     def find_spec(self, fullname, path=None, target=None):
@@ -58,6 +58,7 @@ class MovedFinder(importlib.abc.MetaPathFinder):
             return None
         warnings.warn(f"{fullname} moved to {new}; the old path goes in the next release",
                       DeprecationWarning, stacklevel=3)
+        import importlib.util
         return importlib.util.spec_from_loader(fullname, _Alias(new))
 
 

@@ -13,7 +13,7 @@ from typing import Optional
 import click
 
 from . import __version__
-from .report.render import render, use_color
+from .report.render import page, render, use_color, use_rich, wants_pager
 
 FORMATS = ("text", "markdown", "json", "html")
 KB_DIR = click.Path(exists=True, file_okay=False)   # a --kb that does not exist is a usage error
@@ -42,7 +42,8 @@ def _version_text() -> str:
     import importlib.util
     import platform
     parts = []
-    for module, what in (("hyperscan", "Hyperscan prefilter"), ("isal", "ISA-L inflate"), ("zstandard", "zstd")):
+    for module, what in (("hyperscan", "Hyperscan prefilter"), ("ahocorasick_rs", "Aho-Corasick prefilter"),
+                         ("isal", "ISA-L inflate"), ("zstandard", "zstd")):
         parts.append(f"{what}: {'yes' if importlib.util.find_spec(module) else 'no'}")
     return (f"oomdoctor {__version__} (Python {platform.python_version()} {platform.python_implementation()}; "
             + ", ".join(parts) + ")")
@@ -76,10 +77,11 @@ class OomdoctorGroup(click.Group):
             from .kb.knowledge import KnowledgeError
             from .read.reader import InputError
             if isinstance(exc, (InputError, KnowledgeError)):
-                click.echo(f"oomdoctor: {exc}", err=True)
+                # the message may hold a file name or a YAML key: made printable
+                click.echo(f"oomdoctor: {_printable(exc)}", err=True)
             else:
                 msg = str(exc).splitlines()[0] if str(exc) else ""
-                click.echo(f"oomdoctor: internal error: {type(exc).__name__}: {msg[:300]} "
+                click.echo(f"oomdoctor: internal error: {type(exc).__name__}: {_printable(msg[:300])} "
                            "(set OOMDOCTOR_DEBUG=1 for details)", err=True)
                 if os.environ.get("OOMDOCTOR_DEBUG"):
                     import traceback
@@ -94,11 +96,18 @@ def main() -> None:
     """Say what ran out of memory in a failed training job, why, and how to fix it."""
 
 
+def _printable(text: object) -> str:
+    """One line of text from a file name, a log or a YAML file, safe on a terminal: no
+    escape sequences, no control characters, no lone surrogates (``report.common.clean``)."""
+    from .report.common import clean
+    return clean(text, oneline=True, tabs=False)
+
+
 def _load_kb(kb_dirs: tuple[str, ...]):
     from .kb.knowledge import default_knowledge, load_knowledge
     kb = load_knowledge(list(kb_dirs)) if kb_dirs else default_knowledge()
     for problem in kb.problems:
-        click.echo(f"oomdoctor: warning: knowledge file skipped: {problem}", err=True)
+        click.echo(f"oomdoctor: warning: knowledge file skipped: {_printable(problem)}", err=True)
     return kb
 
 
@@ -116,9 +125,16 @@ def _load_kb(kb_dirs: tuple[str, ...]):
 @click.option("--example", is_flag=True, help="diagnose the bundled example log")
 @click.option("--verbose", "-v", is_flag=True,
               help="the full text report: why, every fix with the knobs of other stacks, environment, notes")
+@click.option("--pager/--no-pager", default=None,
+              help="show the report through $PAGER (less); default: when it is taller than the terminal")
+@click.option("--per-file", is_flag=True,
+              help="one report for each PATH instead of one for them all (files of different jobs): text and "
+                   "markdown under a heading per file, json as a list of reports; not with --format html")
 def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Optional[str],
-             kb_dirs: tuple[str, ...], color: Optional[bool], example: bool, verbose: bool) -> None:
-    """Diagnose a log (PATH, several PATHs of one job, or - for stdin)."""
+             kb_dirs: tuple[str, ...], color: Optional[bool], example: bool, verbose: bool,
+             pager: bool | None, per_file: bool = False) -> None:
+    """Diagnose a log (PATH, several PATHs of one job, or - for stdin; --per-file for
+    several jobs)."""
     from .pipeline import diagnose_many
 
     if example:
@@ -127,12 +143,23 @@ def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Op
         if sys.stdin.isatty():
             raise click.UsageError("give a log file, or pipe one in with '-'")
         paths = ("-",)
+    if per_file and fmt.lower() == "html":
+        raise click.UsageError("--per-file writes several reports and --format html one page: "
+                               "run diagnose -f html once per file")
     kb = _load_kb(kb_dirs)
+    if per_file:
+        _diagnose_per_file(paths, fmt.lower(), kb, framework, top, color, verbose, pager)
+        return                  # it exits; never a second, merged report
     report = diagnose_many(list(paths), knowledge=kb, framework=framework)
+    _warn_unrelated(report)
     colored = use_color() if color is None else color
-    out = render(report, fmt.lower(), top=top, color=colored, verbose=verbose)
-    # click strips ANSI when stdout is not a TTY; --color (e.g. into `less -R`) must win
-    click.echo(out, nl=not out.endswith("\n"), color=colored or None)
+    # a terminal (or FORCE_COLOR): the text report drawn by rich; pipes get plain text
+    out = render(report, fmt.lower(), top=top, color=colored, verbose=verbose, terminal=use_rich())
+    if wants_pager(out, pager):
+        page(out if out.endswith("\n") else out + "\n")
+    else:
+        # click strips ANSI when stdout is not a TTY; --color (e.g. into `less -R`) must win
+        click.echo(out, nl=not out.endswith("\n"), color=colored or None)
     sys.exit(1 if report.found_anything else 0)
 
 
@@ -146,9 +173,52 @@ def example_log():
     raise click.ClickException("the bundled example log is missing from this installation")
 
 
+def _warn_unrelated(report) -> None:
+    """Files of two different jobs diagnosed as one: said on stderr too, as the one-screen
+    text report shows its notes only with -v."""
+    from .pipeline import UNRELATED_NOTE
+    for note in report.notes:
+        if note.startswith(UNRELATED_NOTE):
+            click.echo(f"oomdoctor: warning: {_printable(note)}", err=True)
+
+
+def _diagnose_per_file(paths, fmt: str, kb, framework, top, color, verbose: bool, pager) -> None:
+    """``diagnose --per-file``: one report each, in the order given. Text and markdown put a
+    heading with the file's name above each; JSON is one list of reports. Exit code 1 when
+    any of them has a failure."""
+    from .pipeline import diagnose_source
+    reports = [diagnose_source(p, knowledge=kb, framework=framework) for p in paths]
+    colored = use_color() if color is None else color
+    if fmt == "json":
+        out = "[\n" + ",\n".join(render(r, "json", top=top).rstrip("\n") for r in reports) + "\n]\n"
+    else:
+        parts = []
+        for path, report in zip(paths, reports):
+            name = report.source or ("<stdin>" if path == "-" else str(path))
+            if fmt == "markdown":
+                parts.append(f"# {_printable(name)}\n\n" + render(report, fmt, top=top))
+            else:
+                body = render(report, fmt, top=top, color=colored, verbose=verbose, terminal=use_rich())
+                head = f"==> {_printable(name)} <=="
+                parts.append((click.style(head, bold=True) if colored else head) + "\n\n" + body)
+        out = "\n".join(p if p.endswith("\n") else p + "\n" for p in parts)
+    if wants_pager(out, pager):
+        page(out)
+    else:
+        click.echo(out, nl=False, color=colored or None)
+    sys.exit(1 if any(r.found_anything for r in reports) else 0)
+
+
 @main.command()
-def schema() -> None:
-    """Print the JSON Schema of the report that diagnose --format json writes."""
+@click.option("--record", is_flag=True,
+              help="the schema of the JSON-lines records of 'oomdoctor scan' instead: report records and error records")
+def schema(record: bool) -> None:
+    """Print the JSON Schema of the report that diagnose --format json writes (--record: of
+    one record of scan --format jsonl)."""
+    if record:
+        from .scan.records import record_json_schema
+        click.echo(json.dumps(record_json_schema(), indent=2))
+        return
     from .report.model import report_json_schema
     click.echo(json.dumps(report_json_schema(), indent=2))
 
@@ -166,7 +236,7 @@ def kb_list(kb_dirs: tuple[str, ...]) -> None:
     width = max((len(i.id) for i in base), default=10)
     for inc in sorted(base, key=lambda i: i.id):
         tag = " (fallback)" if inc.fallback else ("" if inc.memory_failure else " (not a memory failure)")
-        click.echo(f"{inc.id:<{width}}  {inc.title}{tag}")
+        click.echo(_printable(f"{inc.id:<{width}}  {inc.title}{tag}"))
 
 
 @kb.command("show")
@@ -178,26 +248,44 @@ def kb_show(incident_id: str, kb_dirs: tuple[str, ...], fmt: str) -> None:
     base = _load_kb(kb_dirs)
     inc = base.get(incident_id)
     if inc is None:
-        raise click.ClickException(f"no incident '{incident_id}' (see 'oomdoctor kb list')")
+        raise click.ClickException(f"no incident '{_printable(incident_id)}' (see 'oomdoctor kb list')")
     if fmt == "yaml":
         click.echo(base.files[incident_id].read_text(encoding="utf-8"))
         return
     from .kb.docs import incident_markdown
+    if use_rich():
+        # on a terminal: the markdown rendered by rich; in a pipe: the markdown itself
+        from .report.terminal import markdown_for_terminal
+        out = markdown_for_terminal(incident_markdown(inc), color=use_color())
+        if wants_pager(out, None):
+            page(out)
+        else:
+            click.echo(out, nl=False, color=use_color() or None)
+        return
     click.echo(incident_markdown(inc))
 
 
 @kb.command("lint")
-@click.argument("dirs", nargs=-1, type=click.Path())
+@click.argument("dirs", nargs=-1, type=KB_DIR)
 @click.option("--no-shipped", is_flag=True, help="check only the given directories")
-def kb_lint(dirs: tuple[str, ...], no_shipped: bool) -> None:
-    """Validate knowledge-base files (exit 1 and one line per problem when broken)."""
-    from .kb.knowledge import lint
-    problems = lint(list(dirs), include_shipped=not no_shipped)
-    for p in problems:
-        click.echo(p)
-    if problems:
+@click.option("--strict", is_flag=True,
+              help="warnings fail too (an incident without examples, a knob without a checked: note)")
+def kb_lint(dirs: tuple[str, ...], no_shipped: bool, strict: bool) -> None:
+    """Check knowledge-base files: one 'file:line:col: message' line per problem.
+
+    Exit 0 when nothing fails (warnings are printed, and fail only with --strict),
+    1 when a problem does, 2 on a usage error."""
+    from .kb.lint import check, failing, format_problems
+    from .report.common import clean
+    if no_shipped and not dirs:
+        raise click.UsageError("--no-shipped needs a directory to check")
+    problems = check(list(dirs), include_shipped=not no_shipped)
+    for line in format_problems(problems, strict):
+        click.echo(clean(line, tabs=False))     # a YAML key or value may hold escape sequences
+    if failing(problems, strict):
         sys.exit(1)
-    click.echo("knowledge base OK")
+    click.echo("knowledge base OK" + (f" ({len(problems)} warning{'s' if len(problems) > 1 else ''}; "
+                                      "--strict fails on them)" if problems else ""))
 
 
 @kb.command("docs")
@@ -222,8 +310,12 @@ def kb_facts(path: str) -> None:
     from .pipeline import facts_from_view
     from .read.reader import open_source, read_view
     stream, name = open_source(path)
-    view = read_view(stream, name)
-    facts, _ = facts_from_view(view, name)
+    try:
+        view = read_view(stream, name)
+        facts, _ = facts_from_view(view, name)
+    finally:
+        if name != "<stdin>":   # as diagnose does: the file (or URL) is closed, stdin is not
+            stream.close()
     for key, value in sorted(fact_table(facts).items()):
         if value is not None and value != [] :
             click.echo(f"{key} = {value!r}")

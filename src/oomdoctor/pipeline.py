@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from . import __version__
-from .facts.models import Facts
+from .facts.models import Environment, Facts
 from .read.normalise import Line, normalise_pairs
 from .parsers import extract
 from .read.reader import LogView, Source, open_source, read_view
@@ -34,7 +34,7 @@ def report_from_facts(facts: Facts, lines: list[Line], *, source: Optional[str] 
 
     kb = knowledge if knowledge is not None else default_knowledge()
     report = Report.from_facts(facts, tool_version=__version__, source=source)
-    report.diagnoses = classify(facts, kb, lines=lines, framework=framework)
+    report.diagnoses = classify(facts, kb, lines=lines, framework=framework, notes=report.notes)
     report.notes.extend(f"knowledge file skipped: {p}" for p in kb.problems)
     from .memory import memory_section
     report.memory = memory_section(facts, report.diagnoses)
@@ -68,6 +68,7 @@ def diagnose_many(sources: Sequence[Source], *, knowledge=None, framework: Optio
     names = []
     lines_read = bytes_read = 0
     notes: list[str] = []
+    envs: list[Environment] = []
     offset = 0
     for src in sources:
         stream, name = open_source(src)
@@ -77,6 +78,7 @@ def diagnose_many(sources: Sequence[Source], *, knowledge=None, framework: Optio
             if name not in (None, "<stdin>"):
                 stream.close()
         names.append(name or "<input>")
+        envs.append(extract(normalise_pairs(view.pairs), name).environment)
         # Line numbers continue across files so evidence stays unambiguous; the text
         # report names the file of each evidence line through Evidence.source.
         pairs.extend((offset + no, text) for no, text in view.pairs)
@@ -85,5 +87,62 @@ def diagnose_many(sources: Sequence[Source], *, knowledge=None, framework: Optio
         lines_read += view.lines_read
         bytes_read += view.bytes_read
         notes.extend(view.notes)
+    unrelated = unrelated_note(names, envs)
+    if unrelated:
+        notes.insert(0, unrelated)
     merged = LogView(pairs=pairs, lines_read=lines_read, bytes_read=bytes_read, notes=notes)
     return diagnose_view(merged, source=", ".join(names), knowledge=knowledge, framework=framework)
+
+
+# -- several files: one job, or several? -----------------------------------------------------
+
+UNRELATED_NOTE = "these files look like different jobs"
+
+# What two files of one job (each rank's log, a launcher's and a worker's) cannot disagree
+# on. Each file is compared only on what both of them print, so a file that says little
+# never makes a difference; and what one rank may print and another not (the frameworks a
+# banner names, hardware, the phase) is left out: the warning is for jobs that surely differ.
+_SAME_JOB = (("model_name", "model"), ("torch_version", "torch"), ("transformers_version", "transformers"),
+             ("deepspeed_version", "DeepSpeed"), ("python_version", "Python"), ("world_size", "world size"),
+             ("num_nodes", "nodes"), ("zero_stage", "ZeRO stage"), ("finetuning_type", "fine-tuning"),
+             ("gpu_name", "GPU"))
+# Trainers that a whole job runs under: two of them in two files are two jobs. The layers
+# below them (DeepSpeed, accelerate, FSDP, the HF Trainer, plain PyTorch) are not compared:
+# one rank's file may show the trainer's banner and another only the layer's.
+_TRAINERS = {"llamafactory", "axolotl", "xtuner", "llama-recipes", "trl", "megatron", "ms-swift", "unsloth",
+             "torchtune"}
+
+
+def _same(field: str, a, b) -> bool:
+    if field == "model_name":   # a hub id and the local copy it was downloaded to are one model
+        return str(a).rstrip("/").rsplit("/", 1)[-1].lower() == str(b).rstrip("/").rsplit("/", 1)[-1].lower()
+    if field.endswith("_version"):   # 2.1 and 2.1.2, 2.1.2 and 2.1.2+cu121 agree
+        x, y = str(a).split("+")[0], str(b).split("+")[0]
+        return x == y or x.startswith(y + ".") or y.startswith(x + ".")
+    if isinstance(a, str) and isinstance(b, str):
+        return a.strip().lower() == b.strip().lower()
+    return a == b
+
+
+def job_differences(a: Environment, b: Environment) -> list[str]:
+    """What two files' environments disagree on, as ``what: x vs y`` (empty: maybe one job)."""
+    out = []
+    if a.framework in _TRAINERS and b.framework in _TRAINERS and a.framework != b.framework:
+        out.append(f"framework: {a.framework} vs {b.framework}")
+    for field, label in _SAME_JOB:
+        x, y = getattr(a, field), getattr(b, field)
+        if x is not None and y is not None and not _same(field, x, y):
+            out.append(f"{label}: {x} vs {y}")
+    return out
+
+
+def unrelated_note(names: Sequence[str], envs: Sequence[Environment]) -> Optional[str]:
+    """A note when two of the files are surely not of one job, else None."""
+    for i in range(len(envs)):
+        for j in range(i + 1, len(envs)):
+            diff = job_differences(envs[i], envs[j])
+            if diff:
+                return (f"{UNRELATED_NOTE} ({names[i]} and {names[j]} differ in " + "; ".join(diff[:3])
+                        + "): this one report mixes their evidence; diagnose --per-file gives one report "
+                        "for each file")
+    return None

@@ -96,6 +96,52 @@ class OomEvent(Model):
     evidence: list[Evidence] = Field(default_factory=list)
 
 
+# A log can hold thousands of distinct OOM messages (automatic batch-size retries, a
+# server failing request after request); the report keeps a bounded sample of them.
+MAX_EVENTS = 50
+KEEP_FIRST = 10
+KEEP_LAST = 10
+
+
+def last_seen(ev: OomEvent) -> int:
+    """The last line of the log this event (all its folded copies) was seen on."""
+    return max([ev.line] + [e.line for e in ev.evidence])
+
+
+def sample_events(events: list[OomEvent], keep: OomEvent | None = None,
+                  cap: int = MAX_EVENTS) -> list[OomEvent]:
+    """At most ``cap`` of ``events``, in their order: ``keep`` (the event a diagnosis is
+    about), the first of each kind, the last ``KEEP_LAST`` seen (the final failure among
+    them), the first ``KEEP_FIRST``, then one per distinct shape (kind, ranks, device,
+    request) until the cap.
+    Linear in ``len(events)`` apart from one sort of them."""
+    if len(events) <= cap:
+        return list(events)
+    chosen: set[int] = set()
+    if keep is not None:
+        chosen.add(id(keep))
+    kinds: set[str] = set()
+    for ev in events:   # every kind stays: the knowledge base tests which kinds the log holds
+        if ev.kind not in kinds:
+            kinds.add(ev.kind)
+            chosen.add(id(ev))
+    by_last = sorted(range(len(events)), key=lambda i: last_seen(events[i]))
+    for i in reversed(by_last[-KEEP_LAST:]):
+        chosen.add(id(events[i]))
+    for ev in events[:KEEP_FIRST]:
+        chosen.add(id(ev))
+    shapes = {(e.kind, tuple(e.ranks), e.device_index, e.tried_to_allocate_bytes)
+              for e in events if id(e) in chosen}
+    for ev in events:
+        if len(chosen) >= cap:
+            break
+        shape = (ev.kind, tuple(ev.ranks), ev.device_index, ev.tried_to_allocate_bytes)
+        if shape not in shapes:
+            shapes.add(shape)
+            chosen.add(id(ev))
+    return [e for e in events if id(e) in chosen]
+
+
 def fatal_events(events: list[OomEvent]) -> list[OomEvent]:
     """The OOM events that ended something: not the ones the run caught and went on after,
     nor those that are symptoms of another failure."""
@@ -226,6 +272,8 @@ class Facts(Model):
     """Everything the parsers found in one log."""
 
     oom_events: list[OomEvent] = Field(default_factory=list)
+    oom_events_left_out: int = Field(default=0, description="OOM events found but not kept in oom_events (a log "
+                                                            "with thousands of them keeps a bounded sample)")
     failures: list[Failure] = Field(default_factory=list)
     environment: Environment = Field(default_factory=Environment)
     phase: PhaseInfo = Field(default_factory=PhaseInfo)

@@ -21,13 +21,14 @@ from packaging.version import InvalidVersion, Version
 
 from ..facts.derived import primary_event
 from ..facts.models import Evidence, Facts, fatal_events
-from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
+from ..facts.sizes import format_size
 from ..read.literals import required_literals
 from ..read.normalise import Line, join_lines
+from ..read.patterns import lazy
 from .diagnosis import Diagnosis, Knob, Remediation
 from .frameworks import DEFAULT_PREFERENCE, PREFERENCE, canonical_framework
+from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
 from .table import fact_table
-from ..facts.sizes import format_size
 
 REGEX_TIMEOUT = 0.2
 CONFIDENT = 5.0          # a real cause scoring this much pushes the fallback out
@@ -37,7 +38,7 @@ _SIZE_FACTS = {"oom.tried_to_allocate", "oom.total_capacity", "oom.free", "oom.p
                "oom.allocated", "oom.reserved_unallocated", "oom.reserved_total", "oom.unallocated",
                "oom.non_pytorch", "oom.other_process_bytes", "oom.host_bytes", "env.gpu_capacity_bytes",
                "oom.unaccounted", "memory.missing", "memory.model_states", "memory.activations", "memory.logits_fp32"}
-_PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[a-z0-9_]+)+)\}")
+_PLACEHOLDER = lazy(r"\{([a-z_]+(?:\.[a-z0-9_]+)+)\}")
 
 
 class Evaluator:
@@ -57,6 +58,11 @@ class Evaluator:
         self._nos: Optional[list[int]] = None
         # a window of the blob, and its lower-cased copy for case-insensitive gates
         self._windows: dict[tuple[int, int], tuple[str, Optional[str]]] = {}
+        # what is being evaluated, (incident, part), and the parts whose regex timed out:
+        # a search that ran out of time is not "no match", the report says it was not read
+        self.context: tuple[str, str] | None = None
+        self.timeouts: list[tuple[str, str]] = []
+        self._timed_out_patterns: set[tuple[str, int | None]] = set()
 
     # -- helpers ----------------------------------------------------------------
     def _rx(self, pattern: str) -> re.Pattern:
@@ -66,7 +72,18 @@ class Evaluator:
         try:
             return self._rx(pattern).search(text, timeout=REGEX_TIMEOUT) is not None
         except TimeoutError:
+            self._timed_out()
             return False
+
+    def _timed_out(self) -> None:
+        where = self.context or ("?", "a condition")
+        if where not in self.timeouts:
+            self.timeouts.append(where)
+
+    def timeout_notes(self) -> list[str]:
+        """One note per incident part whose pattern ran out of time on this log."""
+        return [f"{part} of incident {incident} timed out on this log; its evidence was not read"
+                for incident, part in self.timeouts]
 
     def evidence_for_fact(self, name: str) -> list[int]:
         if name.startswith("oom."):
@@ -151,6 +168,8 @@ class Evaluator:
     def _text(self, pattern: str, near: Optional[int]) -> Optional[int]:
         key = (pattern, near)
         if key in self._text_cache:
+            if key in self._timed_out_patterns:
+                self._timed_out()
             return self._text_cache[key]
         blob, starts = self._blob()
         lo, hi = 0, len(blob)
@@ -171,6 +190,8 @@ class Evaluator:
             m = self._rx("(?m)" + pattern).search(blob, lo, max(lo, hi), timeout=REGEX_TIMEOUT * 5)
         except TimeoutError:
             m = None
+            self._timed_out_patterns.add(key)
+            self._timed_out()
         if m is not None:
             found = self.lines[bisect.bisect_right(starts, m.start()) - 1].no
         self._text_cache[key] = found
@@ -281,6 +302,7 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
     applicable: list[tuple[int, int, Remediation]] = []
     rejected: list[Remediation] = []
     for pos, spec in enumerate(incident.remediations):
+        ev.context = (incident.id, f"remediation {spec.id}")
         why: Optional[str] = None
         for req in spec.requires:
             if not ev.holds(req):
@@ -297,6 +319,12 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
                 if have is not None and have < Version(minimum):
                     why = f"needs {pkg} >= {minimum}; the log shows {installed[pkg]}"
                     break
+        if why is None:
+            for pkg, gone in spec.max_versions.items():
+                have = _version(installed.get(pkg)) if installed.get(pkg) else None
+                if have is not None and have >= Version(gone):
+                    why = f"{pkg} {gone} removed it; the log shows {installed[pkg]}"
+                    break
         knob, others = choose_knobs(spec, framework, zero)
         rem = Remediation(
             id=spec.id, rank=0, title=spec.title, knob=knob, other_knobs=others,
@@ -309,6 +337,7 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
             applicable.append((0 if boosted else 1, pos, rem))
         else:
             rejected.append(rem)
+    ev.context = None
     ordered = [r for _, _, r in sorted(applicable, key=lambda x: (x[0], x[1]))] + rejected
     for i, r in enumerate(ordered, 1):
         r.rank = i
@@ -317,13 +346,22 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
 
 def score_incident(incident: Incident, ev: Evaluator) -> Optional[tuple[float, list[str], list[int]]]:
     lines: list[int] = []
-    for req in incident.requires:
-        if not ev.holds(req, lines):
-            return None
+    ev.context = (incident.id, "a requirement")
+    try:
+        for req in incident.requires:
+            if not ev.holds(req, lines):
+                return None
+        return _score_signals(incident, ev, lines)
+    finally:
+        ev.context = None
+
+
+def _score_signals(incident: Incident, ev: Evaluator, lines: list[int]) -> tuple[float, list[str], list[int]]:
     score = 0.0
     because: list[str] = []
     for sig in incident.signals:
         sig_lines: list[int] = []
+        ev.context = (incident.id, f"signal {sig.id}")
         if ev.holds(sig.when, sig_lines):
             score += sig.weight
             if sig.weight > 0:
@@ -371,6 +409,23 @@ def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True, other: 
     return scored
 
 
+# Partial evidence: an incident scoring at least this much, below its min_score, is a lead
+# when nothing specific is found (at most PARTIAL_LEADS of them).
+PARTIAL_SCORE = 1.0
+PARTIAL_LEADS = 2
+
+
+def _partial(kb: KnowledgeBase, ev: Evaluator) -> list[tuple]:
+    out = []
+    for inc in kb:
+        if not inc.memory_failure or inc.fallback:
+            continue
+        res = score_incident(inc, ev)
+        if res is not None and PARTIAL_SCORE <= res[0] < inc.min_score:
+            out.append((res[0], inc.priority, inc.id, inc, res[1], res[2]))
+    return out
+
+
 def _ranked(scored: list[tuple]) -> list[tuple]:
     """Best first. The fallback (an OOM whose cause is unknown) never outranks a specific
     memory incident with evidence, and goes when one is confident."""
@@ -382,7 +437,9 @@ def _ranked(scored: list[tuple]) -> list[tuple]:
 
 
 def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = None,
-             framework: Optional[str] = None) -> list[Diagnosis]:
+             framework: Optional[str] = None, notes: list[str] | None = None) -> list[Diagnosis]:
+    """The diagnoses, best first. ``notes``, when given, gets one line per knowledge-base
+    pattern that timed out on this log (its incident and signal), never a silent no-match."""
     # every OOM was caught and the run went on: memory is not why the job ended
     survived_only = bool(facts.oom_events) and not fatal_events(facts.oom_events)
     ev = Evaluator(facts, lines or [])
@@ -402,6 +459,10 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         hyp = Evaluator(facts, lines or [], table={**ev.table, **hypothesis})
         warnings = [s for s in _score_all(kb, hyp, other=False) if not s[3].fallback]
         found += [(s, hyp, True) for s in _ranked(warnings)]
+    elif any(s[3].fallback for s, _e, _l in found) and all(s[3].fallback for s, _e, _l in found if s[3].memory_failure):
+        # A certain OOM whose cause no incident reaches: the incidents that some of the
+        # evidence points to, short of what naming them needs, are listed as leads.
+        found += [(s, ev, True) for s in _ranked(_partial(kb, ev))[:PARTIAL_LEADS]]
     out: list[Diagnosis] = []
     for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)
@@ -410,6 +471,9 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
             where = "stops inside a traceback" if stops == "cut_traceback" else "says a process died"
             because = [f"no failure line: the log {where} without its error; had it run out of memory there, "
                        "this is the likeliest cause"] + because
+        elif lead and hypothesis is None:
+            confidence = min(confidence, LEAD_CONFIDENCE)
+            because = ["a lead, not a finding: some of the evidence points here, short of what naming it needs"] + because
         elif lead:
             confidence = min(confidence, LEAD_CONFIDENCE)
             because = ["no failure: the run shows memory pressure; if it runs out of memory, this is the likeliest "
@@ -421,4 +485,7 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
             evidence=_evidence(e, line_nos), remediations=remediations_for(inc, e, detected),
             next_steps=[e.fill(s) for s in inc.next_steps], references=list(inc.references),
         ))
+    if notes is not None:
+        for e in (ev, hyp) if hypothesis is not None else (ev,):
+            notes.extend(n for n in e.timeout_notes() if n not in notes)
     return out

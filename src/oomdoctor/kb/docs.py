@@ -80,6 +80,12 @@ def _knob_keys(spec: RemediationSpec) -> list[str]:
     return known + sorted(k for k in spec.knobs if k not in _KNOB_ORDER)
 
 
+def _checked_keys(spec: RemediationSpec) -> list[str]:
+    """The frameworks of ``checked:`` in the order of the knobs (then any other, sorted)."""
+    order = _knob_keys(spec)
+    return [k for k in order if k in spec.checked] + sorted(k for k in spec.checked if k not in order)
+
+
 def _remediation_md(rank: int, spec: RemediationSpec) -> list[str]:
     out = [f"### {rank}. {spec.title}", "", f"`{spec.id}`"
            + (f" · memory estimate: `{spec.saving}`" if spec.saving else "")
@@ -99,6 +105,12 @@ def _remediation_md(rank: int, spec: RemediationSpec) -> list[str]:
         out.append(f"- Cost: {spec.cost}")
     if spec.min_versions:
         out.append("- Needs: " + ", ".join(f"{p} ≥ {v}" for p, v in sorted(spec.min_versions.items())))
+    if spec.max_versions:
+        out.append("- Removed in: " + ", ".join(f"{p} {v}" for p, v in sorted(spec.max_versions.items())))
+    if spec.checked:
+        out.append("- Checked:")
+        for key in _checked_keys(spec):
+            out.append(f"  - {_KNOB_NAMES.get(key, key)}: {' '.join(spec.checked[key].split())}")
     for req in spec.requires:
         out.append(f"- Only when: {condition_text(req)}")
     for nw in spec.not_when:

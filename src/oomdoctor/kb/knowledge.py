@@ -4,9 +4,11 @@ An incident file says what evidence counts and how much (``signals``), when the 
 can apply at all (``requires``), what fixes it in each framework's syntax
 (``remediations``), and carries example logs that the test suite runs. The engine in
 ``classify.py`` knows no incident by name. The condition language is described in
-``docs/knowledge-format.md`` and enforced by the models below; a broken file is reported
-as ``file: field: reason``; YAML aliases and regular expressions that can backtrack
-catastrophically are refused as ``file: line N: reason``.
+``docs/knowledge-format.md`` and enforced by the models below. A file that breaks them
+(invalid YAML, a YAML alias, an unknown key, a missing one, a bad regular expression or one
+that can backtrack catastrophically) is refused, reported as ``file:line:col: reason`` at
+the YAML node that is wrong. Rules that do not stop a file from loading (example logs, the
+``checked:`` notes of knobs) are checked by ``oomdoctor kb lint`` (``lint.py``).
 
 Search path: the shipped KB, then ``$OOMDOCTOR_KB`` (``os.pathsep``-separated
 directories), then directories passed with ``--kb``. A later file with the same id
@@ -14,21 +16,32 @@ replaces an earlier one, so a team can override a shipped incident.
 """
 from __future__ import annotations
 
+import difflib
 import os
+import types
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union, get_args, get_origin
 
 import regex as re
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from yaml.composer import Composer, ComposerError
 from yaml.constructor import SafeConstructor
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from ..read.patterns import lazy
 from .regex_safety import backtracking_risk
 
 try:  # libyaml's parser when PyYAML was built with it (the wheels are): ~10x faster at start-up
@@ -52,8 +65,36 @@ FRAMEWORK_KEYS = (
 )
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a knowledge file, at the YAML node that is wrong (1-based line and
+    column; None for a file or directory that cannot be read at all)."""
+
+    path: Path
+    line: int | None
+    col: int | None
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+    def format(self, strict: bool = False) -> str:
+        """``file:line:col: message``; a warning says so unless ``strict`` makes it an error."""
+        where = f"{self.path}:{self.line}:{self.col}" if self.line is not None else str(self.path)
+        label = "warning: " if self.severity == "warning" and not strict else ""
+        return f"{where}: {label}{self.message}"
+
+    def __str__(self) -> str:
+        return self.format()
+
+
 class KnowledgeError(Exception):
-    """A knowledge-base file that cannot be used; str() is 'file: field: reason'."""
+    """A knowledge-base file that cannot be used. ``problems`` lists every reason;
+    str() is the first as 'file:line:col: reason' (and how many more there are)."""
+
+    def __init__(self, problems: Problem | list[Problem]):
+        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        first = str(self.problems[0])
+        more = len(self.problems) - 1
+        super().__init__(first + (f" ({more} more in this file: oomdoctor kb lint shows each)" if more else ""))
 
 
 class _AliasFound(ComposerError):
@@ -190,6 +231,11 @@ class RemediationSpec(_Strict):
     cost: Optional[str] = None
     caveats: list[str] = Field(default_factory=list)
     min_versions: dict[str, str] = Field(default_factory=dict, description="package -> minimum version, e.g. transformers: 4.36.0")
+    max_versions: dict[str, str] = Field(default_factory=dict, description=(
+        "package -> first version that no longer has the knob (removed or changed meaning), exclusive"))
+    checked: dict[str, str] = Field(default_factory=dict, description=(
+        "framework -> where the knob was verified: the file and the released versions read, "
+        "so that the next reader can check it again"))
     requires: list[Condition] = Field(default_factory=list, description="all must hold or the fix does not apply")
     not_when: list[Inapplicable] = Field(default_factory=list, description="conditions under which it does not apply, and why")
     boost_when: list[Condition] = Field(default_factory=list, description="move up when any holds")
@@ -206,7 +252,7 @@ class RemediationSpec(_Strict):
             raise ValueError("a remediation needs at least one knob")
         return v
 
-    @field_validator("min_versions")
+    @field_validator("min_versions", "max_versions")
     @classmethod
     def _versions(cls, v: dict[str, str]) -> dict[str, str]:
         from packaging.version import InvalidVersion, Version
@@ -214,7 +260,7 @@ class RemediationSpec(_Strict):
             try:
                 Version(str(ver))
             except InvalidVersion:
-                raise ValueError(f"min_versions.{pkg}: {ver!r} is not a version") from None
+                raise ValueError(f"{pkg}: {ver!r} is not a version") from None
         return {k: str(x) for k, x in v.items()}
 
 
@@ -240,14 +286,12 @@ class Incident(_Strict):
     remediations: list[RemediationSpec]
     next_steps: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
-    examples: list[Example]
+    # two positive and one negative example are a lint rule (lint.py), not a loading one:
+    # a team's own incident is used before anyone has written its examples
+    examples: list[Example] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _examples(self) -> "Incident":
-        pos = sum(1 for e in self.examples if e.expect in ("top", "ranked"))
-        neg = sum(1 for e in self.examples if e.expect in ("absent", "not-top"))
-        if pos < 2 or neg < 1:
-            raise ValueError(f"examples: need at least two positive and one negative example (have {pos} and {neg})")
+    def _unique_ids(self) -> "Incident":
         ids = [s.id for s in self.signals]
         if len(ids) != len(set(ids)):
             raise ValueError("signals: ids must be unique")
@@ -283,32 +327,119 @@ def shipped_dir() -> Path:
     return package.parent.parent / "knowledge"
 
 
-def _format_error(path: Path, exc: ValidationError, root: Optional[Node] = None) -> str:
-    err = exc.errors()[0]
-    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, UnsafePattern) and root is not None:
-        # a pattern is found by its line: the field path of a deeply nested condition is not
-        return f"{path}: line {_line_of(root, err['loc'])}: {cause}{more}"
-    loc = ".".join(str(p) for p in err["loc"] if p not in ("function-after",)) or "(file)"
-    msg = err["msg"].removeprefix("Value error, ")
-    return f"{path}: {loc}: {msg}{more}"
-
-
-def _line_of(node: Node, loc: tuple) -> int:
-    """The line of the YAML value at a validation error's location. Parts of the location
-    that name no child (a validator's name) are passed over."""
-    for key in loc:
+def _node_at(root: Node | None, loc: tuple, key: bool = False) -> Node | None:
+    """The YAML node at a location (mapping keys and list indexes); the nearest existing
+    parent where the location goes further than the file. With ``key`` the last step gives
+    the mapping key's node (an unknown key is reported where the key is written)."""
+    node = root
+    for i, part in enumerate(loc):
         if isinstance(node, MappingNode):
-            node = next((v for k, v in node.value if isinstance(k, ScalarNode) and k.value == str(key)), node)
-        elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
-            node = node.value[key]
-    return node.start_mark.line + 1
+            pair = next(((k, v) for k, v in node.value if isinstance(k, ScalarNode) and k.value == str(part)), None)
+            if pair is None:
+                break
+            node = pair[0] if key and i == len(loc) - 1 else pair[1]
+        elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+    return node
+
+
+def _mark(root: Node | None, loc: tuple = (), key: bool = False) -> tuple[int, int]:
+    """(line, column), 1-based, of the node at ``loc`` (see ``_node_at``); 1:1 without one."""
+    node = _node_at(root, loc, key)
+    return (node.start_mark.line + 1, node.start_mark.column + 1) if node is not None else (1, 1)
+
+
+def _problem(path: Path, root: Node | None, loc: tuple, message: str, *, key: bool = False,
+             severity: Literal["error", "warning"] = "error") -> Problem:
+    line, col = _mark(root, loc, key)
+    return Problem(path, line, col, message, severity)
+
+
+def _unwrap(tp: Any) -> Any:
+    """``X`` for ``Optional[X]``."""
+    if get_origin(tp) in (Union, getattr(types, "UnionType", Union)):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The model that validates the mapping at ``loc`` (Incident at the top)."""
+    tp: Any = Incident
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = next((f for n, f in tp.model_fields.items() if part in (n, f.alias)), None)
+            if field is None:
+                return None
+            tp = field.annotation
+        elif get_origin(tp) in (list, dict):
+            tp = get_args(tp)[-1]
+        else:
+            return None
+    tp = _unwrap(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    model = _model_at(loc)
+    return [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
+
+
+def _validation_problems(path: Path, exc: ValidationError, root: Node | None) -> list[Problem]:
+    """One problem per YAML node that pydantic refused, each naming its real cause: an
+    unknown key (and the key it is a typo of, whose 'missing' error it then stands for), a
+    missing key, or the first error at that node."""
+    errors = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if p not in ("function-after", "[key]"))
+        errors.append((loc, err))
+    missing: dict[tuple, set[str]] = {}
+    for loc, err in errors:
+        if err["type"] == "missing" and loc:
+            missing.setdefault(loc[:-1], set()).add(str(loc[-1]))
+    typo_of: set[tuple] = set()       # missing keys explained by a misspelt key
+    problems: list[Problem] = []
+    seen: set[tuple] = set()
+    for loc, err in errors:
+        if err["type"] != "extra_forbidden" or not loc or loc in seen:
+            continue
+        seen.add(loc)
+        parent, name = loc[:-1], str(loc[-1])
+        allowed = _allowed_keys(parent)
+        near = difflib.get_close_matches(name, sorted(missing.get(parent, ())), n=1, cutoff=0.6) \
+            or difflib.get_close_matches(name, allowed, n=1, cutoff=0.75)
+        if near and near[0] in missing.get(parent, ()):
+            typo_of.add(parent + (near[0],))
+        hint = f"did you mean '{near[0]}'? " if near else ""
+        listed = f"allowed: {', '.join(allowed)}" if allowed else "no keys are allowed here"
+        problems.append(_problem(path, root, loc, f"unknown key '{name}' ({hint}{listed})", key=True))
+    for loc, err in errors:
+        if loc in seen or loc in typo_of:
+            continue       # one problem per node: the first error there
+        seen.add(loc)
+        if err["type"] == "missing":
+            where = f" in {'.'.join(str(p) for p in loc[:-1])}" if len(loc) > 1 else ""
+            problems.append(_problem(path, root, loc, f"missing required key '{loc[-1]}'{where}"))
+            continue
+        cause = (err.get("ctx") or {}).get("error")
+        if err["type"] == "value_error" or isinstance(cause, UnsafePattern):
+            message = str(cause) if cause is not None else err["msg"].removeprefix("Value error, ")
+        else:
+            field = next((str(p) for p in reversed(loc) if isinstance(p, str)), "")
+            if loc and not isinstance(loc[-1], str):
+                field = ".".join(str(p) for p in loc)
+            message = f"{field}: {err['msg']}" if field else err["msg"]
+        problems.append(_problem(path, root, loc, message))
+    return sorted(problems, key=lambda p: (p.line or 0, p.col or 0))
 
 
 # An alias needs an anchor, and an anchor is '&' and a name: text without such a pair
 # cannot hold an alias that resolves, and is left to libyaml's faster composer
-_MAY_ANCHOR = re.compile(r"&[^ \t\r\n,\[\]{}]")
+_MAY_ANCHOR = lazy(r"&[^ \t\r\n,\[\]{}]")
 _FAST = getattr(yaml, "CSafeLoader", None)
 
 
@@ -332,31 +463,39 @@ def _compose(loader) -> tuple[Any, Optional[Node]]:
 
 
 def load_file(path: Path) -> Incident:
+    """One incident file, validated; KnowledgeError when it cannot be used."""
+    return _load(path)[0]
+
+
+def _load(path: Path) -> tuple[Incident, Node | None]:
+    """The incident and the YAML node tree it was read from (for the places lint reports)."""
     try:
         data, root = _parse(path)
     except _AliasFound as exc:
-        raise KnowledgeError(f"{path}: line {exc.problem_mark.line + 1}: YAML alias {exc.problem} is not "
-                             "allowed in knowledge files (write the value out)") from None
+        mark = exc.problem_mark
+        raise KnowledgeError(Problem(path, mark.line + 1, mark.column + 1, f"YAML alias {exc.problem} is not "
+                                     "allowed in knowledge files (write the value out)")) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(file)"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise KnowledgeError(f"{path}: {where}: invalid YAML: {problem}") from None
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise KnowledgeError(Problem(path, line, col, f"invalid YAML: {problem}")) from None
     except RecursionError:
-        raise KnowledgeError(f"{path}: (file): invalid YAML: nested too deeply") from None
+        raise KnowledgeError(Problem(path, 1, 1, "invalid YAML: nested too deeply")) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise KnowledgeError(f"{path}: (file): cannot read: {exc}") from None
+        raise KnowledgeError(Problem(path, None, None, f"cannot read: {exc}")) from None
     if not isinstance(data, dict):
-        raise KnowledgeError(f"{path}: (file): expected a mapping with id, title, signals, ...")
+        raise KnowledgeError(_problem(path, root, (), "expected a mapping with id, title, signals, ..."))
     try:
         incident = Incident.model_validate(data)
     except ValidationError as exc:
-        raise KnowledgeError(_format_error(path, exc, root)) from None
+        raise KnowledgeError(_validation_problems(path, exc, root)) from None
     except RecursionError:
-        raise KnowledgeError(f"{path}: (file): conditions nested too deeply") from None
+        raise KnowledgeError(_problem(path, root, (), "conditions nested too deeply")) from None
     if incident.id != path.stem:
-        raise KnowledgeError(f"{path}: id: '{incident.id}' does not match the file name '{path.stem}'")
-    return incident
+        raise KnowledgeError(_problem(path, root, ("id",),
+                                      f"id: '{incident.id}' does not match the file name '{path.stem}'"))
+    return incident, root
 
 
 def kb_dirs(extra: Optional[list[Union[str, Path]]] = None) -> list[Path]:
@@ -381,11 +520,11 @@ def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_sh
     incidents: dict[str, Incident] = {}
     files: dict[str, Path] = {}
     problems: list[str] = []
-    for path, inc, problem in _walk(dirs):
-        if problem is not None:
+    for path, inc, _root, error in _walk(dirs):
+        if error is not None:
             if strict:
-                raise KnowledgeError(problem)
-            problems.append(problem)
+                raise error
+            problems.append(str(error))
             continue
         incidents[inc.id] = inc
         files[inc.id] = path
@@ -393,17 +532,20 @@ def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_sh
 
 
 def _walk(dirs: list[Path]):
-    """(path, incident, None) for each file that loads, (path, None, problem) for the rest,
-    directories in order and files in name order: what loading and lint both read."""
+    """(path, incident, YAML root node, None) for each file that loads, (path, None, None,
+    KnowledgeError) for the rest, directories in order and files in name order: what
+    loading and lint both read."""
     for d in dirs:
         if not d.is_dir():
-            yield d, None, f"{d}: (directory): not a directory"
+            yield d, None, None, KnowledgeError(Problem(d, None, None, "not a directory"))
             continue
         for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
             try:
-                yield path, load_file(path), None
+                inc, root = _load(path)
             except KnowledgeError as exc:
-                yield path, None, str(exc)
+                yield path, None, None, exc
+            else:
+                yield path, inc, root, None
 
 
 @lru_cache(maxsize=1)
@@ -414,17 +556,3 @@ def _default() -> KnowledgeBase:
 def default_knowledge() -> KnowledgeBase:
     return _default()
 
-
-def lint(dirs: Optional[list[Union[str, Path]]] = None, *, include_shipped: bool = True) -> list[str]:
-    """Every problem in the given KB directories, one line each (empty list: all good)."""
-    problems: list[str] = []
-    seen: dict[str, Path] = {}
-    targets = kb_dirs(dirs) if include_shipped else [Path(p) for p in (dirs or [])]
-    for path, inc, problem in _walk(targets):
-        if problem is not None:
-            problems.append(problem)
-            continue
-        if inc.id in seen and seen[inc.id].parent == path.parent:
-            problems.append(f"{path}: id: duplicate of {seen[inc.id]}")
-        seen[inc.id] = path
-    return problems

@@ -14,14 +14,17 @@ from ..facts.derived import (DEVICE_KINDS, HOST_KINDS, allocated_of, capability_
 from ..memory import fingerprint_facts
 
 CUDA_CONTEXT = 512 * 2**20   # what a CUDA context and its kernels take, outside PyTorch's figures
+_STRENGTH = {"certain": 0, "likely": 1, "weak": 2}
 
 
 def fact_table(facts: Facts) -> dict[str, Any]:
     t: dict[str, Any] = {}
     ev = primary_event(facts)
     kinds = [e.kind for e in facts.oom_events]
-    t["oom.count"] = len(facts.oom_events)
+    t["oom.count"] = len(facts.oom_events) + facts.oom_events_left_out
     t["oom.kinds"] = sorted(set(kinds))
+    # the libraries and message forms behind the events ("bitsandbytes", "thc-cuda-runtime-error")
+    t["oom.message_formats"] = sorted({e.message_format for e in facts.oom_events if e.message_format})
     t["oom.any"] = bool(facts.oom_events)
     t["oom.hypothetical"] = False   # True only where the classifier reads a log that stops early as if it had failed
     t["oom.pressure"] = False       # True only where it reads a run with memory pressure and no failure as if it had
@@ -29,6 +32,12 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     t["oom.host"] = any(k in HOST_KINDS for k in kinds)
     t["oom.shared_memory"] = any(e.backend == "shm" for e in facts.oom_events)
     t["oom.certain"] = any(e.strength == "certain" for e in facts.oom_events)
+    # the host side judged on its own events: a certain GPU OOM does not corroborate a bare
+    # SIGKILL of another rank, nor make the host's kill the primary event's kind
+    host = sorted((e for e in facts.oom_events if e.kind in HOST_KINDS),
+                  key=lambda e: (_STRENGTH.get(e.strength, 3), e.line))
+    t["oom.host_strength"] = host[0].strength if host else None
+    t["oom.host_kind"] = host[0].kind if host else None
     if ev is not None:
         t["oom.kind"] = ev.kind
         t["oom.strength"] = ev.strength

@@ -75,6 +75,11 @@ _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?SIG\w{1,8} death signal")
 _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
                         r"|^zsh: killed\s")
 _BARE_KILLED = lazy(r"^\s*Killed(?:: 9)?\s*$|(?<=[\]|%])\s*Killed\s*$")
+# The shell prints the signal's name in the user's locale (glibc's strsignal(SIGKILL)):
+# zh_CN, ja, de, es. Only where the line is that word alone or it follows a progress bar.
+KILLED_LOCALISED = ("已杀死", "強制終了", "Getötet", "Terminado (killed)")
+_BARE_KILLED_L10N = lazy(r"^\s*(?:已杀死|強制終了|Getötet|Terminado \(killed\))\s*$"
+                         r"|(?<=[\]|%])\s*(?:已杀死|強制終了|Getötet|Terminado \(killed\))\s*$")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
@@ -108,7 +113,8 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
                 "WorkerCrashedError", "RaySystemError")
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
-          "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign")
+          "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign",
+          "已杀死", "強制終了", "Getötet", "Terminado (killed)")
 
 
 
@@ -440,6 +446,9 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         if ctx.search(_BARE_KILLED, text):
             s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)")
             return
+    elif any(w in text for w in KILLED_LOCALISED) and ctx.search(_BARE_KILLED_L10N, text):
+        s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was killed (SIGKILL), in the user's language")
+        return
     if "DataLoader" not in text and ("xit" in text or "status" in text):
         m = ctx.search(_EXIT_STATUS, text)
         if m:

@@ -27,7 +27,9 @@ MARKERS = {
         r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint"
         # FSDP warns per tensor it cannot copy while building the full state dict of a save
         r"|Failed to clone\(\) tensor with name", re.I),
-    "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"),
+    "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"
+                                      # a conversion or loading script naming the weight file it reads
+                                      r"|(?i:processing|reading|converting|loading)\s+\S*(?:pytorch_model|model|consolidated)[\w.-]*\.(?:bin|safetensors|pth)\b"),
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("),
     # the Trainer's closing summary: the final save_model() comes right after it
     "training_completed": lazy(r"'train_runtime':|Training completed\. Do not forget|\*{5} train metrics \*{5}"),
@@ -52,7 +54,7 @@ MARKERS = {
 # only the lines holding one are searched. Checked against MARKERS by a test.
 MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
-    "loading_checkpoint_shards": ("load", "instantiating"),
+    "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting"),
     "resuming": ("continuing training", "load", "resum"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)"),
@@ -111,6 +113,9 @@ _MODEL_LOAD = lazy(
     r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
     # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
+    # a model built on the device: "with torch.device('cuda'):" routes its layers' parameter
+    # allocations through torch/utils/_device.py, under a module's __init__
+    r"|utils/_device\.py:__torch_function__|nn/modules/\w+\.py:(?:__init__|reset_parameters)\b"
     # accelerate's prepare() places the model; DeepSpeed builds its (ZeRO) optimizer in initialize()
     r"|accelerator\.py:(?:prepare|_prepare_one|_prepare_deepspeed)\b|_configure_optimizer|_configure_zero_optimizer"
     # an OOM inside a trainer's constructor is the model being placed on the device
@@ -322,23 +327,32 @@ def _survived_events(ctx: ParseContext) -> None:
     losses = [ctx.lines[i].no for i in ctx.lines_with(("loss",), fold=True)
               if ctx.search(_LOSS, ctx.lines[i].text) and not _FRAME_LINE.match(ctx.lines[i].text)]
     going_on = sorted(set(runs) | set(losses))
-    if not going_on:
-        return
     fatal = [f.line for f in ctx.facts.failures if f.kind == "python_exception" and not _WRAPPING.search(f.message)]
     for ev in events:
         end = max([ev.line] + [e.line for e in ev.evidence])
+        if not _reached_top(ctx, ev) and _recovered(ctx, ev, None) and any(
+                o is not ev and o.line > end and _reached_top(ctx, o) for o in events):
+            # caught, a recovery said so, and the same run failed again later with an OOM
+            # that did end it (a batch-size finder's first try)
+            ev.survived = True
+            continue
         after = [n for n in going_on if n > end]
         if len(after) < 2:
             continue
         if _reached_top(ctx, ev):
             continue   # the exception reached the top of the script: that process ended
-        idx = ctx.index_of(ev.line)
-        # the recovery message comes before the run goes on (a memory summary may sit between)
-        recovered = idx is not None and any(
-            ctx.search(_RECOVERY, ln.text) for ln in ctx.lines[idx:idx + 80] if ln.no < after[0])
+        recovered = _recovered(ctx, ev, after[0])
         later_fatal = any(n > after[1] for n in fatal)
         if recovered or later_fatal or any(n > end for n in completed):
             ev.survived = True
+
+
+def _recovered(ctx: ParseContext, ev, before: Optional[int]) -> bool:
+    """A recovery message within 80 lines after the event (and before line ``before``): the
+    recovery comes before the run goes on (a memory summary may sit between)."""
+    idx = ctx.index_of(ev.line)
+    return idx is not None and any(
+        ctx.search(_RECOVERY, ln.text) for ln in ctx.lines[idx:idx + 80] if before is None or ln.no < before)
 
 
 def _reached_top(ctx: ParseContext, ev) -> bool:

@@ -218,11 +218,11 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             fmt, key_text = "thc-cuda-runtime-error", "thc"  # THC logs the failure, then raises it
         elif m.group(0).startswith("CUDA driver"):
             fmt = "cuda-driver-error"
-        kind, detail = "cuda_runtime_error", None
+        detail = None
         if _in_bitsandbytes(ctx, i):
-            kind, detail = "bitsandbytes", "CUDA call inside bitsandbytes failed"
-        ev = events.add((kind, key_text), i, lambda: OomEvent(
-            kind=kind, backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0))
+            fmt, detail = "bitsandbytes", "CUDA call inside bitsandbytes failed"
+        ev = events.add(("cuda_runtime_error", fmt == "bitsandbytes", key_text), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0))
         for j in suffix:
             events.taken.add(ctx.lines[j].no)
         if ev.message_format is None and fmt:
@@ -273,8 +273,9 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     m = ctx.search(_BNB_CHECK, text)
     if m:
+        # a CUDA runtime error (bitsandbytes' CUDA_CHECK); the library is in message_format
         events.add(("bitsandbytes", m.group("file")), i, lambda: OomEvent(
-            kind="bitsandbytes", backend="CUDA", line=0,
+            kind="cuda_runtime_error", backend="CUDA", line=0, message_format="bitsandbytes",
             detail=f"bitsandbytes CUDA allocation failed ({m.group('file')})"))
         return
     m = ctx.search(_DEVICE_ALLOC, text)

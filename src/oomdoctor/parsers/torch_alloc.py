@@ -193,6 +193,9 @@ def parse_message(body: str, backend: Optional[str]) -> dict:
         f["free_bytes"] = _bytes(get("free_old"))
         f["reserved_total_bytes"] = _bytes(get("reserved"))
         f["cached_unallocated_bytes"] = _bytes(get("cached"))
+        # torch <= 1.3 printed "cached" as what the cache held beyond the allocated
+        # memory: the quantity later messages call reserved but unallocated.
+        f["reserved_unallocated_bytes"] = f["cached_unallocated_bytes"]
     f["allowed_bytes"] = _bytes(get("allowed"))
     procs: list[ProcessUse] = []
     m = get("self")
@@ -288,7 +291,7 @@ class _Twins:
     def _full(ev: OomEvent) -> tuple:
         return (ev.kind, ev.device_index, ev.tried_to_allocate_bytes) + tuple(getattr(ev, n) for n in _COMPARE)
 
-    def find(self, ev: OomEvent) -> Optional[OomEvent]:
+    def find(self, ev: OomEvent) -> OomEvent | None:
         bucket = self.buckets.get(self._key(ev))
         if not bucket:
             return None

@@ -8,6 +8,7 @@
   trailing garbage), with a cap on the inflated size;
 * ``sniff``         — text or binary: byte-order marks (UTF-16/32), NUL runs, printable share;
 * ``pull``          — the stream plumbing the inflating and transcoding readers share;
+* ``remote``        — fsspec URLs (s3://, memory://, file:// ...) opened where a path is taken;
 * ``prefilter``     — the multi-literal anchor search (Hyperscan, or pure Python);
 * ``literals``      — the literals every match of a regex must hold (gates before regexes);
 * ``literal_index`` — which lines hold which literals, answered by one pass over a log;

@@ -64,6 +64,8 @@ ANCHOR_LITERALS = (
     # a traceback pasted without its first line, or cut before its error: its frames
     # (Python's, IPython's)
     "\", line ", "File ~", "File /", "Cell In", "Input In [",
+    # the shell's "Killed" in the user's language (parsers/host.py KILLED_LOCALISED)
+    "已杀死", "強制終了", "Getötet", "Terminado (killed)",
 )
 
 CONTEXT_LITERALS = (
@@ -111,6 +113,10 @@ MARKER_LITERALS = (
     "DeepSpeed Final Optimizer", "Running tokenizer on dataset", "Converting format of dataset", "Map:",
     "Map (num_proc=", "Tokenizing train", "Tokenizing dataset", "Generating train split",
     "Generating validation split", "Preprocessing dataset", "Packing dataset",
+    # a script naming the weight file it reads ("Processing pytorch_model-00001-of-00002.bin")
+    ".bin", ".safetensors", ".pth",
+    # epoch values ("'epoch': 1.0", "Epoch 2/5", "epoch 002"): phase reads epoch boundaries from them
+    "poch",
 )
 
 
@@ -218,7 +224,7 @@ FIRST_BYTE = 25.0         # a prefix search stops at each occurrence of the firs
 MAX_PIVOT = 10            # longest substring tried as a pivot (besides whole literals)
 TRIE_COST = 40.0          # the plain prefix-tree ``re`` over the bytes
 STRETCH = 16 * 1024       # a hit in the letters is looked for in this stretch of the block
-PURE_PYTHON = ("re", "python", "trie")   # OOMDOCTOR_PREFILTER values without Hyperscan
+PURE_PYTHON = ("re", "python", "trie")   # OOMDOCTOR_PREFILTER values without a native engine
 
 
 def letters(s: bytes) -> bytes:
@@ -284,8 +290,9 @@ def plan_pivots(literals: tuple[str, ...]) -> tuple[Pivot, ...]:
                 cover[(kind, text)] = {x for x in lits if text in held(x)}
     cost = {key: _pivot_cost(*key) for key in cover}
     plans = [_cover(lits, {k: c for k, c in cover.items() if k[0] != "letters"}, cost)]
-    if all(letters(w) for w in lits):     # a literal without letters: not in the letters
-        plans.append(_cover(lits, cover, cost))
+    # with the letters pass: a literal without letters ("已杀死") has no letters candidate and
+    # is covered by a pivot in the bytes themselves
+    plans.append(_cover(lits, cover, cost))
     return min(plans, key=plan_cost)
 
 
@@ -384,13 +391,15 @@ class _Letters:
 class Matcher:
     """Finds where any of a set of literals occurs in a block of bytes.
 
-    Engines: Hyperscan (the optional ``oomdoctor[fast]`` extra; several GB/s), else the
-    pivots above (pure Python, about ten times slower), else the prefix-tree ``re``:
-    for literals found on many lines (``frequent``: every pivot hit costs Python work),
-    or where the pivots would cost more. All three find the same lines.
-    ``OOMDOCTOR_PREFILTER=python`` (or ``re``) forces the pure-Python search, ``=trie``
-    the plain ``re``. Literals never span a newline, so blocks cut at line boundaries can
-    be searched independently.
+    Engines, in order: Hyperscan (the optional ``oomdoctor[fast]`` extra, Linux x86-64;
+    several GB/s), else Aho–Corasick (``ahocorasick-rs``, the same extra where Hyperscan
+    has no wheel; a third to half Hyperscan's speed), else the pivots above (pure Python,
+    ten times slower), else the prefix-tree ``re``: for literals found on many lines
+    (``frequent``: every hit of a pivot or of an automaton costs Python work), or where
+    the pivots would cost more. All four find the same lines.
+    ``OOMDOCTOR_PREFILTER=ahocorasick`` skips Hyperscan, ``=python`` (or ``re``) forces the
+    pure-Python search, ``=trie`` the plain ``re``. Literals never span a newline, so
+    blocks cut at line boundaries can be searched independently.
     """
 
     WINDOW = 256 * 1024   # byte pivots search a block in windows that stay in the CPU cache
@@ -404,12 +413,17 @@ class Matcher:
         choice = (engine or os.environ.get("OOMDOCTOR_PREFILTER", "")).lower()
         if native is not None:
             choice = "hyperscan" if native else ("python" if choice in ("", "auto", "hyperscan") else choice)
-        if choice not in PURE_PYTHON:
+        self._ac: Optional[_AhoCorasick] = None
+        if choice not in PURE_PYTHON and choice not in AHO_CORASICK:
             self._hs = _hyperscan_database(self.literals)
+        if self._hs is None and choice not in PURE_PYTHON and not frequent:
+            self._ac = _ac_automata(self.literals)
         self._bytes: tuple[_InPlace, ...] = ()
         self._letters: tuple[_Letters, ...] = ()
         if self._hs is not None:
             self.engine = "hyperscan"
+        elif self._ac is not None:
+            self.engine = "ahocorasick"
         else:
             # literals found on many lines (context): every hit of a pivot costs Python
             # work, and the plain pattern is faster
@@ -440,9 +454,13 @@ class Matcher:
             return found
         if self.engine == "trie":
             return [m.end() for m in self._re.finditer(data)]
-        data = bytes(data)
         hits: list[int] = []
-        self._find(data, hits)
+        if self._ac is not None:
+            hits = self._ac.starts(data)
+            data = bytes(data)
+        else:
+            data = bytes(data)
+            self._find(data, hits)
         if not hits:
             return []
         # the lines that hold a literal, searched in full: the same ends as one finditer
@@ -465,6 +483,8 @@ class Matcher:
             return False
         if self.engine == "trie":
             return self._re.search(data) is not None
+        if self._ac is not None:
+            return self._ac.search(data)
         return self._find(bytes(data), None)
 
     def _find(self, data: bytes, hits: Optional[list]) -> bool:
@@ -528,6 +548,62 @@ class _Marks:
 
 def _stop(*_args) -> bool:
     return True
+
+
+# -- Aho–Corasick: ahocorasick-rs --------------------------------------------------------
+#
+# Where Hyperscan has no wheel (macOS arm64, Windows, aarch64 Linux), ``ahocorasick-rs``
+# (the Rust ``aho-corasick`` crate; wheels for those platforms) is the next tier. Its
+# fast path is a SIMD prefilter (Teddy) that takes at most 64 patterns and only the
+# leftmost match kinds; past 64 it runs a plain automaton, about three times slower here
+# (bench/README.md: one automaton of the 168 anchors, 1.9 s a GiB; three of 56, 0.6 to
+# 0.8 s). So the literals are searched in groups of at most AC_GROUP, in sorted order
+# (literals that share a prefix share Teddy's buckets: a little faster than spreading
+# them), leftmost-first. Every reported match is a literal, and every line that holds a
+# literal holds a reported match: matches that are not reported overlap a reported one,
+# on the same line, since no literal holds a newline. So the lines are the other
+# engines' lines.
+
+AC_GROUP = 64              # literals per automaton: Teddy's limit
+AC_WINDOW = 256 * 1024     # search() looks at a block in windows that stay in the CPU cache
+AHO_CORASICK = ("ahocorasick", "aho-corasick")   # OOMDOCTOR_PREFILTER values for this tier
+
+
+class _AhoCorasick:
+    def __init__(self, automata: tuple, longest: int):
+        self.automata = automata
+        self.overlap = longest - 1
+
+    def starts(self, data) -> list[int]:
+        """Where the reported matches start (several groups: not in order)."""
+        return [m[1] for automaton in self.automata for m in automaton.find_matches_as_indexes(data)]
+
+    def search(self, data) -> bool:
+        view = memoryview(data)
+        for lo in range(0, len(view), AC_WINDOW):
+            window = view[lo:lo + AC_WINDOW + self.overlap]   # a literal across the window's end
+            for automaton in self.automata:
+                if automaton.find_matches_as_indexes(window):
+                    return True
+        return False
+
+
+def _ac_automata(literals: tuple[str, ...]) -> Optional[_AhoCorasick]:
+    try:
+        import ahocorasick_rs
+    except ImportError:  # optional: the oomdoctor[fast] extra
+        return None
+    lits = sorted({w.encode() for w in literals if w})
+    if not lits:
+        return None
+    size = -(-len(lits) // -(-len(lits) // AC_GROUP))     # as even as the fewest groups allow
+    kind = ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
+    try:
+        automata = tuple(ahocorasick_rs.BytesAhoCorasick(lits[i:i + size], matchkind=kind)
+                         for i in range(0, len(lits), size))
+    except Exception:  # noqa: BLE001 - an unusable native library: the next tier
+        return None
+    return _AhoCorasick(automata, max(len(w) for w in lits))
 
 
 def _hyperscan_database(literals: tuple[str, ...]):

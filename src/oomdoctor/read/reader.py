@@ -29,6 +29,7 @@ from typing import BinaryIO, Iterator, Optional, Union
 
 from . import prefilter
 from .inflate import CODEC_ERRORS, Inflater, SettingError, human, max_inflated
+from .remote import UrlError, is_url, local_path, open_url
 from .regions import (AFTER, BEFORE, HEAD_LINES, MAX_CONTEXT_LINES, MAX_KEPT, MAX_KEPT_BYTES,  # noqa: F401
                       MAX_KEPT_LINE, NEAR_ANCHOR, PROGRESS_CR, RING_BYTES, TAIL_LINES, Block, RegionBuilder,
                       Regions)
@@ -109,13 +110,22 @@ def _zstandard():
 
 
 def open_source(src: Source) -> tuple[BinaryIO, Optional[str]]:
-    """Open a path ('-' is stdin), bytes, text or a binary stream; return (stream, name)."""
+    """Open a path ('-' is stdin), an fsspec URL (``read.remote``), bytes, text or a binary
+    stream; return (stream, name)."""
     if isinstance(src, bytes):
         return io.BytesIO(src), None
     if isinstance(src, (str, os.PathLike)):
         name = os.fspath(src)
         if name == "-":
             return sys.stdin.buffer, "<stdin>"
+        if is_url(name):
+            local = local_path(name)
+            if local is not None:
+                return open_source(local)
+            try:
+                return open_url(name), name
+            except UrlError as exc:
+                raise InputError(f"{name}: {exc}") from None
         if os.path.isdir(name):
             raise InputError(f"{name}: is a directory (use 'oomdoctor scan' for directories)")
         try:

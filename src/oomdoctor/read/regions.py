@@ -27,6 +27,7 @@ the lines before anchors, where the phase of a failure is read.
 from __future__ import annotations
 
 import collections
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -60,6 +61,7 @@ NEAR_ANCHOR = 30              # lines either side of an anchor that _fewer_repea
 MAX_ANCHOR_NOS = 5_000        # anchor line numbers remembered, first and latest each
 PROGRESS_CR = 8               # a line with more carriage returns than this is a progress bar
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_EPOCH_INT = re.compile(rb"[Ee]poch\W{0,4}(\d{1,6})")
 
 # ranks of what is kept, dropped lowest first (context lines from the middle rank between
 # REPEATED and NEW); a window takes the highest rank of the anchors whose windows cover it
@@ -504,7 +506,13 @@ class RegionBuilder:
         out = []
         for no in numbers:
             if no not in near and no < tail_from:
-                shape = pairs[no][:200].translate(_DIGITS_AS_ZERO)
+                line = pairs[no]
+                shape = line[:200].translate(_DIGITS_AS_ZERO)
+                if b"poch" in line:
+                    # the first lines of each epoch stay: phase reads the epoch boundaries
+                    m = _EPOCH_INT.search(line)
+                    if m:
+                        shape += b"|epoch " + m.group(1)
                 seen = shapes[shape] = shapes.get(shape, 0) + 1
                 if seen > r.head_repeats:
                     continue

@@ -10,6 +10,8 @@ log must not be able to drive the user's terminal.
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
@@ -26,9 +28,28 @@ if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
 
 WIDTH = 100          # prose lines stay within this many columns
 MAX_PIDS = 6         # other processes listed by PID before "… N more"
+MAX_LABEL = 26       # a row's label column is at most this wide
+# columns and lines when the output's size is not known (a pipe, a file) and COLUMNS and
+# LINES are not set: the text report's evidence is cut to 120 columns
+FALLBACK_SIZE = (120, 24)
+# a row's value that is a size: right-aligned in a column of its own
+SIZE_VALUE = re.compile(r"^-?\d[\d.,]* (?:bytes|KiB|MiB|GiB|TiB)$")
 
-# C0 controls except tab/newline, DEL and C1 controls: never echoed from a log.
-_CONTROL = {c: None for c in list(range(0, 9)) + list(range(11, 32)) + [127] + list(range(0x80, 0xA0))}
+# Log text, file names, YAML keys and error messages are chosen by whoever wrote them:
+# printed raw, an escape sequence can recolour or clear the screen, move the cursor over
+# earlier lines, set the window title or hide text; a C1 byte does the same on terminals
+# that read 8-bit controls. Whole sequences go (so no "[31m" is left behind), then any
+# other C0/C1 control and DEL; newline (unless ``oneline``) and tab stay.
+_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"                                      # CSI: colours, cursor, erase
+    r"|(?:\x1b[\]P^_X]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC, DCS, PM, APC, SOS
+    r"|\x1b[ -/]*[0-~]")                                                    # other ESC sequences
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# A name that is not valid UTF-8 comes in with lone surrogates (os.fsdecode): shown as
+# U+FFFD, as a terminal shows the bytes, and never a UnicodeEncodeError.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SUSPECT = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class Row(NamedTuple):
@@ -39,9 +60,27 @@ class Row(NamedTuple):
     note: Optional[str] = None
 
 
-def clean(text: Any) -> str:
-    """Log text made safe to print: control characters dropped, tabs to spaces."""
-    return str(text).replace("\t", "    ").translate(_CONTROL)
+def clean(text: Any, *, oneline: bool = False, tabs: bool = True) -> str:
+    """Text from a log, a file name, a YAML key or an error made safe to print: escape
+    sequences removed whole, other control characters dropped, lone surrogates shown as
+    U+FFFD; tabs become four spaces (``tabs=False``: kept). ``oneline``: newlines are
+    dropped too (a file name, a one-line message). The one sanitiser of the project:
+    display only, records and JSON keep the real text."""
+    text = text if isinstance(text, str) else str(text)
+    if _SUSPECT.search(text) is None:   # the usual case: nothing to do
+        return text
+    if tabs:
+        text = text.replace("\t", "    ")
+    text = _SEQUENCE.sub("", text)
+    text = (_CONTROL_LINE if oneline else _CONTROL).sub("", text)
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def terminal_size() -> os.terminal_size:
+    """Columns and lines of the terminal (COLUMNS/LINES win, as everywhere), else
+    ``FALLBACK_SIZE``."""
+    import shutil
+    return shutil.get_terminal_size(fallback=FALLBACK_SIZE)
 
 
 def pct(x: float) -> str:
@@ -165,6 +204,18 @@ def primary_event(report: Report) -> Optional[OomEvent]:
         return None
     order = {"certain": 0, "likely": 1, "weak": 2}
     return min(report.oom_events, key=lambda e: (order.get(e.strength, 3), e.line))
+
+
+TIMED_OUT = "timed out on this log"
+
+
+def timeout_warning(report: Report) -> str | None:
+    """One line for the one-screen report when knowledge-base searches ran out of time on
+    this log (each is a note): what was not read is never silently "no match"."""
+    timed_out = [n for n in report.notes if TIMED_OUT in n]
+    if not timed_out:
+        return None
+    return "warning: " + timed_out[0] + (f" (and {len(timed_out) - 1} more)" if len(timed_out) > 1 else "")
 
 
 def split_processes(ev: OomEvent) -> tuple[Optional[ProcessUse], list[ProcessUse]]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from ..facts.derived import allocated_of, unallocated_of
 from ..facts.sizes import format_size
-from .common import (diagnosis_evidence, evidence_ref, knob_name, number_rows, pct, primary_event, split_fixes,
+from .common import (clean, diagnosis_evidence, evidence_ref, knob_name, number_rows, pct, primary_event, split_fixes,
                      verdict, where_rows)
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class Segment(NamedTuple):
 
 
 def e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(clean(text, tabs=False), quote=True)
 
 
 def memory_segments(ev: "OomEvent") -> list[Segment]:

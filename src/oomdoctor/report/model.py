@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..facts.models import (Environment, Facts, Failure, Frame, MemorySample, Model, OomEvent, PhaseInfo,
                             RankSummary, fatal_events)
 from ..kb.diagnosis import Diagnosis
 from ..memory.models import MemoryReport
 
-SCHEMA_VERSION = "1.1"   # 1.1: Diagnosis.warning, OomEvent.symptom, PhaseInfo.stops_early
+SCHEMA_VERSION = "1.2"   # 1.1: Diagnosis.warning, OomEvent.symptom, PhaseInfo.stops_early
+#                          1.2: oom_events_total, oom_events_left_out (oom_events is a bounded sample)
 
 
 class RunAttempt(Model):
@@ -34,7 +35,12 @@ class Report(Model):
     tool_version: str
     source: Optional[str] = None
     diagnoses: list[Diagnosis] = Field(default_factory=list)
-    oom_events: list[OomEvent] = Field(default_factory=list)
+    oom_events: list[OomEvent] = Field(default_factory=list, description="the OOM events found, or a bounded sample "
+                                                                        "of them (see oom_events_left_out)")
+    oom_events_total: int = Field(default=0, description="OOM events found in the log, those left out included")
+    oom_events_left_out: int = Field(default=0, description="OOM events found but not listed in oom_events: the "
+                                                            "first, the last (the final failure) and one per distinct "
+                                                            "rank, device and request size are kept")
     failures: list[Failure] = Field(default_factory=list)
     environment: Environment = Field(default_factory=Environment)
     phase: Optional[str] = Field(default=None, description="model_load, forward, backward, optimizer_step, checkpoint_save, checkpoint_load, eval, data_loading, epoch_end, unknown")
@@ -48,6 +54,12 @@ class Report(Model):
     bytes_read: int = 0
     notes: list[str] = Field(default_factory=list)
     attempts: list[RunAttempt] = Field(default_factory=list, description="oomdoctor run: every run of the command, first to last")
+
+    @model_validator(mode="after")
+    def _count_events(self) -> Report:
+        # a report built from its events alone counts them
+        self.oom_events_total = max(self.oom_events_total, len(self.oom_events) + self.oom_events_left_out)
+        return self
 
     @property
     def top(self) -> Optional[Diagnosis]:
@@ -94,6 +106,8 @@ class Report(Model):
             tool_version=tool_version,
             source=source,
             oom_events=facts.oom_events,
+            oom_events_total=len(facts.oom_events) + facts.oom_events_left_out,
+            oom_events_left_out=facts.oom_events_left_out,
             failures=facts.failures,
             environment=facts.environment,
             phase=facts.phase.phase,

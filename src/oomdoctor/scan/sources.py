@@ -46,9 +46,7 @@ def has_magic(path: str) -> bool:
     return globmod.has_magic(path)
 
 
-def is_url(path: str) -> bool:
-    head, sep, _ = path.partition("://")
-    return bool(sep) and head.replace("+", "").replace("-", "").isalnum() and len(head) > 1
+from ..read.remote import is_url  # noqa: E402,F401  (one test of what a URL is, for every door)
 
 
 def wanted(relpath: str, include: Sequence[str], exclude: Sequence[str]) -> bool:

@@ -2,7 +2,8 @@
 
 SIGINT/SIGTERM (and SIGHUP, SIGUSR1/2) are forwarded to the job's whole process group and,
 after GRACE seconds, the group is killed; the wrapper exits with the job's status (128+N for
-signal N). The output is passed through by ``pump`` while the job runs.
+signal N). The output is passed through by ``pump`` while the job runs. If the wrapper itself
+dies (even by SIGKILL) a watchdog ends the job's group (``watchdog``): nothing is orphaned.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .pump import SCAN_SHARE, Sink, pump, route_output
+from .watchdog import start_watchdog
 
 GRACE = 20.0                 # seconds from a forwarded SIGINT/SIGTERM to SIGKILL of the group
 TERMINATING = ("SIGINT", "SIGTERM", "SIGHUP")
@@ -106,16 +108,24 @@ def run_once(argv: list[str], *, env: Optional[dict[str, str]] = None, grace: fl
             break
     start = time.monotonic()
     result.start_monotonic = start_kernel = cgroup.monotonic_now()
-    targets, tails = route_output(out, err)
-    try:
+    tails: list = []
+    dog = None
+    try:        # from here on, whatever fails (EMFILE included) restores the handlers
+        targets, tails = route_output(out, err)
+        # ends the job's process group if this process dies before the job (SIGKILL included)
+        dog = start_watchdog(grace if grace > 0 else GRACE)
         proc = subprocess.Popen(argv, stdout=targets[0], stderr=targets[1], env=env,
                                 start_new_session=True, bufsize=0)
     except BaseException:
+        if dog is not None:
+            dog.release()
         _restore(previous)
         for tail in tails:
             tail.close()
         raise
     group[0] = proc.pid
+    if dog is not None:
+        dog.arm(proc.pid)
     result.pids.add(proc.pid)
     for signum in early:
         try:
@@ -124,11 +134,17 @@ def run_once(argv: list[str], *, env: Optional[dict[str, str]] = None, grace: fl
             pass
     try:
         pump(proc, cap, out, err, result, deadline, tails)
+    except BaseException:
+        if dog is not None:
+            dog.close()          # the wrapper fails while the job may run on: its group is ended
+        raise
     finally:
         _restore(previous)
         for tail in tails:
             tail.close()
     result.returncode = proc.returncode if proc.returncode is not None else proc.wait()
+    if dog is not None:
+        dog.release()
     result.duration = time.monotonic() - start
     result.output_closed = out.closed or err.closed
     cap.finish()
