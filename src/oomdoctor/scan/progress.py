@@ -5,37 +5,19 @@ a results file goes through before it is printed there.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from typing import IO, Optional
 
 from ..facts.sizes import format_size
-
-
-# Names of files and archive members, and the text of logs, are chosen by whoever wrote
-# them: printed raw, an escape sequence can recolour or clear the screen, move the cursor
-# over earlier lines, set the window title or hide text; a C1 byte does the same on
-# terminals that read 8-bit controls. Whole sequences go (so no "[31m" is left behind),
-# then any other C0/C1 control, DEL included; a tab stays.
-_CONTROL = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"                                      # CSI: colours, cursor, erase
-    r"|(?:\x1b[\]P^_X]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC, DCS, PM, APC, SOS strings
-    r"|\x1b[ -/]*[0-~]"                                                     # other ESC sequences
-    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]")                                      # any other control
-# A name that is not valid UTF-8 comes in with lone surrogates (os.fsdecode): shown as
-# U+FFFD, as a terminal would show the bytes, and never a UnicodeEncodeError.
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-_SUSPECT = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
+from ..report.common import clean
 
 
 def printable(text: object) -> str:
-    """``text`` safe to print on a terminal: no escape sequences, no control characters
-    but tab, no lone surrogates. Meant for display only: records keep the real names."""
-    text = text if isinstance(text, str) else str(text)
-    if _SUSPECT.search(text) is None:   # the usual case: nothing to do
-        return text
-    return _SURROGATE.sub("\ufffd", _CONTROL.sub("", text))
+    """``text`` safe to print on a terminal (names of files and archive members and the text
+    of logs are chosen by whoever wrote them): the project's one sanitiser, on one line,
+    tabs kept. Display only: records keep the real names."""
+    return clean(text, oneline=True, tabs=False)
 
 
 class Progress:
