@@ -78,8 +78,8 @@ _BARE_KILLED = lazy(r"^\s*Killed(?:: 9)?\s*$|(?<=[\]|%])\s*Killed\s*$")
 # The shell prints the signal's name in the user's locale (glibc's strsignal(SIGKILL)):
 # zh_CN, ja, de, es. Only where the line is that word alone or it follows a progress bar.
 KILLED_LOCALISED = ("已杀死", "強制終了", "Getötet", "Terminado (killed)")
-_BARE_KILLED_L10N = lazy(r"^\s*(?:已杀死|強制終了|Getötet|Terminado \(killed\))\s*$"
-                         r"|(?<=[\]|%])\s*(?:已杀死|強制終了|Getötet|Terminado \(killed\))\s*$")
+_L10N = "(?:" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
+_BARE_KILLED_L10N = lazy(rf"^\s*{_L10N}\s*$|(?<=[\]|%])\s*{_L10N}\s*$")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")

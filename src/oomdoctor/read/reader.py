@@ -126,17 +126,23 @@ def open_source(src: Source) -> tuple[BinaryIO, Optional[str]]:
                 return open_url(name), name
             except UrlError as exc:
                 raise InputError(f"{name}: {exc}") from None
-        if os.path.isdir(name):
-            raise InputError(f"{name}: is a directory (use 'oomdoctor scan' for directories)")
-        try:
-            return open(name, "rb"), name
-        except FileNotFoundError:
-            raise InputError(f"{name}: no such file") from None
-        except PermissionError:
-            raise InputError(f"{name}: permission denied") from None
-        except OSError as exc:
-            raise InputError(f"{name}: cannot open ({exc.strerror or exc})") from None
+        return open_file(name, "is a directory (use 'oomdoctor scan' for directories)"), name
     return src, getattr(src, "name", None)
+
+
+def open_file(path: str, if_directory: str) -> BinaryIO:
+    """A local file opened for reading, or ``InputError`` with a one-line reason
+    (``if_directory`` when the path is a directory)."""
+    if os.path.isdir(path):
+        raise InputError(f"{path}: {if_directory}")
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
 
 
 class _Text:

@@ -205,7 +205,7 @@ PARTIAL_RECORD = re.compile(r'\s*\{\s*"path"\s*:')   # how every JSON-lines reco
 
 def open_results(path: str) -> IO[bytes]:
     """A results file (a path, or an fsspec URL) opened for reading, or ``InputError``."""
-    from ..read.reader import InputError
+    from ..read.reader import InputError, open_file
     from ..read.remote import UrlError, is_url, local_path, open_url
     if is_url(path):
         local = local_path(path)
@@ -215,16 +215,7 @@ def open_results(path: str) -> IO[bytes]:
             except UrlError as exc:
                 raise InputError(f"{path}: {exc}") from None
         path = local
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory, not a results file")
-    try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    return open_file(path, "is a directory, not a results file")
 
 
 def read_records(path: str, *, strict: bool = False,
