@@ -112,3 +112,14 @@ def test_reports_validate_against_the_printed_schema():
         broken = json.loads(oomdoctor.diagnose(str(EXAMPLE)).model_dump_json())
         del broken["diagnoses"]
         jsonschema.validate(broken, schema)
+
+
+@pytest.mark.parametrize("command", [["diagnose"], ["scan"], ["summarize"], ["run"], ["schema"], ["kb", "list"],
+                                     ["kb", "show"], ["kb", "lint"], ["kb", "docs"], ["kb", "facts"]])
+def test_every_command_says_its_exit_codes_under_help(command):
+    from click.testing import CliRunner
+
+    from oomdoctor.cli import main
+    result = CliRunner().invoke(main, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "Exit code:" in result.output

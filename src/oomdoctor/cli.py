@@ -16,6 +16,11 @@ from . import __version__
 from .report.render import page, render, use_color, use_rich, wants_pager
 
 FORMATS = ("text", "markdown", "json", "html")
+# the exit codes of each command, shown under its --help
+DIAGNOSE_EXIT = ("Exit code: 0 nothing failed (or only a warning of memory pressure), 1 a failure was "
+                 "diagnosed, memory or not, 2 usage or input error.")
+PLAIN_EXIT = "Exit code: 0 done, 2 usage or input error."
+LINT_EXIT = "Exit code: 0 no problem (warnings allowed without --strict), 1 problems found, 2 usage error."
 KB_DIR = click.Path(exists=True, file_okay=False)   # a --kb that does not exist is a usage error
 
 
@@ -111,7 +116,7 @@ def _load_kb(kb_dirs: tuple[str, ...]):
     return kb
 
 
-@main.command()
+@main.command(epilog=DIAGNOSE_EXIT)
 @click.argument("paths", nargs=-1, required=False)
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS, case_sensitive=False), default="text",
               show_default=True, help="Text for a terminal, markdown for an issue, json for tools, html for a page "
@@ -209,7 +214,7 @@ def _diagnose_per_file(paths, fmt: str, kb, framework, top, color, verbose: bool
     sys.exit(1 if any(r.found_anything for r in reports) else 0)
 
 
-@main.command()
+@main.command(epilog=PLAIN_EXIT)
 @click.option("--record", is_flag=True,
               help="the schema of the JSON-lines records of 'oomdoctor scan' instead: report records and error records")
 def schema(record: bool) -> None:
@@ -228,7 +233,7 @@ def kb() -> None:
     """List, show and check the knowledge base."""
 
 
-@kb.command("list")
+@kb.command("list", epilog=PLAIN_EXIT)
 @click.option("--kb", "kb_dirs", multiple=True, type=KB_DIR, metavar="DIR")
 def kb_list(kb_dirs: tuple[str, ...]) -> None:
     """One line per incident: id and title."""
@@ -239,7 +244,7 @@ def kb_list(kb_dirs: tuple[str, ...]) -> None:
         click.echo(_printable(f"{inc.id:<{width}}  {inc.title}{tag}"))
 
 
-@kb.command("show")
+@kb.command("show", epilog=PLAIN_EXIT)
 @click.argument("incident_id")
 @click.option("--kb", "kb_dirs", multiple=True, type=KB_DIR, metavar="DIR")
 @click.option("--format", "-f", "fmt", type=click.Choice(("markdown", "yaml")), default="markdown")
@@ -265,7 +270,7 @@ def kb_show(incident_id: str, kb_dirs: tuple[str, ...], fmt: str) -> None:
     click.echo(incident_markdown(inc))
 
 
-@kb.command("lint")
+@kb.command("lint", epilog=LINT_EXIT)
 @click.argument("dirs", nargs=-1, type=KB_DIR)
 @click.option("--no-shipped", is_flag=True, help="check only the given directories")
 @click.option("--strict", is_flag=True,
@@ -288,7 +293,7 @@ def kb_lint(dirs: tuple[str, ...], no_shipped: bool, strict: bool) -> None:
                                       "--strict fails on them)" if problems else ""))
 
 
-@kb.command("docs")
+@kb.command("docs", epilog=PLAIN_EXIT)
 @click.option("--out", type=click.Path(), default=None, help="write one markdown file per incident into this directory")
 @click.option("--kb", "kb_dirs", multiple=True, type=KB_DIR, metavar="DIR")
 def kb_docs(out: Optional[str], kb_dirs: tuple[str, ...]) -> None:
@@ -302,7 +307,7 @@ def kb_docs(out: Optional[str], kb_dirs: tuple[str, ...]) -> None:
         click.echo(index_markdown(base, full=True))
 
 
-@kb.command("facts")
+@kb.command("facts", epilog=PLAIN_EXIT)
 @click.argument("path")
 def kb_facts(path: str) -> None:
     """Print the named facts that incident conditions can test, for one log."""

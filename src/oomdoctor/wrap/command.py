@@ -94,7 +94,9 @@ def _write(path: str, text: str) -> None:
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
-                                 "help_option_names": ["-h", "--help"]})
+                                 "help_option_names": ["-h", "--help"]},
+               epilog="Exit code: the job's own (128 + N when a signal N ended it), 126/127 when the command "
+                      "cannot be run or is not found, 2 usage error.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None, metavar="FILE.json",
               help="when the job fails, also write the report as JSON here")
