@@ -47,9 +47,7 @@ def url_fs(url: str):
         raise UrlError(FSSPEC_MISSING) from None
     try:
         return url_to_fs(url)
-    except (ImportError, ValueError) as exc:   # s3:// without s3fs, an unknown protocol
-        raise UrlError(f"cannot open this URL ({first_line(exc)})") from None
-    except Exception as exc:  # noqa: BLE001 - a backend's own error (credentials, network)
+    except Exception as exc:  # noqa: BLE001 - s3:// without s3fs, an unknown protocol, a backend's own error
         raise UrlError(f"cannot open this URL ({first_line(exc)})") from None
 
 
