@@ -121,3 +121,11 @@ def test_a_word_for_killed_inside_a_sentence_is_not_a_kill():
 def test_a_script_reading_a_weight_file_when_it_is_killed_is_loading_the_model():
     d = report("Initializing lit-llama\nProcessing pytorch_model-00001-of-00002.bin\nKilled\n")
     assert d["phase"] == "model_load"
+
+
+def test_a_kill_while_deepspeed_reads_a_zero_checkpoint_is_a_resume():
+    d = report("[INFO|deepspeed.py:449] 2022-05-15 00:12:20,447 >> Attempting to resume from out/checkpoint-22\n"
+               "[2022-05-15 00:12:51,292] [INFO] [engine.py:2754:_get_all_zero_checkpoint_state_dicts] "
+               "successfully read 2 ZeRO state_dicts for rank 0\n"
+               "[2022-05-15 00:12:57,785] [INFO] [launch.py:178:sigkill_handler] Killing subprocess 97277\n")
+    assert d["phase"] == "checkpoint_load"

@@ -30,7 +30,9 @@ MARKERS = {
     "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"
                                       # a conversion or loading script naming the weight file it reads
                                       r"|(?i:processing|reading|converting|loading)\s+\S*(?:pytorch_model|model|consolidated)[\w.-]*\.(?:bin|safetensors|pth)\b"),
-    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("),
+    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
+                     # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
+                     r"|Attempting to resume from|successfully read \d+ ZeRO state_dicts"),
     # the Trainer's closing summary: the final save_model() comes right after it
     "training_completed": lazy(r"'train_runtime':|Training completed\. Do not forget|\*{5} train metrics \*{5}"),
     "running_training": lazy(r"\*{5} Running training \*{5}|Start(?:ing)? training\b|Training started|Epoch\(train\)"),
@@ -55,7 +57,7 @@ MARKERS = {
 MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
     "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting"),
-    "resuming": ("continuing training", "load", "resum"),
+    "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)"),
     "running_evaluation": ("running evaluation", "start", "epoch(val)"),

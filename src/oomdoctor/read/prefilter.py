@@ -104,6 +104,7 @@ MARKER_LITERALS = (
     "Loading checkpoint shards", "loading weights file", "Loading model weights", "model under default dtype",
     "Loading base model", "load_model_and_tokenizer", "Continuing training from checkpoint", "Loading model from ",
     "Resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
+    "Attempting to resume from", "ZeRO state_dicts",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "Epoch(train)", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Epoch(val)", "***** Running Prediction *****",
