@@ -395,16 +395,21 @@ PRESSURE = {"oom.any": True, "oom.device": True, "oom.pressure": True}
 LEAD_CONFIDENCE = 0.3
 
 
-def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True, other: bool = True) -> list[tuple]:
+def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True, other: bool = True,
+               partial: bool = False) -> list[tuple]:
+    """Every incident that scores its ``min_score`` (``partial``: the memory incidents that
+    score at least PARTIAL_SCORE but less than that, the fallback aside)."""
     scored = []
     for inc in kb:
         if (inc.memory_failure and not memory) or (not inc.memory_failure and not other):
+            continue
+        if partial and (inc.fallback or not inc.memory_failure):
             continue
         res = score_incident(inc, ev)
         if res is None:
             continue
         score, because, line_nos = res
-        if score >= inc.min_score:
+        if (PARTIAL_SCORE <= score < inc.min_score) if partial else score >= inc.min_score:
             scored.append((score, inc.priority, inc.id, inc, because, line_nos))
     return scored
 
@@ -413,17 +418,6 @@ def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True, other: 
 # when nothing specific is found (at most PARTIAL_LEADS of them).
 PARTIAL_SCORE = 1.0
 PARTIAL_LEADS = 2
-
-
-def _partial(kb: KnowledgeBase, ev: Evaluator) -> list[tuple]:
-    out = []
-    for inc in kb:
-        if not inc.memory_failure or inc.fallback:
-            continue
-        res = score_incident(inc, ev)
-        if res is not None and PARTIAL_SCORE <= res[0] < inc.min_score:
-            out.append((res[0], inc.priority, inc.id, inc, res[1], res[2]))
-    return out
 
 
 def _ranked(scored: list[tuple]) -> list[tuple]:
@@ -462,7 +456,7 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
     elif any(s[3].fallback for s, _e, _l in found) and all(s[3].fallback for s, _e, _l in found if s[3].memory_failure):
         # A certain OOM whose cause no incident reaches: the incidents that some of the
         # evidence points to, short of what naming them needs, are listed as leads.
-        found += [(s, ev, True) for s in _ranked(_partial(kb, ev))[:PARTIAL_LEADS]]
+        found += [(s, ev, True) for s in _ranked(_score_all(kb, ev, partial=True))[:PARTIAL_LEADS]]
     out: list[Diagnosis] = []
     for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)
