@@ -156,7 +156,12 @@ def test_pure_python_search_finds_what_the_plain_pattern_finds(data, which, repe
 
 @pytest.mark.parametrize("where", [prefilter.STRETCH, prefilter.Matcher.WINDOW, 3 * prefilter.STRETCH + 5])
 def test_pure_python_search_across_stretch_and_window_edges(where):
-    matcher = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine="python")
+    _every_anchor_found_across(where, "python")
+
+
+def _every_anchor_found_across(where: int, engine: str) -> None:
+    """Each anchor literal planted just before, across and just after offset ``where``."""
+    matcher = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine=engine)
     pattern = prefilter.anchor_pattern()
     for literal in prefilter.ANCHOR_LITERALS:
         w = literal.encode()
@@ -260,15 +265,7 @@ def test_aho_corasick_finds_what_the_plain_pattern_finds(data, which, repeat):
 @pytest.mark.parametrize("where", [prefilter.AC_WINDOW, 3 * prefilter.AC_WINDOW + 5])
 def test_aho_corasick_across_window_edges(where):
     """search() looks at a block in windows: a literal across a window's end is found."""
-    matcher = prefilter.Matcher(prefilter.ANCHOR_LITERALS, engine="ahocorasick")
-    pattern = prefilter.anchor_pattern()
-    for literal in prefilter.ANCHOR_LITERALS:
-        w = literal.encode()
-        for shift in (-len(w), -len(w) // 2, -1, 0, 1):
-            at = max(0, where + shift)
-            text = b"12 ab: " * (at // 7) + b"." * (at % 7) + w + b" 0.5 loss\n" * 100
-            assert matcher.search(text), (literal, shift)
-            assert matcher.ends(text) == [m.end() for m in pattern.finditer(text)], (literal, shift)
+    _every_anchor_found_across(where, "ahocorasick")
 
 
 @needs_ac
