@@ -129,3 +129,12 @@ def test_a_kill_while_deepspeed_reads_a_zero_checkpoint_is_a_resume():
                "successfully read 2 ZeRO state_dicts for rank 0\n"
                "[2022-05-15 00:12:57,785] [INFO] [launch.py:178:sigkill_handler] Killing subprocess 97277\n")
     assert d["phase"] == "checkpoint_load"
+
+
+def test_a_rich_frame_whose_function_wrapped_onto_the_next_box_line():
+    d = report("│ /opt/conda/lib/python3.8/site-packages/deepspeed/accelerator/cuda_accelerator.py:217 in          │\n"
+               "│ pin_memory                                                                                       │\n"
+               "│                                                                                                  │\n"
+               "│ ❱ 217 │   │   return tensor.pin_memory()                                                         │\n")
+    assert [(f["function"], f["lineno"]) for f in d["frames"]] == [("pin_memory", 217)]
+    assert d["phase_detail"]["stops_early"] == "cut_traceback"

@@ -24,6 +24,9 @@ _IPY7 = lazy(r"^\s*(?P<file>[/~][^\s]+\.py) in (?P<func>[\w.<>]+)\(")
 _BARE = lazy(r"^\s*line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
 # rich's boxed tracebacks: "│ /path/to/trainer.py:1539 in train   │" (a frame per box line)
 _RICH = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (?P<func>[\w.<>]+)\s*(?:[│┃|]\s*)?$")
+# ... whose function rich wrapped onto the next box line when the path filled the box
+_RICH_CUT = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in\s*[│┃|]\s*$")
+_RICH_FUNC = lazy(r"^\s*[│┃|]\s+(?P<func>[\w.<>]+)\s*[│┃|]\s*$")
 # Colab: "[/usr/.../operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)"
 _COLAB = lazy(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
 # IPython marks the line that was running: "--> 781         return tensor.float()"
@@ -46,6 +49,14 @@ def parse(ctx: ParseContext) -> None:
             headers.append(i)
             continue
         m = _PY.match(text) or _IPY.match(text) or _RICH.match(text)
+        if m is None and " in" in text and i + 1 < len(lines):
+            cut = _RICH_CUT.match(text)
+            nxt = _RICH_FUNC.match(lines[i + 1].text) if cut else None
+            if nxt:
+                frames.append(Frame(file=cut.group("file"), lineno=int(cut.group("lineno")),
+                                    function=nxt.group("func")[:200], code=None, line=ln.no))
+                ctx.frame_index.append(i)
+                continue
         if m is None and 'File "' in text and i + 1 < len(lines):
             # a frame hard-wrapped by the terminal or the issue tracker: rejoin it
             joined = text

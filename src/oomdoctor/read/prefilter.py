@@ -63,7 +63,7 @@ ANCHOR_LITERALS = (
     "cache flushes", "cudaMalloc retries", "GB cache",
     # a traceback pasted without its first line, or cut before its error: its frames
     # (Python's, IPython's)
-    "\", line ", "File ~", "File /", "Cell In", "Input In [",
+    "\", line ", "File ~", "File /", "Cell In", "Input In [", "│ /",   # rich's boxed frames
     # the shell's "Killed" in the user's language (parsers/host.py KILLED_LOCALISED)
     "已杀死", "強制終了", "Getötet", "Terminado (killed)",
 )
