@@ -138,3 +138,16 @@ def test_a_rich_frame_whose_function_wrapped_onto_the_next_box_line():
                "│ ❱ 217 │   │   return tensor.pin_memory()                                                         │\n")
     assert [(f["function"], f["lineno"]) for f in d["frames"]] == [("pin_memory", 217)]
     assert d["phase_detail"]["stops_early"] == "cut_traceback"
+
+
+def test_a_host_nearly_out_of_memory_in_a_run_that_stops_is_a_host_oom_warning():
+    d = report("[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  "
+               "used = 29.71 GB, percent = 95.3%\n"
+               "[2023-04-20 19:03:19,633] [INFO] [utils.py:831:see_memory_usage] Before initializing optimizer states\n")
+    assert [(x["incident"], x["warning"]) for x in d["diagnoses"]] == [("host-oom", True)]
+
+
+@pytest.mark.parametrize("line", ["ERROR: error code -9", "Process finished with exit code -9"])
+def test_an_exit_or_error_code_of_minus_9_is_a_sigkill(line: str):
+    d = report(line + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]

@@ -392,6 +392,8 @@ HYPOTHESIS = {"oom.any": True, "oom.device": True, "oom.hypothetical": True}
 # What a run that has not failed but shows memory pressure is read under: "had it run out
 # of memory now". What scores is a warning about the cause, never a failure.
 PRESSURE = {"oom.any": True, "oom.device": True, "oom.pressure": True}
+# ... and a run whose host memory is nearly full: "had the host run out now"
+HOST_PRESSURE = {"oom.any": True, "oom.host": True, "oom.pressure": True, "oom.hypothetical": True}
 LEAD_CONFIDENCE = 0.3
 
 
@@ -449,6 +451,8 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         hypothesis = HYPOTHESIS
     elif no_failure and not found and not stops and ev.table.get("stats.pressure"):
         hypothesis = PRESSURE   # a run that has not failed but is short of memory: warnings
+    elif no_failure and not found and not stops and ev.table.get("stats.host_pressure"):
+        hypothesis = HOST_PRESSURE
     if hypothesis is not None:
         hyp = Evaluator(facts, lines or [], table={**ev.table, **hypothesis})
         warnings = [s for s in _score_all(kb, hyp, other=False) if not s[3].fallback]

@@ -161,6 +161,8 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         (t["stats.alloc_retries"] or 0) >= 1
         or ((t["stats.cache_unused_over_allocated"] or 0) >= 2 and (t["stats.cache_unused"] or 0) >= 2 * 2**30)
         or t["stats.allocated_growing"])
+    # the host's memory nearly full (DeepSpeed's see_memory_usage prints its share)
+    t["stats.host_pressure"] = (t["stats.host_percent_max"] or 0) >= 90
     for name, lines in facts.markers.items():
         t[f"marker.{name}"] = len(lines)
     t.update(fingerprint_facts(facts))

@@ -83,7 +83,10 @@ _BARE_KILLED_L10N = lazy(rf"^\s*{_L10N}\s*$|(?<=[\]|%])\s*{_L10N}\s*$")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
-_EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code)"
+_EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code"
+                          # "ERROR: error code -9" (launchers that report the child's status as an error code):
+                          # a negative one is the signal that ended it
+                          r"|error code(?=\s*[:=]?\s*-\d))"
                           r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
 
 # -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------
@@ -114,7 +117,7 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign",
-          "已杀死", "強制終了", "Getötet", "Terminado (killed)")
+          "已杀死", "強制終了", "Getötet", "Terminado (killed)", "rror code -")
 
 
 
@@ -449,12 +452,12 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     elif any(w in text for w in KILLED_LOCALISED) and ctx.search(_BARE_KILLED_L10N, text):
         s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was killed (SIGKILL), in the user's language")
         return
-    if "DataLoader" not in text and ("xit" in text or "status" in text):
+    if "DataLoader" not in text and ("xit" in text or "status" in text or "rror code -" in text):
         m = ctx.search(_EXIT_STATUS, text)
         if m:
             code = int(m.group("code"))
             s.exit_code(code)
-            if code == 137:
+            if code in (137, -9):   # 128 + SIGKILL as a shell reports it, -9 as Python's subprocess does
                 s.exit_137.append(i)
 
 
@@ -513,7 +516,7 @@ def _resolve_launchers(s: _Scan) -> None:
                "torchrun stopped the surviving ranks after one died without a Python exception")
     for j in s.exit_137:
         if s.first_failure is None or s.first_failure > j:
-            s.kill(j, "weak", "exit-137", "exit code 137 (128 + SIGKILL)")
+            s.kill(j, "weak", "exit-137", "an exit code that means SIGKILL (137, or -9)")
 
 
 _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "kubernetes": "kubernetes-oomkilled",

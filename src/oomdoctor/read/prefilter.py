@@ -29,7 +29,7 @@ ANCHOR_LITERALS = (
     # "exit code" alone ends every Slurm epilogue ("exit code 0"): only signal-like codes
     # (-9, 137, 134, 135, 139, 253) say something died.
     "exit code -", "exit code 13", "exit code 25", "exit code: -", "exit code: 13",
-    "exit status -", "exit status 13", "exit status: -", "exit status: 13",
+    "exit status -", "exit status 13", "exit status: -", "exit status: 13", "rror code -",
     "CPUAllocator", "Unable to allocate", "Traceback (most recent call last)", "DataLoader worker",
     "Bfloat16", "bf16/gpu", "Ampere", "compute capability", "illegal memory access", "device-side assert",
     "Error", "Exception", "Failed to clone", "memory monitor", "Segmentation fault", "Bus error",
@@ -61,6 +61,8 @@ ANCHOR_LITERALS = (
     "oss = NaN", "oss NaN", "oss is NaN", "NaN loss",
     # memory pressure in a run that has not failed (yet): what diagnose warns about
     "cache flushes", "cudaMalloc retries", "GB cache",
+    # the host's memory at 90 % or more, as DeepSpeed's see_memory_usage prints it
+    "percent = 9", "percent = 100",
     # a traceback pasted without its first line, or cut before its error: its frames
     # (Python's, IPython's)
     "\", line ", "File ~", "File /", "Cell In", "Input In [", "│ /",   # rich's boxed frames
