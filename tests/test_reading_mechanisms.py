@@ -151,3 +151,11 @@ def test_a_host_nearly_out_of_memory_in_a_run_that_stops_is_a_host_oom_warning()
 def test_an_exit_or_error_code_of_minus_9_is_a_sigkill(line: str):
     d = report(line + "\n")
     assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+
+
+def test_an_oom_in_another_librarys_allocator_is_memory_outside_pytorch():
+    d = report("RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["message_format"]) == ("cuda_runtime_error", "library-allocator")
+    assert "cumem_allocator.cpp" in ev["detail"]
+    assert d["diagnoses"][0]["incident"] == "non-pytorch-memory"

@@ -228,7 +228,7 @@ def pattern_covered(rx, matcher: prefilter.Matcher = ANCHORS) -> bool:
 # through the messages they match, as libraries print them.
 DETAIL = {
     "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS"},
-    "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON"},
+    "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE"},
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
                      "_TF_HINT", "_DEVICE_IN_NAME"},
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's

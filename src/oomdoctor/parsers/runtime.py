@@ -32,6 +32,8 @@ _CUDA_DRIVER_OOM = lazy(
     r"(?:failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80})?"
     r"CUDA_ERROR_OUT_OF_MEMORY")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
+# the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
+_LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
 
 # The lines C10_CUDA_CHECK appends to the message; their wording dates the torch release.
 _SUFFIX = lazy(r"CUDA kernel errors might be asynchronously reported|For debugging consider passing"
@@ -221,6 +223,12 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         detail = None
         if _in_bitsandbytes(ctx, i):
             fmt, detail = "bitsandbytes", "CUDA call inside bitsandbytes failed"
+        else:
+            # "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62": another
+            # library's own allocator (vLLM's) failed, outside PyTorch's caching allocator
+            src = ctx.search(_LIBRARY_SOURCE, text, m.end())
+            if src and "c10" not in src.group("path"):
+                fmt, detail = "library-allocator", f"a CUDA allocation in {src.group('file')} failed"
         ev = events.add(("cuda_runtime_error", fmt == "bitsandbytes", key_text), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0))
         for j in suffix:
