@@ -199,13 +199,16 @@ def _interrupt_after_one_record(monkeypatch) -> None:
     monkeypatch.setattr(engine, "run_local", interrupted)
 
 
+def _results_url(mem, scheme: str) -> tuple:
+    """(file system, --out URL in the scheme, where the store keeps it) for r.jsonl."""
+    fs, root = mem
+    url_root = root.replace("memory://", f"{_upload_fs()}://") if scheme == "upload" else root
+    return fs, f"{url_root}/results/r.jsonl", f"{root.removeprefix('memory://')}/results/r.jsonl"
+
+
 @pytest.mark.parametrize("scheme", ["memory", "upload"])
 def test_an_interrupted_scan_into_a_url_leaves_nothing(mem, monkeypatch, scheme: str):
-    fs, root = mem
-    if scheme == "upload":
-        root = root.replace("memory://", f"{_upload_fs()}://")
-    out = f"{root}/results/r.jsonl"
-    stored = f"{mem[1].removeprefix('memory://')}/results/r.jsonl"
+    fs, out, stored = _results_url(mem, scheme)
     _interrupt_after_one_record(monkeypatch)
     res = CliRunner().invoke(main, ["scan", f"{mem[1]}/logs", "--out", out, "-j", "1"])
     assert res.exit_code == 130, (res.output, res.stderr)
@@ -214,11 +217,7 @@ def test_an_interrupted_scan_into_a_url_leaves_nothing(mem, monkeypatch, scheme:
 
 @pytest.mark.parametrize("scheme", ["memory", "upload"])
 def test_an_interrupted_resume_of_a_url_leaves_the_earlier_records(mem, monkeypatch, scheme: str):
-    fs, root = mem
-    if scheme == "upload":
-        root = root.replace("memory://", f"{_upload_fs()}://")
-    out = f"{root}/results/r.jsonl"
-    stored = f"{mem[1].removeprefix('memory://')}/results/r.jsonl"
+    fs, out, stored = _results_url(mem, scheme)
     res = run("scan", f"{mem[1]}/logs/a.log", "--out", out, "--no-summary", "-j", "1")
     assert res.exit_code == 1, res.stderr
     before = fs.cat_file(stored)

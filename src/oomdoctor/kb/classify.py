@@ -393,7 +393,7 @@ HYPOTHESIS = {"oom.any": True, "oom.device": True, "oom.hypothetical": True}
 # of memory now". What scores is a warning about the cause, never a failure.
 PRESSURE = {"oom.any": True, "oom.device": True, "oom.pressure": True}
 # ... and a run whose host memory is nearly full: "had the host run out now"
-HOST_PRESSURE = {"oom.any": True, "oom.host": True, "oom.pressure": True, "oom.hypothetical": True}
+HOST_PRESSURE = {"oom.any": True, "oom.host": True, "oom.pressure": True}
 LEAD_CONFIDENCE = 0.3
 
 

@@ -74,12 +74,11 @@ _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
 _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?SIG\w{1,8} death signal")
 _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
                         r"|^zsh: killed\s")
-_BARE_KILLED = lazy(r"^\s*Killed(?:: 9)?\s*$|(?<=[\]|%])\s*Killed\s*$")
-# The shell prints the signal's name in the user's locale (glibc's strsignal(SIGKILL)):
-# zh_CN, ja, de, es. Only where the line is that word alone or it follows a progress bar.
+# The shell's "Killed" alone on a line, or after a progress bar; in the user's locale it is
+# glibc's strsignal(SIGKILL) in that language (zh_CN, ja, de, es).
 KILLED_LOCALISED = ("已杀死", "強制終了", "Getötet", "Terminado (killed)")
-_L10N = "(?:" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
-_BARE_KILLED_L10N = lazy(rf"^\s*{_L10N}\s*$|(?<=[\]|%])\s*{_L10N}\s*$")
+_KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
+_BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
@@ -446,11 +445,8 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
             pid = m.groupdict().get("pid")
             s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)", pid=int(pid) if pid else None)
             return
-        if ctx.search(_BARE_KILLED, text):
-            s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)")
-            return
-    elif any(w in text for w in KILLED_LOCALISED) and ctx.search(_BARE_KILLED_L10N, text):
-        s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was killed (SIGKILL), in the user's language")
+    if ("Killed" in text or any(w in text for w in KILLED_LOCALISED)) and ctx.search(_BARE_KILLED, text):
+        s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)")
         return
     if "DataLoader" not in text and ("xit" in text or "status" in text or "rror code -" in text):
         m = ctx.search(_EXIT_STATUS, text)

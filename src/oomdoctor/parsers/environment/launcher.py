@@ -5,6 +5,7 @@ import ast
 import base64
 import binascii
 import json
+from typing import Optional
 
 from ...read.patterns import lazy
 from .collector import CONFIG, LAUNCH, RUNTIME, WEAK, Collector
@@ -94,17 +95,15 @@ _PARALLEL = lazy(r"data[ -]parallel size: (?P<dp>\d{1,6}),\s*pipeline[ -](?:mode
 def launcher_world(ctx, col: Collector) -> None:
     """World size from a launcher's teardown (the workers it stops, per host) and from a
     framework's parallel sizes, when nothing states it."""
-    pids: dict[tuple, set] = {}
+    workers: set[tuple] = set()          # (host, pid): pids repeat across nodes
+    first: Optional[int] = None
     for i in ctx.lines_with(("closing signal", "killing subprocess", "failed (exitcode"), fold=True):
         ln = ctx.lines[i]
         for m in finditer(_TEARDOWN, ln.text)[:4]:
-            pid = m.group("pid") or m.group("killed") or m.group("failed")
-            pids.setdefault((ln.host,), set()).add(pid)
-    if pids:
-        line = ctx.lines[ctx.lines_with(("closing signal", "killing subprocess", "failed (exitcode"), fold=True)[0]].no
-        total = sum(len(v) for v in pids.values())
-        if total > 1:
-            col.set("world_size", total, line, WEAK - 1)
+            workers.add((ln.host, m.group("pid") or m.group("killed") or m.group("failed")))
+            first = ln.no if first is None else first
+    if len(workers) > 1:
+        col.set("world_size", len(workers), first, WEAK - 1)
     for i in ctx.lines_with(("parallel size:",), fold=True):
         text, _offsets = ctx.join(i, max_lines=3, sep=" ")
         m = ctx.search(_PARALLEL, text)
