@@ -14,7 +14,6 @@ Trainer banner, launcher lines) and decides the framework.
 """
 from __future__ import annotations
 
-
 from ...read.patterns import lazy
 from ..base import ParseContext
 from .blocks import BlockTracker
