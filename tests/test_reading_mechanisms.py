@@ -17,6 +17,7 @@ def test_caret_notation_escape_sequences_are_stripped():
     # a pager or terminal showed ESC as "^[" and the user copied that
     assert strip_ansi("ERR cli.py:72 -- ^[[31mJob failed^[[39m") == "ERR cli.py:72 -- Job failed"
     assert strip_ansi("a ^[ b [31 c") == "a ^[ b [31 c"
+    assert strip_ansi("grep '^[[:space:]]' train.log") == "grep '^[[:space:]]' train.log"   # a regex, not a colour
 
 
 def test_old_cached_figure_is_reserved_but_unallocated():

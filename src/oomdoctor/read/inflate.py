@@ -27,7 +27,7 @@ import re
 import zlib
 from typing import BinaryIO, Callable, Optional
 
-from .pull import PullReader
+from .pull import PullReader, first_line
 
 DEFAULT_MAX_INFLATED = 4 * 2**30      # bytes inflated from one file before reading stops
 ENV_MAX_INFLATED = "OOMDOCTOR_MAX_INFLATED"
@@ -424,7 +424,7 @@ class Inflater(PullReader):
         try:
             out = member.feed_take(data, min(want, STEP_OUT))
         except (_Damaged, *CODEC_ERRORS) as exc:
-            self._stop(f"{self.codec} data is damaged {self._position()} ({_one_line(exc)})")
+            self._stop(f"{self.codec} data is damaged {self._position()} ({first_line(exc)})")
             return
         self._emit(out)
         if member.eof and not self._done:
@@ -433,7 +433,3 @@ class Inflater(PullReader):
             self._pending = member.unused + self._pending if self._pending else member.unused
             self._member = None
 
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:160]

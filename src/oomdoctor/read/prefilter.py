@@ -89,7 +89,7 @@ CONTEXT_LITERALS = (
 # Lines that end a job rather than warn (out of memory, a kill, a dead process): region
 # mode drops their windows last when a log has more windows than it can keep.
 FAILURE_LITERALS = (
-    "out of memory", "Out of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ut of memory",
+    "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ut of memory",   # "ut of memory": out of / Out of
     "Tried to allocate", "RESOURCE_EXHAUSTED", "Resource exhausted", "OOM", "oom-kill", "oom_kill",
     "Killed", "SIGKILL", "Signal 9", "MemoryError", "Unable to allocate", "Cannot allocate memory",
     "not enough memory", "OUT_OF_MEMORY", "ALLOC_FAILED", "ChildFailedError", "exitcode: -", "exitcode: 1",
@@ -108,8 +108,8 @@ MARKER_LITERALS = (
     "Resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
     "Attempting to resume from", "ZeRO state_dicts",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
-    "Start training", "Starting training", "Training started", "Epoch(train)", "***** Running Evaluation *****",
-    "Running evaluation", "Start evaluation", "Starting evaluation", "Epoch(val)", "***** Running Prediction *****",
+    "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
+    "Running evaluation", "Start evaluation", "Starting evaluation", "***** Running Prediction *****",
     "predict_with_generate", "reference model", "Reference model", "ref_model", "initializing optimizer states",
     "initialize_optimizer_states", "ZeRO stage", "DeepSpeedZeRoOffload initialize", "Stage 3 initialize beginning",
     "creating fp16 partitions", "creating fp32 partitions", "Creating ZeRO Offload", "finished initializing model",
@@ -118,7 +118,8 @@ MARKER_LITERALS = (
     "Generating validation split", "Preprocessing dataset", "Packing dataset",
     # a script naming the weight file it reads ("Processing pytorch_model-00001-of-00002.bin")
     ".bin", ".safetensors", ".pth",
-    # epoch values ("'epoch': 1.0", "Epoch 2/5", "epoch 002"): phase reads epoch boundaries from them
+    # epoch values ("'epoch': 1.0", "Epoch 2/5", "epoch 002", "Epoch(train)"): phase reads epoch
+    # boundaries from them
     "poch",
 )
 
@@ -149,16 +150,15 @@ def trie_pattern(literals: Iterable[str]) -> "re.Pattern[bytes]":
     return re.compile(build(trie))
 
 
-_ANCHOR_RE = trie_pattern(ANCHOR_LITERALS)
-_CONTEXT_RE = trie_pattern(CONTEXT_LITERALS)
-
-
+@functools.cache
 def anchor_pattern() -> "re.Pattern[bytes]":
-    return _ANCHOR_RE
+    """The anchor literals as one plain pattern (built when first asked for, not at import)."""
+    return trie_pattern(ANCHOR_LITERALS)
 
 
+@functools.cache
 def context_pattern() -> "re.Pattern[bytes]":
-    return _CONTEXT_RE
+    return trie_pattern(CONTEXT_LITERALS)
 
 
 # -- the pure-Python search: pivots -------------------------------------------------------

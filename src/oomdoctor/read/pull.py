@@ -26,3 +26,10 @@ class PullReader(io.RawIOBase):
 
     def _read(self, n: int) -> bytes:
         raise NotImplementedError
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one line of at most 200 characters (its type's name when it has no text):
+    how every read error is quoted in a one-line message."""
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200] if text.strip() else type(exc).__name__

@@ -28,11 +28,25 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator, Optional, Union
 
 from . import prefilter
-from .inflate import CODEC_ERRORS, Inflater, SettingError, human, max_inflated
+from .inflate import CODEC_ERRORS, MAGIC, Inflater, SettingError, human, max_inflated
+from .pull import first_line
+from .regions import (  # noqa: F401
+    AFTER,
+    BEFORE,
+    HEAD_LINES,
+    MAX_CONTEXT_LINES,
+    MAX_KEPT,
+    MAX_KEPT_BYTES,
+    MAX_KEPT_LINE,
+    NEAR_ANCHOR,
+    PROGRESS_CR,
+    RING_BYTES,
+    TAIL_LINES,
+    Block,
+    RegionBuilder,
+    Regions,
+)
 from .remote import UrlError, is_url, local_path, open_url
-from .regions import (AFTER, BEFORE, HEAD_LINES, MAX_CONTEXT_LINES, MAX_KEPT, MAX_KEPT_BYTES,  # noqa: F401
-                      MAX_KEPT_LINE, NEAR_ANCHOR, PROGRESS_CR, RING_BYTES, TAIL_LINES, Block, RegionBuilder,
-                      Regions)
 from .sniff import Transcoder, looks_binary, skip_nul_start, text_encoding  # noqa: F401
 
 FULL_LIMIT = 8 * 2**20        # read whole below this many (decompressed) bytes
@@ -70,12 +84,11 @@ SCAN_REGIONS = Regions(head_lines=1000, tail_lines=50, before=100, context=False
 
 Source = Union[str, bytes, os.PathLike, BinaryIO]
 
-_MAGIC = ((b"\x1f\x8b", "gz"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zst"))
 READ_ERRORS = CODEC_ERRORS
 
 
 def compression_of(head: bytes) -> Optional[str]:
-    for magic, kind in _MAGIC:
+    for kind, magic in MAGIC.items():
         if head.startswith(magic):
             return kind
     return None
@@ -211,7 +224,7 @@ def read_view(stream: BinaryIO, name: Optional[str] = None, *, full_limit: int =
     except InputError:
         raise
     except READ_ERRORS as exc:
-        raise InputError(f"{name or 'input'}: cannot read ({_one_line(exc)})") from None
+        raise InputError(f"{name or 'input'}: cannot read ({first_line(exc)})") from None
 
 
 def has_anchor(stream: BinaryIO, name: Optional[str] = None) -> tuple[bool, int]:
@@ -249,12 +262,7 @@ def has_anchor(stream: BinaryIO, name: Optional[str] = None) -> tuple[bool, int]
     except InputError:
         raise
     except READ_ERRORS as exc:
-        raise InputError(f"{name or 'input'}: cannot read ({_one_line(exc)})") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200] if text else type(exc).__name__
+        raise InputError(f"{name or 'input'}: cannot read ({first_line(exc)})") from None
 
 
 def _read_up_to(stream: BinaryIO, n: int) -> bytes:

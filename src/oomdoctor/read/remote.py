@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from typing import BinaryIO, Optional
 
+from .pull import first_line
+
 FSSPEC_MISSING = "URLs need the 'fsspec' package (pip install 'oomdoctor[cloud]')"
 
 
@@ -31,12 +33,6 @@ def local_path(url: str) -> Optional[str]:
     if rest.startswith("localhost/"):
         rest = rest[len("localhost"):]
     return rest or os.sep
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception as one line of at most 200 characters (its type's name when it has no text)."""
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200] if text.strip() else type(exc).__name__
 
 
 def url_fs(url: str):

@@ -68,9 +68,11 @@ def scan(paths: tuple[str, ...], out: Optional[str], fmt: str, resume: bool, inc
     from . import records
     from .engine import default_jobs, run_dask, run_local
     from .progress import Progress, isatty
-    from .results import OutputError, ResultsFile, UrlResultsFile, results_file as open_out, superseded_by
+    from .results import OutputError, ResultsFile, UrlResultsFile, superseded_by
+    from .results import results_file as open_out
     from .sources import enumerate_tasks
-    from .summary import Summary, summarize as summarize_records
+    from .summary import Summary
+    from .summary import summarize as summarize_records
 
     if resume and not out:
         raise click.UsageError("--resume needs --out FILE (the results of the earlier run)")

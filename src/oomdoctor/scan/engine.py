@@ -20,9 +20,16 @@ import os
 import tarfile
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
+from ..read.pull import first_line
 from ..read.reader import SCAN_REGIONS, InputError, has_anchor, read_view
 from . import records
-from .budget import LogTimeout, alarm_scope, install_handler, time_budget, timeout_message
+from .budget import (
+    LogTimeout,
+    alarm_scope,
+    install_handler,
+    time_budget,
+    timeout_message,
+)
 from .sources import MEMBER_SEP, Task, open_task, wanted
 
 SPOOL_LIMIT = 32 * 2**20   # a tar member up to this size is held in memory for the two passes
@@ -146,7 +153,7 @@ def _tar_records(task: Task, log_timeout: float = 0) -> Iterator[dict]:
         yield records.error_record(task.path, task.size, task.mtime, str(exc))
         return
     except Exception as exc:  # noqa: BLE001
-        yield records.error_record(task.path, task.size, task.mtime, f"cannot read archive ({_first_line(exc)})")
+        yield records.error_record(task.path, task.size, task.mtime, f"cannot read archive ({first_line(exc)})")
         return
     seen = 0
     cut: Optional[str] = None   # a streamed member whose read the time budget cut short
@@ -159,9 +166,9 @@ def _tar_records(task: Task, log_timeout: float = 0) -> Iterator[dict]:
                     if cut is not None:
                         # an interrupted read may leave the decompressor out of step
                         # with the archive: that, not the archive, is the likely cause
-                        reason = f"archive not read past {cut!r}, whose read ran out of time ({_first_line(exc)})"
+                        reason = f"archive not read past {cut!r}, whose read ran out of time ({first_line(exc)})"
                     else:
-                        reason = f"archive is truncated or corrupt after {seen} members ({_first_line(exc)})"
+                        reason = f"archive is truncated or corrupt after {seen} members ({first_line(exc)})"
                     yield records.error_record(task.path, task.size, task.mtime, reason)
                     return
                 if member is None:
@@ -190,7 +197,7 @@ def _tar_records(task: Task, log_timeout: float = 0) -> Iterator[dict]:
                     cut = member.name
                 yield rec
     except Exception as exc:  # noqa: BLE001
-        yield records.error_record(task.path, task.size, task.mtime, f"cannot read archive ({_first_line(exc)})")
+        yield records.error_record(task.path, task.size, task.mtime, f"cannot read archive ({first_line(exc)})")
 
 
 def _member_record(tf: tarfile.TarFile, member: tarfile.TarInfo, name: str, mtime,
@@ -217,7 +224,7 @@ def _member_record(tf: tarfile.TarFile, member: tarfile.TarInfo, name: str, mtim
         msg = str(exc)
         return records.error_record(name, member.size, mtime, msg[len(name) + 2:] if msg.startswith(name + ": ") else msg)
     except Exception as exc:  # noqa: BLE001
-        return records.error_record(name, member.size, mtime, f"cannot read member ({_first_line(exc)})")
+        return records.error_record(name, member.size, mtime, f"cannot read member ({first_line(exc)})")
 
 
 def _streamed_member_record(fh, member: tarfile.TarInfo, name: str, mtime) -> dict:
@@ -228,11 +235,6 @@ def _streamed_member_record(fh, member: tarfile.TarInfo, name: str, mtime) -> di
         return records.clean_record(name, member.size, mtime, view.bytes_read)
     from ..pipeline import diagnose_view
     return records.report_record(name, member.size, mtime, diagnose_view(view, source=name, knowledge=_kb()))
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200]
 
 
 def run_task(task: Task, log_timeout: float = 0) -> list[dict]:

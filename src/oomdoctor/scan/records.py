@@ -15,7 +15,6 @@ import csv
 import io
 import itertools
 import json
-import os
 import re
 from typing import IO, Any, Callable, Iterable, Iterator, Optional
 
@@ -429,18 +428,6 @@ def _num(text: Optional[str], kind):
         return kind(text)
     except ValueError:
         return None
-
-
-def done_keys(path: str) -> set:
-    """(path, size, mtime) of the logs a results file has records of, for ``skip``: of
-    several records of one path the last counts, and an error record does not count (that
-    log is tried again)."""
-    if not os.path.exists(path):
-        return set()
-    last: dict = {}
-    for rec in read_records(path):
-        last[rec.get("path")] = rec
-    return {key(r) for r in last.values() if not r.get("error")}
 
 
 def iter_lines(records: Iterable[dict]) -> Iterator[str]:

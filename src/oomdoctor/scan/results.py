@@ -27,9 +27,16 @@ import stat
 import tempfile
 from typing import IO, Callable, Iterable, Iterator, NamedTuple, Optional
 
+from ..read.pull import first_line
 from ..read.reader import InputError
-from ..read.remote import first_line
-from .records import PARTIAL_RECORD, allow_long_csv_fields, csv_record, is_csv_header, key, record_problem
+from .records import (
+    PARTIAL_RECORD,
+    allow_long_csv_fields,
+    csv_record,
+    is_csv_header,
+    key,
+    record_problem,
+)
 from .sources import MEMBER_SEP
 
 

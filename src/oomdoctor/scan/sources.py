@@ -46,6 +46,7 @@ def has_magic(path: str) -> bool:
     return globmod.has_magic(path)
 
 
+from ..read.pull import first_line  # noqa: E402
 from ..read.remote import is_url  # noqa: E402,F401  (one test of what a URL is, for every door)
 
 
@@ -181,7 +182,7 @@ def _url_tasks(url: str, include, exclude, done) -> Iterator[Task]:
     try:
         fs, root = url_to_fs(url)
     except (ImportError, ValueError) as exc:  # e.g. s3:// without s3fs
-        yield Task("error", url, error=f"cannot open this URL ({_first_line(exc)})")
+        yield Task("error", url, error=f"cannot open this URL ({first_line(exc)})")
         return
     proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
 
@@ -201,7 +202,7 @@ def _url_tasks(url: str, include, exclude, done) -> Iterator[Task]:
         yield Task("error", url, error="no such file")
         return
     except Exception as exc:  # noqa: BLE001 - any backend error becomes an error record
-        yield Task("error", url, error=f"cannot list ({_first_line(exc)})")
+        yield Task("error", url, error=f"cannot list ({first_line(exc)})")
         return
     base = root.rstrip("/")
     for p, info in infos:
@@ -231,11 +232,6 @@ def _mtime(info: dict) -> Optional[float]:
         if callable(ts):
             return float(ts())
     return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200]
 
 
 def open_task(task: Task) -> BinaryIO:
