@@ -123,3 +123,9 @@ def test_every_command_says_its_exit_codes_under_help(command):
     result = CliRunner().invoke(main, [*command, "--help"])
     assert result.exit_code == 0
     assert "Exit code:" in result.output
+
+
+def test_diagnose_takes_a_bytearray_like_bytes():
+    import oomdoctor
+    log = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    assert oomdoctor.diagnose(bytearray(log)).model_dump() == oomdoctor.diagnose(log).model_dump()

@@ -148,18 +148,18 @@ def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Op
         if sys.stdin.isatty():
             raise click.UsageError("give a log file, or pipe one in with '-'")
         paths = ("-",)
-    if per_file and fmt.lower() == "html":
+    if per_file and fmt == "html":
         raise click.UsageError("--per-file writes several reports and --format html one page: "
                                "run diagnose -f html once per file")
     kb = _load_kb(kb_dirs)
     if per_file:
-        _diagnose_per_file(paths, fmt.lower(), kb, framework, top, color, verbose, pager)
+        _diagnose_per_file(paths, fmt, kb, framework, top, color, verbose, pager)
         return                  # it exits; never a second, merged report
     report = diagnose_many(list(paths), knowledge=kb, framework=framework)
     _warn_unrelated(report)
     colored = use_color() if color is None else color
     # a terminal (or FORCE_COLOR): the text report drawn by rich; pipes get plain text
-    out = render(report, fmt.lower(), top=top, color=colored, verbose=verbose, terminal=use_rich())
+    out = render(report, fmt, top=top, color=colored, verbose=verbose, terminal=use_rich())
     if wants_pager(out, pager):
         page(out if out.endswith("\n") else out + "\n")
     else:
@@ -298,7 +298,7 @@ def kb_lint(dirs: tuple[str, ...], no_shipped: bool, strict: bool) -> None:
 @click.option("--kb", "kb_dirs", multiple=True, type=KB_DIR, metavar="DIR")
 def kb_docs(out: Optional[str], kb_dirs: tuple[str, ...]) -> None:
     """Generate the incident reference docs from the YAML."""
-    from .kb.docs import write_docs, index_markdown
+    from .kb.docs import index_markdown, write_docs
     base = _load_kb(kb_dirs)
     if out:
         for path in write_docs(base, out):

@@ -397,23 +397,24 @@ HOST_PRESSURE = {"oom.any": True, "oom.host": True, "oom.pressure": True}
 LEAD_CONFIDENCE = 0.3
 
 
-def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True, other: bool = True,
-               partial: bool = False) -> list[tuple]:
-    """Every incident that scores its ``min_score`` (``partial``: the memory incidents that
-    score at least PARTIAL_SCORE but less than that, the fallback aside)."""
-    scored = []
+def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True,
+               other: bool = True) -> tuple[list[tuple], list[tuple]]:
+    """Every incident that scores its ``min_score``, and, scored in the same pass, the memory
+    incidents (the fallback aside) that score at least PARTIAL_SCORE but less than that."""
+    scored, partial = [], []
     for inc in kb:
         if (inc.memory_failure and not memory) or (not inc.memory_failure and not other):
-            continue
-        if partial and (inc.fallback or not inc.memory_failure):
             continue
         res = score_incident(inc, ev)
         if res is None:
             continue
         score, because, line_nos = res
-        if (PARTIAL_SCORE <= score < inc.min_score) if partial else score >= inc.min_score:
-            scored.append((score, inc.priority, inc.id, inc, because, line_nos))
-    return scored
+        row = (score, inc.priority, inc.id, inc, because, line_nos)
+        if score >= inc.min_score:
+            scored.append(row)
+        elif score >= PARTIAL_SCORE and inc.memory_failure and not inc.fallback:
+            partial.append(row)
+    return scored, partial
 
 
 # Partial evidence: an incident scoring at least this much, below its min_score, is a lead
@@ -440,7 +441,8 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
     survived_only = bool(facts.oom_events) and not fatal_events(facts.oom_events)
     ev = Evaluator(facts, lines or [])
     detected = (canonical_framework(framework) or framework) if framework else ev.table.get("env.framework")
-    found = [(s, ev, False) for s in _ranked(_score_all(kb, ev, memory=not survived_only))]
+    scored, partial = _score_all(kb, ev, memory=not survived_only)
+    found = [(s, ev, False) for s in _ranked(scored)]
     stops = ev.table.get("phase.stops_early")
     no_failure = not survived_only and not ev.table.get("oom.any") and not ev.table.get("failure.any")
     hypothesis = None
@@ -449,18 +451,18 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         # its error is not in the log. Absence is not evidence, so nothing is diagnosed;
         # what would explain a memory failure at the place the log stops is listed as leads.
         hypothesis = HYPOTHESIS
-    elif no_failure and not found and not stops and ev.table.get("stats.pressure"):
-        hypothesis = PRESSURE   # a run that has not failed but is short of memory: warnings
-    elif no_failure and not found and not stops and ev.table.get("stats.host_pressure"):
-        hypothesis = HOST_PRESSURE
+    elif no_failure and not found and not stops:
+        # a run that has not failed but is short of memory (on the device, else the host): warnings
+        hypothesis = (PRESSURE if ev.table.get("stats.pressure")
+                      else HOST_PRESSURE if ev.table.get("stats.host_pressure") else None)
     if hypothesis is not None:
         hyp = Evaluator(facts, lines or [], table={**ev.table, **hypothesis})
-        warnings = [s for s in _score_all(kb, hyp, other=False) if not s[3].fallback]
+        warnings = [s for s in _score_all(kb, hyp, other=False)[0] if not s[3].fallback]
         found += [(s, hyp, True) for s in _ranked(warnings)]
     elif any(s[3].fallback for s, _e, _l in found) and all(s[3].fallback for s, _e, _l in found if s[3].memory_failure):
         # A certain OOM whose cause no incident reaches: the incidents that some of the
         # evidence points to, short of what naming them needs, are listed as leads.
-        found += [(s, ev, True) for s in _ranked(_score_all(kb, ev, partial=True))[:PARTIAL_LEADS]]
+        found += [(s, ev, True) for s in _ranked(partial)[:PARTIAL_LEADS]]
     out: list[Diagnosis] = []
     for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..facts.derived import (
+    DEVICE_KINDS,
+    HOST_KINDS,
+    allocated_of,
+    capability_of,
+    primary_event,
+    ratio,
+    sibling_processes,
+    unallocated_of,
+)
 from ..facts.models import Facts
-from ..facts.derived import (DEVICE_KINDS, HOST_KINDS, allocated_of, capability_of, primary_event, ratio,
-                             sibling_processes, unallocated_of)
 from ..memory import fingerprint_facts
 
 CUDA_CONTEXT = 512 * 2**20   # what a CUDA context and its kernels take, outside PyTorch's figures

@@ -85,7 +85,7 @@ _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>"
 _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code"
                           # "ERROR: error code -9" (launchers that report the child's status as an error code):
                           # a negative one is the signal that ended it
-                          r"|error code(?=\s*[:=]?\s*-\d))"
+                          r"|error code(?= -\d))"
                           r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
 
 # -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------
@@ -116,7 +116,7 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign",
-          "已杀死", "強制終了", "Getötet", "Terminado (killed)", "rror code -")
+          "rror code -") + KILLED_LOCALISED
 
 
 

@@ -330,10 +330,14 @@ def _survived_events(ctx: ParseContext) -> None:
               if ctx.search(_LOSS, ctx.lines[i].text) and not _FRAME_LINE.match(ctx.lines[i].text)]
     going_on = sorted(set(runs) | set(losses))
     fatal = [f.line for f in ctx.facts.failures if f.kind == "python_exception" and not _WRAPPING.search(f.message)]
+    # whether each event's traceback ran up to <module> (that process ended), asked once
+    top = {id(e): _reached_top(ctx, e) for e in events}
+    last_top = max((e.line for e in events if top[id(e)]), default=None)
     for ev in events:
         end = max([ev.line] + [e.line for e in ev.evidence])
-        if not _reached_top(ctx, ev) and _recovered(ctx, ev, None) and any(
-                o is not ev and o.line > end and _reached_top(ctx, o) for o in events):
+        if top[id(ev)]:
+            continue   # the exception reached the top of the script: that process ended
+        if last_top is not None and last_top > end and _recovered(ctx, ev, None):
             # caught, a recovery said so, and the same run failed again later with an OOM
             # that did end it (a batch-size finder's first try)
             ev.survived = True
@@ -341,8 +345,6 @@ def _survived_events(ctx: ParseContext) -> None:
         after = [n for n in going_on if n > end]
         if len(after) < 2:
             continue
-        if _reached_top(ctx, ev):
-            continue   # the exception reached the top of the script: that process ended
         recovered = _recovered(ctx, ev, after[0])
         later_fatal = any(n > after[1] for n in fatal)
         if recovered or later_fatal or any(n > end for n in completed):
@@ -362,13 +364,15 @@ def _reached_top(ctx: ParseContext, ev) -> bool:
     idx = ctx.index_of(ev.line)
     if idx is None:
         return False
-    headers = [h for h in ctx.tb_headers if h <= idx]
-    if not headers or idx - headers[-1] > 600:
+    h = bisect.bisect_right(ctx.tb_headers, idx)
+    if not h or idx - ctx.tb_headers[h - 1] > 600:
         return False
+    header = ctx.tb_headers[h - 1]
     rank = ev.ranks[0] if ev.ranks else None
-    for fr, li in zip(ctx.all_frames, ctx.frame_index):
-        if headers[-1] <= li <= idx and fr.function == "<module>" and (
-                rank is None or ctx.lines[li].rank in (None, rank)):
+    # the frames between that header and the event (frame_index is in line order)
+    lo, hi = bisect.bisect_left(ctx.frame_index, header), bisect.bisect_right(ctx.frame_index, idx)
+    for fr, li in zip(ctx.all_frames[lo:hi], ctx.frame_index[lo:hi]):
+        if fr.function == "<module>" and (rank is None or ctx.lines[li].rank in (None, rank)):
             return True
     return False
 

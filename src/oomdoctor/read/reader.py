@@ -125,8 +125,8 @@ def _zstandard():
 def open_source(src: Source) -> tuple[BinaryIO, Optional[str]]:
     """Open a path ('-' is stdin), an fsspec URL (``read.remote``), bytes, text or a binary
     stream; return (stream, name)."""
-    if isinstance(src, bytes):
-        return io.BytesIO(src), None
+    if isinstance(src, (bytes, bytearray)):
+        return io.BytesIO(bytes(src)), None
     if isinstance(src, (str, os.PathLike)):
         name = os.fspath(src)
         if name == "-":

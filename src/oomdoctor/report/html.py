@@ -11,8 +11,19 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from ..facts.derived import allocated_of, unallocated_of
 from ..facts.sizes import format_size
-from .common import (clean, diagnosis_evidence, evidence_ref, knob_name, number_rows, pct, primary_event, split_fixes,
-                     verdict, where_rows)
+from .common import (
+    clean,
+    diagnosis_evidence,
+    evidence_ref,
+    knob_name,
+    number_rows,
+    pct,
+    primary_event,
+    shown_diagnoses,
+    split_fixes,
+    verdict,
+    where_rows,
+)
 
 if TYPE_CHECKING:
     from ..facts.models import OomEvent
@@ -143,7 +154,7 @@ def _rows(rows) -> str:
 
 
 def render_html(report: "Report", *, top: Optional[int] = None) -> str:
-    diagnoses = list(report.diagnoses[:top] if top else report.diagnoses)
+    diagnoses = shown_diagnoses(report, top)
     d = diagnoses[0] if diagnoses else None
     head, detail = verdict(report, diagnoses)
     out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',

@@ -1,13 +1,12 @@
 """JSON output: the Report model as JSON (its schema: ``oomdoctor schema``)."""
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, Optional
+
+from .common import _SURROGATE
 
 if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
     from .model import Report
-
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def render_json(report: Report, *, top: Optional[int] = None) -> str:

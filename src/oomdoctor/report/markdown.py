@@ -16,10 +16,26 @@ import regex as re
 
 from ..kb.diagnosis import Diagnosis, Knob, Remediation
 from ..read.patterns import lazy
-from .common import (Row, candidate_note, clean, diagnosis_evidence, env_rows, evidence_ref,
-                     fence_language, fit_line, knob_name, memory_section, number_rows, pct,
-                     run_rows, shown_diagnoses, split_fixes, verdict, versions_note,
-                     where_rows)
+from .common import (
+    Row,
+    candidate_note,
+    clean,
+    diagnosis_evidence,
+    env_rows,
+    evidence_ref,
+    fence_language,
+    fit_line,
+    knob_name,
+    memory_section,
+    number_rows,
+    pct,
+    run_rows,
+    shown_diagnoses,
+    split_fixes,
+    verdict,
+    versions_note,
+    where_rows,
+)
 
 if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
     from .model import Report

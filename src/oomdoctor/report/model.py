@@ -9,8 +9,18 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from ..facts.models import (Environment, Facts, Failure, Frame, MemorySample, Model, OomEvent, PhaseInfo,
-                            RankSummary, fatal_events)
+from ..facts.models import (
+    Environment,
+    Facts,
+    Failure,
+    Frame,
+    MemorySample,
+    Model,
+    OomEvent,
+    PhaseInfo,
+    RankSummary,
+    fatal_events,
+)
 from ..kb.diagnosis import Diagnosis
 from ..memory.models import MemoryReport
 
@@ -106,7 +116,6 @@ class Report(Model):
             tool_version=tool_version,
             source=source,
             oom_events=facts.oom_events,
-            oom_events_total=len(facts.oom_events) + facts.oom_events_left_out,
             oom_events_left_out=facts.oom_events_left_out,
             failures=facts.failures,
             environment=facts.environment,

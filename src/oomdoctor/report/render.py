@@ -35,14 +35,7 @@ def render(report, fmt: str, *, top: Optional[int] = None, color: Optional[bool]
 def use_color(stream=None) -> bool:
     """Colour on ``stream`` (stdout): NO_COLOR set (not empty) says no, then FORCE_COLOR says
     yes, then TERM=dumb says no; otherwise only on a terminal."""
-    stream = stream or sys.stdout
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    if os.environ.get("TERM") == "dumb":
-        return False
-    return isatty(stream)
+    return not os.environ.get("NO_COLOR") and use_rich(stream)
 
 
 def use_rich(stream=None) -> bool:

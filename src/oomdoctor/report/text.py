@@ -20,10 +20,7 @@ from .common import (
     evidence_ref,
     terminal_size,
 )
-from .sections import (  # noqa: F401
-    MAX_REFERENCES,
-    SUMMARY_EVIDENCE,
-    SUMMARY_NUMBERS,
+from .sections import (
     Blank,
     Block,
     EvidenceLines,
