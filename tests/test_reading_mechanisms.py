@@ -187,3 +187,122 @@ def test_a_box_line_ending_in_in_without_a_function_is_no_frame():
 def test_a_backward_call_outside_a_training_step_sets_no_phase_from_the_code_line():
     text = _tb(("tools/inspect.py", "<module>", "loss.backward()"), error="")
     assert report(text)["phase"] != "backward"
+
+
+# -- forms the fifth batch of real logs showed -----------------------------------------------
+
+@pytest.mark.parametrize("log,kind,backend,size", [
+    ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n",
+     "cpu_allocator", "host", None),
+    ("OSError: [WinError 8] Not enough memory resources are available to process this command\n",
+     "cpu_allocator", "host", None),
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate 2147483648 bytes\n",
+     "device_runtime", "XLA", 2147483648),
+    ("ValueError: Not enough GPU memory to fit the model\n", "device_runtime", "CUDA", None),
+])
+def test_an_error_saying_memory_could_not_be_had_is_read_on_the_side_it_names(log, kind, backend, size):
+    events = report(log)["oom_events"]
+    assert [(e["kind"], e["backend"], e["strength"], e["tried_to_allocate_bytes"]) for e in events] == \
+        [(kind, backend, "likely", size)]
+
+
+@pytest.mark.parametrize("log", [
+    "RuntimeError: Failed to allocate memory for the key-value cache\n",          # no side named
+    "Warning: not enough GPU memory for flash attention, falling back\n",         # not an error
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n",       # not capacity
+    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n",
+    "  max_memory: not enough memory on cpu, use offload\n",                     # a setting
+])
+def test_memory_words_without_a_side_or_outside_an_error_are_not_events(log):
+    assert not [e for e in report(log)["oom_events"] if (e["message_format"] or "").startswith("generic-")]
+
+
+def test_enomem_as_cpp_code_formats_it_is_a_host_allocation_with_its_size():
+    d = report("RuntimeError: unable to mmap 16060617592 bytes from file <ckpt/consolidated.00.pth>: "
+               "Cannot allocate memory (12)\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["strength"], ev["tried_to_allocate_bytes"]) == ("cpu_allocator", "certain", 16060617592)
+    assert d["phase"] == "model_load"     # the error names the weight file it was reading
+
+
+RAY_KILL = (
+    "Memory on the node ( ID: 37f3) where the task (actor ID: 658f, name=RewardActor.__init__, pid=5315, "
+    "memory used=1.67GB) was running was 445.48GB / 468.75GB (0.950365), which exceeds the memory usage "
+    "threshold of 0.95. Ray killed this worker (ID: 3842) because it was the most recently scheduled task. "
+    "Top 10 memory users:\n"
+    "PID\tMEM(GB)\tCOMMAND\n"
+    "5312\t211.81\tray::ActorModelRayActor\n"
+    "5313\t202.20\tray::CriticModelRayActor.init_model_from_pretrained\n")
+
+
+def test_ray_memory_monitor_without_the_node_address():
+    d = report(RAY_KILL)
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "certain")]
+    assert d["diagnoses"][0]["incident"] == "host-oom"
+    # the processes Ray names run methods that say where the job was
+    assert d["phase"] == "model_load"
+
+
+def test_ray_top_memory_users_table_alone_is_a_likely_host_kill():
+    table = "PID     MEM(GB) COMMAND\n" + "".join(
+        f"{40120 + k}   11.{k}0   ray::WorkerDict.actor_rollout_generate_sequences\n" for k in range(4))
+    d = report(table)
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "likely")]
+    assert d["phase"] == "eval"
+    # a host kill during rollouts is not an evaluation OOM of the device
+    assert [x["incident"] for x in d["diagnoses"]] == ["host-oom"]
+
+
+def test_xla_memory_report_without_its_error_line():
+    log = ("Program hbm requirement 31.66G:\n    global           68.03M\n"
+           "    HLO temp         31.21G (100.0% utilization: Unpadded (28.96G) Padded (28.96G), 7.2% fragmentation (2.25G))\n"
+           "  Largest program allocations in hbm:\n")
+    ev = report(log)["oom_events"]
+    assert [(e["kind"], e["strength"], e["message_format"]) for e in ev] == [("xla", "likely", "xla-memory-report")]
+    # after its error line the report is part of that event, not a second one
+    with_error = ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. "
+                  "Ran out of memory in memory space hbm. Used 31.66G of 15.48G hbm. Exceeded hbm capacity by 16.18G.\n"
+                  + log)
+    assert len(report(with_error)["oom_events"]) == 1
+
+
+def test_nvidia_smi_table_of_ranks_sharing_gpu0_is_a_warning():
+    def table(programs):
+        rows = zip((62250, 62251, 62252, 62253), programs, (4903, 725, 725, 725))
+        return "".join(f"|    0     {p}      C   {name:<40}{m}MiB |\n" for p, name, m in rows)
+    d = report(table(["/usr/bin/python3.6"] * 4))
+    first = d["diagnoses"][0]
+    assert (first["incident"], first["warning"]) == ("ranks-share-gpu", True)
+    # another program's small processes on the card are not this job's ranks
+    other = table(["/usr/bin/python3.6", "/usr/bin/Xorg", "/usr/bin/Xorg", "/usr/bin/python3.6"])
+    assert not [x for x in report(other)["diagnoses"] if x["incident"] == "ranks-share-gpu"]
+
+
+def test_flight_recorder_stack_is_read_as_frames_outermost_first():
+    log = ("[rank5]:[E627 12:26:40.073493187 ProcessGroupNCCL.cpp:629] [Rank 5] Watchdog caught collective operation "
+           "timeout: WorkNCCL(SeqNum=29, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600014 "
+           "milliseconds before timing out.\n"
+           "[rank5]:[E627 12:26:40.074084476 ProcessGroupNCCL.cpp:664] Stack trace of the failed collective: \n"
+           "#0 all_reduce from /usr/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py:2806\n"
+           "#1 wrapper from /usr/lib/python3.10/dist-packages/torch/distributed/c10d_logger.py:81\n"
+           "#2 save_checkpoint from /work/train.py:412\n")
+    d = report(log)
+    assert [f["function"] for f in d["frames"]] == ["save_checkpoint", "wrapper", "all_reduce"]
+    assert d["phase"] == "checkpoint_save"
+
+
+def test_a_script_reading_its_training_data_is_data_loading():
+    log = ("INFO:__main__:Loading prepared training docs from ./train_docs.json\n"
+           "Killing subprocess 5571\nKilling subprocess 5572\n")
+    assert report(log)["phase"] == "data_loading"
+
+
+@pytest.mark.parametrize("log,world", [
+    ("".join(f"[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout\n"
+             for r in (1, 6, 5, 7, 3, 0)), 8),
+    ("Global rank 0 (PID 786) exited with code -6\nGlobal rank 1 (PID 787) exited with code -6\n", 2),
+    # ranks 0 and 9 alone say little about the others
+    ("[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught\n[E ProcessGroupNCCL.cpp:475] [Rank 9] Watchdog caught\n", None),
+])
+def test_world_size_from_the_ranks_a_log_names(log, world):
+    assert report(log)["environment"]["world_size"] == world

@@ -233,8 +233,8 @@ DETAIL = {
                      "_TF_HINT", "_DEVICE_IN_NAME"},
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH
-    # qualifies a "No space left on device" line
-    "host": {"_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_SHM_PATH"},
+    # qualifies a "No space left on device" line; _ENOMEM_SIZE reads the size of an ENOMEM line
+    "host": {"_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_SHM_PATH", "_ENOMEM_SIZE"},
 }
 # \s* between words (a message a terminal wrapped) or numbers in the middle: checked by
 # the messages the libraries print

@@ -84,10 +84,9 @@ def sibling_processes(ev: OomEvent) -> int:
     others = [p for p in ev.processes if not p.is_self]
     if len(others) < 2:
         return 0
-    small = [p for p in others if p.bytes <= 1536 * 2**20]
-    sizes = {round(p.bytes / 2**20 / 16) for p in small}
-    if len(small) >= 2 and len(sizes) <= 2:
-        return len(small)
+    contexts = _equal_small([p.bytes for p in others])
+    if contexts:
+        return contexts
     mine = next((p.bytes for p in ev.processes if p.is_self), None) or ev.process_in_use_bytes
     if mine:
         copies = [p for p in others if abs(p.bytes - mine) <= 0.15 * mine]
@@ -95,3 +94,30 @@ def sibling_processes(ev: OomEvent) -> int:
         if len(copies) >= 2 and len(pids) == len(copies) and pids[-1] - pids[0] <= 4 * len(pids) + 8:
             return len(copies)
     return 0
+
+
+def _equal_small(sizes: list[int]) -> int:
+    """How many of these are CUDA-context-sized (at most 1.5 GiB) and about equal: two or
+    more, else 0."""
+    small = [b for b in sizes if b <= 1536 * 2**20]
+    if len(small) >= 2 and len({round(b / 2**20 / 16) for b in small}) <= 2:
+        return len(small)
+    return 0
+
+
+def smi_siblings(samples: list) -> int:
+    """Other ranks' contexts in an nvidia-smi process table: on one GPU, besides its largest
+    process, two or more small equal-sized entries of the same program (the table of a
+    job whose ranks all touched GPU 0). The most on any GPU."""
+    by_gpu: dict[int, dict[int, tuple[int, str]]] = {}
+    for s in samples:
+        if s.source == "nvidia_smi" and s.pid is not None and s.used_bytes is not None and s.device_index is not None:
+            by_gpu.setdefault(s.device_index, {})[s.pid] = (s.used_bytes, s.label or "")
+    best = 0
+    for procs in by_gpu.values():
+        if len(procs) < 3:
+            continue
+        rows = sorted(procs.values(), reverse=True)
+        _size, program = rows[0]
+        best = max(best, _equal_small([b for b, name in rows[1:] if name == program]))
+    return best

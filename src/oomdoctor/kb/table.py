@@ -16,6 +16,7 @@ from ..facts.derived import (
     primary_event,
     ratio,
     sibling_processes,
+    smi_siblings,
     unallocated_of,
 )
 from ..facts.models import Facts
@@ -165,10 +166,15 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     # memory pressure in a run that has not failed (yet): the allocator flushing its cache
     # to satisfy requests, a cache several times what is in use, allocations rising step
     # after step
+    # other ranks' contexts beside a GPU's own process in an nvidia-smi table: without an
+    # OOM message that lists processes, the table's are the siblings
+    t["stats.smi_siblings"] = smi_siblings(samples)
+    if not t.get("oom.sibling_processes"):
+        t["oom.sibling_processes"] = t["stats.smi_siblings"]
     t["stats.pressure"] = bool(
         (t["stats.alloc_retries"] or 0) >= 1
         or ((t["stats.cache_unused_over_allocated"] or 0) >= 2 and (t["stats.cache_unused"] or 0) >= 2 * 2**30)
-        or t["stats.allocated_growing"])
+        or t["stats.allocated_growing"] or t["stats.smi_siblings"] >= 2)
     # the host's memory nearly full (DeepSpeed's see_memory_usage prints its share)
     t["stats.host_pressure"] = (t["stats.host_percent_max"] or 0) >= 90
     for name, lines in facts.markers.items():

@@ -11,8 +11,8 @@ from typing import Optional
 from ..facts.derived import primary_event
 from ..facts.models import MAX_EVENTS, Facts, sample_events
 from ..read.normalise import Line
-from . import (accelerators, allocator_stats, environment, host, lookalikes, phase,
-               ranks, runtime, torch_alloc, traceback)
+from . import (accelerators, allocator_stats, environment, host, lookalikes, memory_words,
+               phase, ranks, runtime, torch_alloc, traceback)
 from .base import ParseContext
 
 FAMILIES = (
@@ -21,6 +21,7 @@ FAMILIES = (
     accelerators,     # MPS, XLA/JAX, TensorFlow
     runtime,          # CUDA error: out of memory, cuBLAS/cuDNN, NCCL, bitsandbytes, FSDP clone
     host,             # kernel oom-killer, SIGKILL/-9, Slurm, Kubernetes, CPU allocator, DataLoader
+    memory_words,     # any other error that says memory could not be allocated, host or device
     lookalikes,       # not-OOM failures: illegal access, asserts, device mismatch, timeouts ...
     allocator_stats,  # memory_summary, see_memory_usage, nvidia-smi, trainer memory lines
     environment,      # versions, GPU, ZeRO/offload, framework, stage, hyper-parameters

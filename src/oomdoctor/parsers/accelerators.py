@@ -56,6 +56,10 @@ _XLA_ATTEMPT = lazy(
 _XLA_USED = lazy(
     r"Used (?P<used>" + _SIZE + r") of (?P<cap>" + _SIZE + r") (?P<space>hbm|vmem|smem|memory)"
     r"(?:\.\s*Exceeded \w{1,10} capacity by (?P<over>" + _SIZE + r"))?", re.I)
+# The memory report XLA appends to a compile-time out-of-memory error ("Program hbm
+# requirement 31.66G:", then "Largest program allocations in hbm:"): pasted without the
+# error line above it, it still says the program did not fit.
+_XLA_REPORT = lazy(r"^\s*Program (?P<space>hbm|vmem) requirement (?P<req>" + _SIZE + r"):")
 _XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted", re.I)
 _XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
@@ -224,7 +228,8 @@ def _attach_hint(ctx: ParseContext, ev: OomEvent, idx: int) -> None:
 
 # every branch below and in _xla_event tests one of these first ("allocat" covers
 # TensorFlow "allocating" and the BFC "allocate" messages)
-_XLA_TF_LITERALS = ("allocat", "BufferAssignment", "not possible", "Used ", "ESOURCE", "esource", "OOM when")
+_XLA_TF_LITERALS = ("allocat", "BufferAssignment", "not possible", "Used ", "ESOURCE", "esource", "OOM when",
+                    " requirement ")
 
 
 def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
@@ -298,6 +303,15 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
                 kind="xla", backend="XLA", line=0, message_format="xla-compile-memory-space",
                 tried_to_allocate_bytes=size_of(m.group("used")), total_capacity_bytes=size_of(m.group("cap")),
                 detail=detail), exception=_xla_exception(ctx, text, m.start()))
+            return
+    if " requirement " in text:
+        m = ctx.search(_XLA_REPORT, text)
+        # after its error line the report adds nothing: it is read only where it stands alone
+        if m and not any(e.kind == "xla" and e.line < ctx.lines[i].no for e in ctx.facts.oom_events):
+            events.add(("xla", "report", m.group("req")), i, lambda: OomEvent(
+                kind="xla", backend="XLA", line=0, message_format="xla-memory-report", strength="likely",
+                tried_to_allocate_bytes=size_of(m.group("req")),
+                detail=f"the compiled program needs {m.group('req')} of {m.group('space')}"))
             return
     # A RESOURCE_EXHAUSTED status about memory that none of the forms above describes.
     st = ctx.search(_XLA_STATUS, text) if ("ESOURCE" in text or "esource" in text) else None

@@ -49,7 +49,8 @@ _SLURM_LIMIT = lazy(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}
                           r"|slurmstepd: error: Exceeded (?:job|step) memory limit", re.I)
 _SLURM_STATE = lazy(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
 _K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
-_RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \(IP:"
+_RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
+                  r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
                   r"|ray\.exceptions\.OutOfMemoryError|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
                   # the tail of the memory monitor's kill message, when its head was cut off
                   r"|how to address the out of memory issue: https://docs\.ray\.io")
@@ -57,6 +58,9 @@ _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on th
 _NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
                        r"|Your notebook tried to allocate more memory than is available"
                        r"|The node was low on resource: memory")
+# the memory monitor's report of its top memory users ("PID\tMEM(GB)\tCOMMAND"), printed
+# only with the kill it explains: pasted alone, it still says the node ran out
+_RAY_TABLE = lazy(r"^\s*PID\s+MEM\(GB\)\s+COMMAND\s*$")
 _RAY_MAYBE = lazy(r"killed by SIGKILL by OOM killer due to high memory usage")
 
 # -- launchers and shells (§3.2) -------------------------------------------------------------
@@ -95,7 +99,10 @@ _TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12
 _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
 _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
-_ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory")
+# ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
+# memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
+_ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(12\)")
+_ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
 _WIN_PAGING = lazy(r"The paging file is too small for this operation to complete")
 
 # -- DataLoader and shared memory (§3.6) --------------------------------------------------------
@@ -116,7 +123,7 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign",
-          "rror code -") + KILLED_LOCALISED
+          "rror code -", "MEM(GB)") + KILLED_LOCALISED
 
 
 
@@ -264,6 +271,9 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
     if ("emory" in text or "OutOfMemoryError" in text) and ctx.search(_RAY, text):
         s.kill(i, "certain", "ray", "Ray memory monitor killed a worker: the node ran low on memory")
         return True
+    if "MEM(GB)" in text and ctx.search(_RAY_TABLE, text):
+        s.kill(i, "likely", "ray", "Ray's memory monitor listed its top memory users: the report it prints with a kill")
+        return True
     if ("RAM" in text or "memory" in text) and ctx.search(_NOTEBOOK, text):
         s.kill(i, "certain", "kubernetes" if "node was low" in text else "notebook",
                "the host or container ran out of memory: " + text.strip()[:120])
@@ -304,8 +314,11 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
             fmt = "numpy" if ("Array" in m.group("exc") or size) else "python"
             found = (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, fmt,
                      ("numpy could not allocate an array" if fmt == "numpy" else "Python MemoryError") + (f": {msg[:160]}" if msg else ""))
-    elif "Errno 12" in text and ctx.search(_ERRNO12, text):
-        found = (("errno12",), None, "errno-12", "a system call could not allocate host memory (ENOMEM)")
+    elif "Cannot allocate memory" in text and ctx.search(_ERRNO12, text):
+        m = ctx.search(_ENOMEM_SIZE, text)
+        n = int(m.group("n")) if m else None
+        found = (("errno12", n), n, "errno-12", "a system call could not allocate host memory (ENOMEM)"
+                 + (f": {n} bytes" if n else ""))
     elif "paging file" in text and ctx.search(_WIN_PAGING, text):
         found = (("paging",), None, "windows-paging-file", "Windows paging file too small: the host commit limit was reached")
     if found is None:

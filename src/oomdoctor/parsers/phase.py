@@ -29,7 +29,10 @@ MARKERS = {
         r"|Failed to clone\(\) tensor with name", re.I),
     "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"
                                       # a conversion or loading script naming the weight file it reads
-                                      r"|(?i:processing|reading|converting|loading)\s+\S*(?:pytorch_model|model|consolidated)[\w.-]*\.(?:bin|safetensors|pth)\b"),
+                                      r"|(?i:processing|reading|converting|loading)\s+\S*(?:pytorch_model|model|consolidated)[\w.-]*\.(?:bin|safetensors|pth)\b"
+                                      # an error naming the weight file it was reading ("unable to mmap N
+                                      # bytes from file <consolidated.00.pth>", "Unable to load checkpoint from ...")
+                                      r"|(?i:load|mmap|read|open)\w*\b[^\n]{0,40}?\bfrom (?:file )?<?\S*(?:pytorch_model|model|consolidated)[\w.-]*\.(?:bin|safetensors|pth)\b"),
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
                      r"|Attempting to resume from|successfully read \d+ ZeRO state_dicts"),
@@ -50,13 +53,15 @@ MARKERS = {
         r"|ChildFailedError|terminated with signal SIG|returned non-zero exit status|exited with (?:exit )?code -?[1-9]"
         r"|closed by remote host|core dumped"),
     "preprocessing": lazy(r"(?m)Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
-                                r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"),
+                                r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"
+                                # a script reading its training data ("Loading prepared training docs from x.json")
+                                r"|Loading (?:\w+ ){0,3}(?:data|datasets?|docs|documents|corpus|samples|examples) from\b"),
 }
 # Lower-case literals of which every match of the marker holds one (see ParseContext.grep):
 # only the lines holding one are searched. Checked against MARKERS by a test.
 MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
-    "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting"),
+    "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting", "mmap", "open"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)"),
@@ -71,7 +76,7 @@ MARKER_GATES = {
                      "childfailederror", "terminated with signal", "non-zero exit status", "exited with",
                      "closed by remote host", "core dumped"),
     "preprocessing": ("running tokenizer", "converting format", "map", "tokenizing", "generating",
-                      "preprocessing dataset", "packing dataset"),
+                      "preprocessing dataset", "packing dataset", "loading "),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
@@ -92,6 +97,8 @@ _ANYWHERE = (
         r"|full_state_dict|_full_pre_state_dict_hook|_common_unshard_pre_state_dict_hook|_full_post_state_dict_hook|get_state_dict"
         r"|fsdp_save|save_fsdp_model|save_fsdp_optimizer|save_model_checkpoint|save_optimizer_checkpoint|save_state\b|_save_to_state_dict"
         r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora"
+        # Megatron's distributed checkpointing finishing an asynchronous save
+        r"|dist_checkpointing/strategies/async_utils\.py"
         # FSDP gathering full parameters outside forward/backward: summon_full_params for a save
         r"|_unshard_fsdp_state_params|summon_full_params|_unshard_params_for_summon")),
     ("checkpoint_load", lazy(
@@ -102,6 +109,8 @@ _ANYWHERE = (
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
+        # reinforcement learning's rollouts: the policy generating ("generate_sequences")
+        r"|[:_]generate_(?:sequences|samples)$|[:_]rollout(?:_\w+)?$"
         # a script's own evaluation function (validate(), run_eval(), val_epoch()), unless
         # its name says it trains as well (train_and_evaluate)
         r"|:(?![\w]*train)(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
@@ -429,6 +438,10 @@ def parse(ctx: ParseContext) -> None:
     elif phase:
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
+    elif _named_processes(ctx, idx):
+        phase, frame = phase_from_frames(_named_processes(ctx, idx))
+        ph.phase, ph.line = phase, frame.line
+        ph.reason = f"the killed or largest processes run {frame.function}"
     elif ev is not None and ev.kind == "dataloader_killed":
         ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif _code_hint(ctx, idx):
@@ -440,6 +453,31 @@ def parse(ctx: ParseContext) -> None:
     trained = any(n <= line for n in ctx.facts.markers.get("running_training", []))
     if trained and ph.step in (None, 0) and not any(j < idx for j in ctx.grep(_LOSS, ("loss",))):
         ctx.mark("first_step", ctx.lines[idx])
+
+
+# Ray names a worker process after the task or actor method it runs ("ray::Critic.
+# init_model_from_pretrained", "name=Worker.generate_sequences"): a kill report listing them
+# says what the job was doing, as a frame would.
+_RAY_PROCESS = lazy(r"\bray::[\w-]{1,100}\.(?P<fn>\w{1,100})|\bname=[\w:-]{1,100}\.(?P<fn2>\w{1,100})[,)]")
+
+
+def _named_processes(ctx: ParseContext, idx: int, after: int = 15) -> list[Frame]:
+    """Method names of the processes named on and just after the failure line, as frames,
+    when they tell a phase (no traceback was printed)."""
+    if ctx.all_frames:
+        return []
+    frames = []
+    for j in range(idx, min(len(ctx.lines), idx + after + 1)):
+        text = ctx.lines[j].text
+        if "ray::" not in text and "name=" not in text:
+            continue
+        m = ctx.search(_RAY_PROCESS, text)
+        while m and len(frames) < 20:
+            fn = m.group("fn") or m.group("fn2")
+            if not fn.startswith("__"):
+                frames.append(Frame(file="<process>", function=fn, line=ctx.lines[j].no))
+            m = ctx.search(_RAY_PROCESS, text, m.end())
+    return frames if phase_from_frames(frames)[0] else []
 
 
 def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:

@@ -34,14 +34,29 @@ _ARROW = lazy(r"^\s*-+>\s*\d+\s+(?P<code>\S.*)$")
 _CELL = lazy(r"^\s*(?:Cell In\s*\[\d*\]|Input In \[\d*\]), line (?P<lineno>\d+)")
 _HEADER = lazy(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Exception)\s+Traceback \(most recent call last\)")
 _CARET = lazy(r"^\s*[\^~\s]+$")
+# torch's NCCL flight recorder prints the Python stack of a failed collective innermost
+# first: "#2 sync_all_async_calls from /x/megatron/core/dist_checkpointing/async_utils.py:149"
+_RECORDER = lazy(r"^\s*#(?P<n>\d{1,3}) (?P<func>[\w.<>]{1,200}) from (?P<file>\S+?\.py):(?P<lineno>\d+)\s*$")
 
 
 def parse(ctx: ParseContext) -> None:
     frames: list[Frame] = []
     headers: list[int] = []
     lines = ctx.lines
+    stack: list[tuple[int, Frame]] = []   # a flight-recorder stack being read (innermost first)
     for i, ln in enumerate(lines):
         text = ln.text
+        if stack and not text.lstrip().startswith("#"):
+            _flush(ctx, frames, stack)
+        if text.lstrip().startswith("#") and " from " in text:
+            m = _RECORDER.match(text)
+            if m:
+                if m.group("n") == "0":
+                    _flush(ctx, frames, stack)
+                    headers.append(i)
+                stack.append((i, Frame(file=m.group("file"), lineno=int(m.group("lineno")),
+                                       function=m.group("func"), line=ln.no)))
+                continue
         if "File" not in text and "Traceback" not in text and "Cell In" not in text and ".py in " not in text \
                 and ".py:" not in text and "](" not in text and not (i < 3 and "line " in text):
             continue
@@ -101,8 +116,17 @@ def parse(ctx: ParseContext) -> None:
         frames.append(Frame(file=file, lineno=lineno, function=func.strip()[:200], code=code, line=ln.no))
         # remember which logical line index this frame came from (for rank lookup)
         ctx.frame_index.append(i)
+    _flush(ctx, frames, stack)
     ctx.all_frames = frames
     ctx.tb_headers = headers
+
+
+def _flush(ctx: ParseContext, frames: list[Frame], stack: list[tuple[int, Frame]]) -> None:
+    """A flight-recorder stack, outermost first like a Python traceback."""
+    for i, fr in reversed(stack):
+        frames.append(fr)
+        ctx.frame_index.append(i)
+    stack.clear()
 
 
 def frames_for(ctx: ParseContext, failure_line: int, rank: Optional[int] = None, limit: int = 400) -> list[Frame]:

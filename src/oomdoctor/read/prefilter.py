@@ -42,7 +42,9 @@ ANCHOR_LITERALS = (
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
     "Failed to CUDA", "Failed to cuMem", "DEVICE memory", "device memory", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "being killed", "Exceeded job memory", "Exceeded step memory", "Task was killed",
-    "Memory on the node", "ressure (OOM)", "Your session crashed", "Your notebook",
+    "Memory on the node", "hbm requirement", "vmem requirement",
+    # an nvidia-smi process table (ranks sharing a GPU show in its rows, parsers/allocator_stats.py)
+    "Processes:", "ressure (OOM)", "MEM(GB)", "usage threshold", "Ray killed this", "Your session crashed", "Your notebook",
     "The node was low", "Root Cause", "received by PID", "Main process received",
     "death signal", "zsh: killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
@@ -55,6 +57,9 @@ ANCHOR_LITERALS = (
     "ot a failure", "reed_by_count", "out of resource", "Watchdog", "Some NCCL operations",
     "upport bf", "upport BF", "bf16 mixed precision requires", "upported on this", "upported on your",
     "upported on the current", "only support",
+    # an error that says memory could not be had, in words no other family knows (parsers/memory_words.py)
+    "bad_alloc", "enough memory", "nsufficient memory", "ailed to alloc", "nable to alloc", "annot alloc",
+    "ould not alloc", "ouldn't alloc", "an't alloc", "emory exhausted", "emory allocation",
     "KeyboardInterrupt", "SystemExit", "StopIteration", "Failed to allocate request", "That was not possible",
     # a NaN loss, as trainers print it ("'loss': nan", "loss=nan", "Loss is nan")
     "oss': nan", "oss: nan", "oss=nan", "oss = nan", "oss nan", "oss is nan", "oss': NaN", "oss: NaN", "oss=NaN",
@@ -116,6 +121,9 @@ MARKER_LITERALS = (
     "DeepSpeed Final Optimizer", "Running tokenizer on dataset", "Converting format of dataset", "Map:",
     "Map (num_proc=", "Tokenizing train", "Tokenizing dataset", "Generating train split",
     "Generating validation split", "Preprocessing dataset", "Packing dataset",
+    # a script reading its training data ("Loading prepared training docs from x.json")
+    "data from", "dataset from", "datasets from", "docs from", "documents from", "corpus from", "samples from",
+    "examples from",
     # a script naming the weight file it reads ("Processing pytorch_model-00001-of-00002.bin")
     ".bin", ".safetensors", ".pth",
     # epoch values ("'epoch': 1.0", "Epoch 2/5", "epoch 002", "Epoch(train)"): phase reads epoch

@@ -46,12 +46,17 @@ def scan_yaml(col: Collector, text: str, line: int) -> None:
 
 
 WORD_TABLE = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")})
+# the same table for UTF-8 bytes (bytes >= 128 kept): a 256-byte table translates in C
+# without a dict lookup per character, about half the cost on a typical line
+_WORD_BYTES = bytes(b if b >= 128 or chr(b).isalnum() or b == 95 else 32 for b in range(256))
 KEY_WORDS = frozenset(KEYS)
 
 
 def words_of(low: str) -> set:
-    """The ``[a-z0-9_]`` words of a lower-cased line, for cheap "does it mention X" tests."""
-    return set(low.translate(WORD_TABLE).split())
+    """The ``[a-z0-9_]`` words of a lower-cased line (other characters than ASCII stay in
+    their word), for cheap "does it mention X" tests."""
+    return set(low.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
+               .decode("utf-8", "surrogatepass").split())
 
 
 def may_hold_setting(text: str, words: set) -> bool:

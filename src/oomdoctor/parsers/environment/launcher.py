@@ -104,9 +104,31 @@ def launcher_world(ctx, col: Collector) -> None:
             first = ln.no if first is None else first
     if len(workers) > 1:
         col.set("world_size", len(workers), first, WEAK - 1)
+    ranks_world(ctx, col)
     for i in ctx.lines_with(("parallel size:",), fold=True):
         text, _offsets = ctx.join(i, max_lines=3, sep=" ")
         m = ctx.search(_PARALLEL, text)
         if m:
             col.set("world_size", int(m.group("dp")) * int(m.group("pp")) * int(m.group("tp")), ctx.lines[i].no, RUNTIME - 3)
             break
+
+
+# NCCL's "[Rank 6] Watchdog caught ...", composer's "Global rank 1 (PID 787) exited"
+_RANK_NAMED = lazy(r"\[Rank (?P<r>\d{1,5})\]|\bGlobal rank (?P<g>\d{1,5})\b")
+
+
+def ranks_world(ctx, col: Collector) -> None:
+    """The weakest reading: the ranks that messages name ("[Rank 6] Watchdog caught ...",
+    "Global rank 1 exited"), when they cover most of 0..N-1, are all of a job of N ranks.
+    Line prefixes are not counted: a log collector's labels are not the job's ranks."""
+    ranks: set[int] = set()
+    first: Optional[int] = None
+    for ln in ctx.lines:
+        # the raw line: the normaliser takes a leading "[Rank 6] " for a prefix
+        raw = ln.raw or ln.text
+        if "[Rank " in raw or "Global rank " in raw:
+            for m in finditer(_RANK_NAMED, raw)[:4]:
+                ranks.add(int(m.group("r") or m.group("g")))
+                first = ln.no if first is None else first
+    if len(ranks) >= 2 and 2 * len(ranks) >= max(ranks) + 1:
+        col.set("world_size", max(ranks) + 1, first, WEAK - 2)

@@ -1,0 +1,94 @@
+"""An error that says in plain words that memory could not be had, in a form no other
+family knows.
+
+Libraries and runtimes word their allocation failures in many ways ("std::bad_alloc",
+"Failed to allocate 2147483648 bytes", "insufficient memory", Windows' "Not enough memory
+resources are available"), and new ones appear with every release. The specific families
+read the forms they know with their figures; this one runs after them and reads what is
+left: a line that reports an error (an exception, ``what():``, an ``ERROR`` record) and
+says memory could not be allocated, on a side the line names (the host or a device). A
+line that names neither side is left alone: guessing the side would guess the fix.
+
+Its events are ``likely``, never ``certain``: the wording is clear, the context is not.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import regex as re
+
+from ..facts.models import OomEvent
+from ..facts.sizes import to_bytes
+from ..read.patterns import lazy
+from .base import ParseContext
+
+# lines that hold one of these can match _FAILED (ParseContext.lines_with, case folded)
+_GATE = ("bad_alloc", "alloc", "memory")
+
+# a line that reports an error, not a warning or a setting
+_ERROR_LINE = lazy(
+    r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure))(?:\[[^\]\n]{0,40}\])?:\s"   # Python exceptions
+    r"|^\s*terminate called after throwing|^\s*what\(\):|^\s*(?:ERROR|FATAL|Error|Fatal error)\b[:\s]"
+    r"|^\s*(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception):\s*$")
+_FAILED = lazy(
+    r"std::bad_alloc"
+    r"|\b(?:failed|unable|cannot|can't|could not|couldn't)\s+(?:to\s+)?(?:allocate|alloc|reserve|malloc)\b"
+    r"[^\n]{0,80}?(?:\bmemory\b|\d\s*(?:bytes|[KMGTP]i?B)\b)"
+    r"|\b(?:insufficient|not enough|ran out of|out of)\s+(?:\w+\s+){0,2}?memory\b"
+    r"|\bmemory (?:exhausted|allocation failed|allocation error)", re.I)
+# memory failures that are not about capacity, or that other families name
+_NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access fault|misaligned|pin memory thread"
+                     r"|out of memory\. Tried to allocate|CUDA out of memory|DefaultCPUAllocator|Unable to allocate \S+ for an array",
+                     re.I)
+_HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
+             r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file")
+_DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b)")
+_BYTES = lazy(r"(?P<n>\d[\d,]{0,20})\s*bytes|(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]i?B)\b")
+_BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "XLA", "xla": "XLA", "hbm": "XLA",
+            "rocm": "HIP", "hip": "HIP", "neuron": "Neuron"}
+
+
+def parse(ctx: ParseContext) -> None:
+    taken = {e.line for e in ctx.facts.oom_events}
+    seen: dict[tuple, OomEvent] = {}
+    for i in ctx.lines_with(_GATE, fold=True):
+        ln = ctx.lines[i]
+        text = ln.text
+        err = ctx.search(_ERROR_LINE, text) if ln.no not in taken else None
+        if err is None:
+            continue
+        m = ctx.search(_FAILED, text)
+        if m is None or ctx.search(_NOT_CAPACITY, text):
+            continue
+        host, device = ctx.search(_HOST, text), ctx.search(_DEVICE, text)
+        if bool(host) == bool(device):
+            continue   # neither side named, or both: the side would be a guess
+        size = ctx.search(_BYTES, text, m.start())
+        n = _size(size) if size else None
+        key = ("host" if host else "device", n)
+        ev = seen.get(key)
+        if ev is not None:
+            ev.count += 1
+            continue
+        message = text.strip()[:300]
+        exc = err.group("exc")
+        if host:
+            ev = OomEvent(kind="cpu_allocator", backend="host", strength="likely", line=ln.no, host_bytes=n,
+                          tried_to_allocate_bytes=n, message_format="generic-host-allocation", exception=exc,
+                          detail=f"an allocation of host memory failed: {message[:160]}")
+        else:
+            backend = _BACKEND.get(device.group("w").lower())
+            ev = OomEvent(kind="device_runtime", backend=backend, strength="likely", line=ln.no,
+                          tried_to_allocate_bytes=n, message_format="generic-device-allocation", exception=exc,
+                          detail=f"an allocation of device memory failed: {message[:160]}")
+        if ln.rank is not None:
+            ev.ranks.append(ln.rank)
+        ev.evidence.append(ctx.evidence(i))
+        seen[key] = ev
+        ctx.facts.oom_events.append(ev)
+
+
+def _size(m) -> Optional[int]:
+    if m.group("n"):
+        return int(m.group("n").replace(",", ""))
+    return to_bytes(m.group("num"), m.group("unit"))
