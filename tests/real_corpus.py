@@ -182,11 +182,12 @@ def score(cases: list[tuple[dict, Path]]) -> tuple[Tally, Tally]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--half", type=int, choices=(1, 2, 3, 4, 5, 6))
+    ap.add_argument("--half", type=int, help="one batch (the cases' `half:` field)")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
-    halves = [args.half] if args.half else [1, 2, 3, 4, 5, 6, None]
+    every = sorted({label.get("half") for label, _log in load_cases()} - {None})
+    halves = [args.half] if args.half else [*every, None]
     out = {}
     for h in halves:
         scored, silent = score(load_cases(half=h))

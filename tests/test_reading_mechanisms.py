@@ -306,3 +306,111 @@ def test_a_script_reading_its_training_data_is_data_loading():
 ])
 def test_world_size_from_the_ranks_a_log_names(log, world):
     assert report(log)["environment"]["world_size"] == world
+
+
+# -- forms the sixth batch of real logs showed -----------------------------------------------
+
+def test_markdown_bold_around_an_allocator_message():
+    d = report("**RuntimeError: CUDA out of memory.** Tried to allocate 1.71 GiB (GPU 0; 31.72 GiB total capacity; "
+               "23.58 GiB already allocated; 1.58 GiB free; 29.08 GiB reserved in total by PyTorch)\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cuda_caching_allocator", int(1.71 * 2**30))
+
+
+def test_a_caught_bus_error_is_shared_memory_and_the_launchers_kills_are_its_cascade():
+    log = ("[node1:2121 :0:7025] Caught signal 7 (Bus error: nonexistent physical address)\n"
+           "2 0x0000000000068d7c ncclGroupEnd() ???:0\n"
+           "[2022-12-21 10:43:17,573] [INFO] [launch.py:286:sigkill_handler] Killing subprocess 2118\n"
+           "[2022-12-21 10:43:18,777] [INFO] [launch.py:286:sigkill_handler] Killing subprocess 2119\n")
+    d = report(log)
+    assert [x["incident"] for x in d["diagnoses"]] == ["shm-exhausted"]
+    assert d["oom_events"] == []
+
+
+@pytest.mark.parametrize("signal", ["Aborted", "Segmentation fault"])
+def test_a_dataloader_worker_that_crashed_is_not_memory_and_is_data_loading(signal):
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/torch/utils/data/_utils/signal_handling.py", line 66, in handler\n'
+           "    _error_if_any_worker_fails()\n"
+           f"RuntimeError: DataLoader worker (pid 2256) is killed by signal: {signal}.\n")
+    d = report(log)
+    assert [f["kind"] for f in d["failures"]] == ["dataloader_worker_crashed"]
+    assert d["diagnoses"] == [] and d["phase"] == "data_loading"
+
+
+def test_a_dataloader_worker_killed_is_data_loading_whatever_frame_the_main_process_was_in():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/torch/nn/modules/conv.py", line 320, in forward\n'
+           "    self.padding, self.dilation, self.groups)\n"
+           '  File "/x/torch/utils/data/dataloader.py", line 274, in handler\n'
+           "    _error_if_any_worker_fails()\n"
+           "RuntimeError: DataLoader worker (pid 2064) is killed by signal: Killed.\n")
+    assert report(log)["phase"] == "data_loading"
+
+
+def test_an_exception_glued_after_terminal_padding_is_its_own_line():
+    log = (" return torch._C._nn.cross_entropy_loss(input, target, weight)" + " " * 60
+           + "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 250.00 MiB (GPU 1; 31.75 GiB total "
+           "capacity; 30.35 GiB already allocated; 209.75 MiB free; 30.55 GiB reserved in total by PyTorch)\n")
+    d = report(log)
+    assert d["oom_events"][0]["tried_to_allocate_bytes"] == 250 * 2**20
+    assert d["phase"] == "forward"      # the code line glued before it
+
+
+def test_a_loops_own_validation_code_is_eval():
+    log = ("Traceback (most recent call last):\n"
+           '  File "scripts/train.py", line 290, in train\n'
+           "    val_loss = loss_fn(input=net_out, target=labels_val, K=topk, weight=None)\n"
+           '  File "scripts/loss.py", line 88, in _bootstrap_xentropy_single\n'
+           "    log_p = log_p[target.view(n * h * w, 1).repeat(1, c) >= 0]\n"
+           "RuntimeError: CUDA out of memory. Tried to allocate 304.00 MiB (GPU 0; 10.72 GiB total capacity; "
+           "9.30 GiB already allocated; 226.62 MiB free; 59.54 MiB cached)\n")
+    assert report(log)["phase"] == "eval"
+    assert report(log.replace("val_loss =", "loss =").replace("labels_val", "labels"))["phase"] != "eval"
+
+
+def test_a_cuda_runtime_oom_from_a_call_that_only_makes_a_context_points_to_shared_gpus():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/ray/train/torch/config.py", line 118, in _shutdown_torch\n'
+           "    torch.cuda.empty_cache()\n"
+           '  File "/x/torch/cuda/memory.py", line 114, in empty_cache\n'
+           "    torch._C._cuda_emptyCache()\n"
+           "RuntimeError: CUDA error: out of memory\n")
+    assert report(log)["diagnoses"][0]["incident"] == "ranks-share-gpu"
+
+
+def test_nccl_out_of_memory_on_several_devices_is_one_event_per_device():
+    log = "".join(f"node1:{2999600 + d}:3004400 [{d}] include/alloc.h:228 NCCL WARN Cuda failure 2 'out of memory'\n"
+                  for d in (0, 4, 3, 4))
+    events = report(log)["oom_events"]
+    assert sorted(e["device_index"] for e in events) == [0, 3, 4]
+
+
+def test_faulthandler_dump_is_read_as_frames_outermost_first():
+    log = ("Fatal Python error: Aborted\n\n"
+           "Current thread 0x00007efe708b0740 (most recent call first):\n"
+           '  File "/x/lit-llama/train.py", line 166 in save_checkpoint\n'
+           '  File "/x/lit-llama/train.py", line 123 in main\n'
+           '  File "/x/lit-llama/train.py", line 323 in <module>\n')
+    d = report(log)
+    assert [f["function"] for f in d["frames"]][-1] == "save_checkpoint"
+
+
+def test_the_line_ipython_marks_with_an_arrow_tells_the_phase():
+    log = ("    516         return torch.empty(A.shape[:-1])\n"
+           "--> 520 output = torch.nn.functional.linear(A, B.t(), bias)\n"
+           "    522 # 3. Save state\n"
+           "    523 ctx.state = quant_state\n\n"
+           "OutOfMemoryError: HIP out of memory. Tried to allocate 224.00 MiB. GPU \n")
+    assert report(log)["phase"] == "forward"
+
+
+def test_a_frame_wrapped_at_a_space_is_rejoined():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/pytorch_lightning/trainer/trainer.py", line\n'
+           "1096, in test\n"
+           "    self.fit(model)\n"
+           "RuntimeError: trying to initialize the default process group twice!\n")
+    d = report(log)
+    assert [f["function"] for f in d["frames"]] == ["test"]
+    assert d["phase"] == "eval"

@@ -32,7 +32,7 @@ def test_the_corpus_is_large_and_varied():
     repos = {"/".join(label["source"].split("/")[3:5]) for label, _log in CASES}
     assert len(repos) >= 25
     assert sum(label["primary"] == "not-oom" for label, _log in CASES) >= 40
-    assert {label["half"] for label, _log in CASES} == {1, 2, 3, 4, 5, 6}
+    assert {1, 2, 3, 4, 5, 6} <= {label["half"] for label, _log in CASES}
 
 
 @pytest.mark.parametrize("label,log", CASES, ids=[label["id"] for label, _ in CASES])
@@ -43,7 +43,7 @@ def test_case_is_well_formed(label: dict, log: Path):
     assert label["primary"] in TAXONOMY
     assert set(label.get("also") or []) <= TAXONOMY
     assert str(label["inferable"]).lower() in ("yes", "partly", "no", "true", "false")
-    assert label["half"] in (1, 2, 3, 4, 5, 6)
+    assert isinstance(label["half"], int) and label["half"] >= 1
     text = log.read_text(encoding="utf-8", errors="replace")
     assert text.strip(), "an empty log"
     # anonymised as CASE_FORMAT.md says: addresses become 10.0.0.x

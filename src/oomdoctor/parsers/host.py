@@ -113,7 +113,11 @@ _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared mem
                   r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory")
 _SHM_DISK = lazy(r"No space left on device")
 _SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
-_SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>")
+_SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>"
+               # a native backtrace handler's report (UCX, NCCL's process): "Caught signal 7 (Bus error: ...)"
+               r"|[Cc]aught signal 7 \(Bus error")
+
+_CAUGHT_SIGNAL = lazy(r"[Cc]aught signal (?:[1-8]|1[0-9]) \(")
 
 # Lines that say a Python-level failure happened (a launcher kill after them is a cascade).
 _TRACEBACK = lazy(r"Traceback \(most recent call last\)")
@@ -123,7 +127,7 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign",
-          "rror code -", "MEM(GB)") + KILLED_LOCALISED
+          "rror code -", "MEM(GB)", "aught signal") + KILLED_LOCALISED
 
 
 
@@ -374,9 +378,13 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
 
 def _launcher(s: _Scan, i: int, text: str) -> None:
     ctx = s.ctx
-    if "-7" in text or "SIGBUS" in text:
+    if "-7" in text or "SIGBUS" in text or "signal 7" in text:
         if ctx.search(_SIGBUS, text):
             s.sigbus.append(i)
+    if "aught signal" in text and ctx.search(_CAUGHT_SIGNAL, text):
+        # a native crash that a backtrace handler reported: a launcher's kills after it are
+        # its cascade, not a silent death
+        s.failure_at(i)
     m = ctx.search(_TORCHRUN_FAILED, text) if "exitcode" in text else None
     if m:
         code = int(m.group("code"))

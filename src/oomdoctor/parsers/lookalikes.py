@@ -54,6 +54,10 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     ("sigterm", ("SIGTERM", "-15"),
      lazy(r"Sending process \d{1,9} closing signal SIGTERM|Signal 15 \(SIGTERM\) received by PID"
                 r"|exitcode\s*:\s*-15\b|\(exitcode: -15\)|received signal SIGTERM|Main process received SIGTERM")),
+    # a worker that crashed (SIGABRT, SIGSEGV, ...): "Killed" and "Bus error" are the memory
+    # families' (host RAM, shared memory)
+    ("dataloader_worker_crashed", ("killed by signal",),
+     lazy(r"DataLoader worker \(pids?:? [^)\n]{1,80}\) (?:is )?killed by signal: (?!Killed|Bus error)[A-Z][\w ]{1,40}")),
     ("segfault", ("Segmentation fault", "SIGSEGV", "-11", "core dumped"),
      lazy(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
                 r"|\(exitcode: -11\)|return code = -11\b|(?<!Aborted |Bus error )\(core dumped\)")),

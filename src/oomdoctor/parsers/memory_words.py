@@ -6,8 +6,9 @@ Libraries and runtimes word their allocation failures in many ways ("std::bad_al
 resources are available"), and new ones appear with every release. The specific families
 read the forms they know with their figures; this one runs after them and reads what is
 left: a line that reports an error (an exception, ``what():``, an ``ERROR`` record) and
-says memory could not be allocated, on a side the line names (the host or a device). A
-line that names neither side is left alone: guessing the side would guess the fix.
+says memory could not be allocated, on a side the line names (the host or a device) that
+no other family has read. A line that names neither side is left alone: guessing the side
+would guess the fix.
 
 Its events are ``likely``, never ``certain``: the wording is clear, the context is not.
 """
@@ -17,6 +18,7 @@ from typing import Optional
 
 import regex as re
 
+from ..facts.derived import HOST_KINDS
 from ..facts.models import OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
@@ -50,6 +52,8 @@ _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "X
 
 def parse(ctx: ParseContext) -> None:
     taken = {e.line for e in ctx.facts.oom_events}
+    # a side another family already read is its: the words there echo that failure
+    read = {"host" if e.kind in HOST_KINDS else "device" for e in ctx.facts.oom_events}
     seen: dict[tuple, OomEvent] = {}
     for i in ctx.lines_with(_GATE, fold=True):
         ln = ctx.lines[i]
@@ -63,9 +67,12 @@ def parse(ctx: ParseContext) -> None:
         host, device = ctx.search(_HOST, text), ctx.search(_DEVICE, text)
         if bool(host) == bool(device):
             continue   # neither side named, or both: the side would be a guess
+        side = "host" if host else "device"
+        if side in read:
+            continue
         size = ctx.search(_BYTES, text, m.start())
         n = _size(size) if size else None
-        key = ("host" if host else "device", n)
+        key = (side, n)
         ev = seen.get(key)
         if ev is not None:
             ev.count += 1

@@ -109,6 +109,8 @@ _ANYWHERE = (
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
+        # a trainer's own test and validation loops (Lightning's trainer.test / trainer.validate)
+        r"|trainer\.py:(?:test|validate|run_test|run_evaluation)$"
         # reinforcement learning's rollouts: the policy generating ("generate_sequences")
         r"|[:_]generate_(?:sequences|samples)$|[:_]rollout(?:_\w+)?$"
         # a script's own evaluation function (validate(), run_eval(), val_epoch()), unless
@@ -140,9 +142,9 @@ _STEP = (
         r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer"
         # AMP's GradScaler unscales the gradients as the optimizer step begins
         r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b")),
-    ("backward", lazy(r"backward|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
+    ("backward", lazy(r"backward|_bwd(?:_kernel)?\b|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
-    ("forward", lazy(r"\bforward\b|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
+    ("forward", lazy(r"\bforward\b|_fwd(?:_kernel)?\b|[/\\]activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
 )
 
 
@@ -167,6 +169,11 @@ _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
               ("optimizer_step", lazy(r"\b(?:optim\w*|scaler)\.step\(")),
               ("forward", lazy(r"(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?(?:model|actor|critic|net|module|encoder|decoder|unet|vae"
                                r"|generator|discriminator|transformer|backbone|\w+_model)\((?!\))")))
+# code of an evaluation pass in a script's own loop: results assigned to validation names,
+# or a loop over a validation loader
+_EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)?|out(?:puts?)?|logits|preds?|predictions"
+                  r"|acc\w*|metrics?|scores?)\s*(?:,[^=]{0,80})?=(?!=)"
+                  r"|\bin\s+(?:self\.)?(?:val|valid|validation|eval|test)_?(?:data_?)?loader\b")
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
@@ -177,6 +184,10 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         for text, fr in texts:
             if rx.search(text):
                 return phase, fr
+    # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)")
+    for fr in frames:
+        if fr.code and _EVAL_CODE.search(fr.code):
+            return "eval", fr
     # library frames outweigh the user's own function names: a script's train() that calls
     # accelerate's prepare() is placing the model, not training it
     library = [(t, fr) for t, fr in texts if _LIBRARY.search(fr.file)]
@@ -429,12 +440,19 @@ def parse(ctx: ParseContext) -> None:
             phase, frame = phase_from_frames(tb[1])
             if phase:
                 break
-    host_side = not any(e.kind not in HOST_KINDS for e in ctx.facts.oom_events)
+    # no device event: a host-side death, unless what the log shows is a failure that is not
+    # memory (a crash, a timeout) and no memory event at all
+    host_side = all(e.kind in HOST_KINDS for e in ctx.facts.oom_events) and (
+        bool(ctx.facts.oom_events) or not any(not f.secondary for f in ctx.facts.failures))
     boundary = _boundary_just_before(ctx, frames[0].line if frames else line)
     if host_side and boundary is not None and phase not in ("checkpoint_save", "checkpoint_load", "eval", "model_load"):
         # the process died on the host side right as an epoch ended: whatever frame it was
         # in, the boundary (worker re-forks, eval, save at epoch end) is what matters
         ph.phase, ph.line, ph.reason = "epoch_end", boundary, "host-side failure right after an epoch boundary"
+    elif ev is not None and ev.kind == "dataloader_killed" and phase not in ("checkpoint_save", "checkpoint_load", "eval"):
+        # the main process raises a worker's death from wherever it was (a forward frame):
+        # the worker was loading data
+        ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif phase:
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
@@ -444,6 +462,8 @@ def parse(ctx: ParseContext) -> None:
         ph.reason = f"the killed or largest processes run {frame.function}"
     elif ev is not None and ev.kind == "dataloader_killed":
         ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
+    elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
+        ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
     elif _code_hint(ctx, idx):
         ph.phase, ph.line, ph.reason = _code_hint(ctx, idx)
     else:
@@ -493,12 +513,27 @@ def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
 _CODE = (
     ("optimizer_step", lazy(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
     ("backward", lazy(r"\.backward\(|autograd\.grad\(|run_backward\(")),
-    ("forward", lazy(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|self\.(?:attn|mlp|lm_head)\(|logits")),
+    ("forward", lazy(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|functional\.linear\("
+                     r"|self\.(?:attn|mlp|lm_head)\(|logits|cross_entropy")),
 )
+
+
+_ARROW_CODE = lazy(r"^\s*-+>\s*\d+\s+\S")
 
 
 def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     """No frames at all, but the code line printed just above the error says enough."""
+    # the error may be a later piece of its physical line (a code line glued before it)
+    while idx + 1 < len(ctx.lines) and ctx.lines[idx + 1].no == ctx.lines[idx].no:
+        idx += 1
+    # IPython marks the line that ran with an arrow, a few context lines above the error
+    for j in range(idx - 1, max(-1, idx - 12), -1):
+        arrow = ctx.lines[j].text
+        if arrow.lstrip().startswith("-") and _ARROW_CODE.match(arrow):
+            for phase, rx in _CODE:
+                if rx.search(arrow):
+                    return phase, ctx.lines[j].no, f"code line: {arrow.strip()[:60]}"
+            break
     for j in range(idx - 1, max(-1, idx - 4), -1):
         text = ctx.lines[j].text.strip().strip("`")
         if not text:

@@ -272,12 +272,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     if m:
         dev = ctx.search(_NCCL_DEV, text)
         d = int(dev.group("dev")) if dev else None
-        ev = events.add(("nccl",), i, lambda: OomEvent(
+        # one event per device, as the allocator's messages are (each names its GPU); a line
+        # that names none (the "Last error:" echo of an exception) is the first device's
+        key = ("nccl", d)
+        if d is None:
+            key = next((k for k in events.by_key if k[0] == "nccl"), key)
+        events.add(key, i, lambda: OomEvent(
             kind="nccl", backend="CUDA", line=0, device_index=d,
             detail="NCCL could not allocate GPU memory for its buffers: "
                    + text[m.start():m.start() + 200].replace("NCCL WARN ", "", 1).strip()))
-        if d is not None and ev.device_index is not None and d != ev.device_index and "devices" not in (ev.detail or ""):
-            ev.detail = f"{ev.detail} (also on other devices)"
         return
     m = ctx.search(_BNB_CHECK, text)
     if m:
@@ -341,7 +344,7 @@ def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optiona
 
 def _fold_nccl_errors(ctx: ParseContext, events: _Events) -> None:
     """The torch-side "unhandled cuda error" is the same failure as NCCL's OOM WARN."""
-    ev = events.by_key.get(("nccl",))
+    ev = next((e for k, e in events.by_key.items() if k[0] == "nccl"), None)
     if ev is None:
         return
     for i in ctx.lines_with(("nhandled",)):

@@ -36,6 +36,9 @@ _HEADER = lazy(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Ex
 _CARET = lazy(r"^\s*[\^~\s]+$")
 # torch's NCCL flight recorder prints the Python stack of a failed collective innermost
 # first: "#2 sync_all_async_calls from /x/megatron/core/dist_checkpointing/async_utils.py:149"
+# faulthandler's dump of a fatal error ("Fatal Python error: Aborted", "Current thread ...
+# (most recent call first):"), innermost first: '  File "x.py", line 166 in train'
+_FAULT = lazy(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+) in (?P<func>[\w.<>]{1,200})\s*$")
 _RECORDER = lazy(r"^\s*#(?P<n>\d{1,3}) (?P<func>[\w.<>]{1,200}) from (?P<file>\S+?\.py):(?P<lineno>\d+)\s*$")
 
 
@@ -43,20 +46,19 @@ def parse(ctx: ParseContext) -> None:
     frames: list[Frame] = []
     headers: list[int] = []
     lines = ctx.lines
-    stack: list[tuple[int, Frame]] = []   # a flight-recorder stack being read (innermost first)
+    stack: list[tuple[int, Frame]] = []   # a flight-recorder or faulthandler stack (innermost first)
     for i, ln in enumerate(lines):
         text = ln.text
-        if stack and not text.lstrip().startswith("#"):
+        m = _stack_line(text)
+        if m is None:
             _flush(ctx, frames, stack)
-        if text.lstrip().startswith("#") and " from " in text:
-            m = _RECORDER.match(text)
-            if m:
-                if m.group("n") == "0":
-                    _flush(ctx, frames, stack)
-                    headers.append(i)
-                stack.append((i, Frame(file=m.group("file"), lineno=int(m.group("lineno")),
-                                       function=m.group("func"), line=ln.no)))
-                continue
+        else:
+            if not stack or m.groupdict().get("n") == "0":   # a new stack
+                _flush(ctx, frames, stack)
+                headers.append(i)
+            stack.append((i, Frame(file=m.group("file"), lineno=int(m.group("lineno")),
+                                   function=m.group("func"), line=ln.no)))
+            continue
         if "File" not in text and "Traceback" not in text and "Cell In" not in text and ".py in " not in text \
                 and ".py:" not in text and "](" not in text and not (i < 3 and "line " in text):
             continue
@@ -73,11 +75,15 @@ def parse(ctx: ParseContext) -> None:
                 ctx.frame_index.append(i)
                 continue
         if m is None and 'File "' in text and i + 1 < len(lines):
-            # a frame hard-wrapped by the terminal or the issue tracker: rejoin it
-            joined = text
-            for j in range(i + 1, min(len(lines), i + 3)):
-                joined += lines[j].text
-                m = _PY.match(joined)
+            # a frame hard-wrapped by the terminal (mid-word) or the issue tracker (at a
+            # space it dropped): rejoin it
+            for sep in ("", " "):
+                joined = text
+                for j in range(i + 1, min(len(lines), i + 3)):
+                    joined += sep + lines[j].text
+                    m = _PY.match(joined)
+                    if m:
+                        break
                 if m:
                     break
         func = file = None
@@ -121,8 +127,17 @@ def parse(ctx: ParseContext) -> None:
     ctx.tb_headers = headers
 
 
+def _stack_line(text: str):
+    """A frame of a stack printed innermost first (faulthandler, NCCL's flight recorder)."""
+    if '", line ' in text and ", in " not in text:
+        return _FAULT.match(text)
+    if " from " in text and text.lstrip().startswith("#"):
+        return _RECORDER.match(text)
+    return None
+
+
 def _flush(ctx: ParseContext, frames: list[Frame], stack: list[tuple[int, Frame]]) -> None:
-    """A flight-recorder stack, outermost first like a Python traceback."""
+    """A flight-recorder or faulthandler stack, outermost first like a Python traceback."""
     for i, fr in reversed(stack):
         frames.append(fr)
         ctx.frame_index.append(i)

@@ -42,6 +42,7 @@ _ANY_RESET = lazy(r"\[m")
 _CONTROL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Escape sequences in caret notation: a terminal or pager showed ESC as "^[" and the
 # user copied that ("^[[31mJob failed^[[39m").
+_MD_BOLD = lazy(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")
 _CARET_SGR = lazy(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -115,6 +116,7 @@ _MAYBE_PREFIX = lazy(
 )
 
 
+_PADDED_EXC = lazy(r"\S( {8,})(?=(?:[A-Za-z_][\w]*\.){0,6}[A-Z]\w*(?:Error|Exception): )")
 _TS_AT = lazy(r"\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
 _FRAME_AT = lazy(r"File \"[^\"]+\", line \d+")
 
@@ -140,6 +142,12 @@ def _split_glued(seg: str) -> list[str]:
         if seg[i - 1] not in " \t[" and _TS_AT.match(seg, i):
             cuts.add(i)
         i = seg.find("[", i + 1)
+    # an exception line glued after a terminal's padding ("...label_smoothing)    <80 spaces>
+    # torch.cuda.OutOfMemoryError: CUDA out of memory"): the issue tracker lost the newline
+    i = seg.find("        ", 1)
+    if i > 0 and ("Error" in seg or "Exception" in seg):
+        for m in _PADDED_EXC.finditer(seg, i - 1):
+            cuts.add(m.end(1))
     i = seg.find('  File "')
     while i > 0:
         if not seg[i - 1].isspace() and _FRAME_AT.match(seg, i + 2):
@@ -228,6 +236,9 @@ def normalise_line(no: int, physical: str) -> list[Line]:
     if physical.endswith("\r"):
         physical = physical[:-1]
     raw = strip_ansi(physical)
+    if raw.startswith("**"):
+        # markdown bold a user put around part of a pasted line: "**RuntimeError: CUDA out of memory.** Tried"
+        raw = _MD_BOLD.sub(r"\1", raw, count=2)
     if not raw.isprintable() and _CONTROL.search(raw):  # isprintable: one C pass, no controls
         raw = _CONTROL.sub("", raw.replace("\r", "\x00")).replace("\x00", "\r")
     if "\r" in raw:
