@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 from . import __version__
 from .facts.models import Environment, Facts
 from .read.normalise import Line, normalise_pairs
-from .parsers import extract
+from .parsers import ENVIRONMENT_ONLY, extract
 from .read.reader import LogView, Source, open_source, read_view
 from .report.model import Report
 
@@ -78,7 +78,8 @@ def diagnose_many(sources: Sequence[Source], *, knowledge=None, framework: Optio
             if name not in (None, "<stdin>"):
                 stream.close()
         names.append(name or "<input>")
-        envs.append(extract(normalise_pairs(view.pairs), name).environment)
+        # the job's configuration only: the failure families run once, on the merged view
+        envs.append(extract(normalise_pairs(view.pairs), name, ENVIRONMENT_ONLY).environment)
         # Line numbers continue across files so evidence stays unambiguous; the text
         # report names the file of each evidence line through Evidence.source.
         pairs.extend((offset + no, text) for no, text in view.pairs)

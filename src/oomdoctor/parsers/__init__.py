@@ -30,9 +30,13 @@ FAMILIES = (
 )
 
 
-def extract(lines: list[Line], source: Optional[str] = None) -> Facts:
+# what a file's configuration needs (frames tell JAX from torch_xla): enough to compare jobs
+ENVIRONMENT_ONLY = (traceback, environment)
+
+
+def extract(lines: list[Line], source: Optional[str] = None, families=FAMILIES) -> Facts:
     ctx = ParseContext(lines, source)
-    for family in FAMILIES:
+    for family in families:
         family.parse(ctx)
         cap_events(ctx.facts)
     if ctx.facts.oom_events_left_out:

@@ -24,8 +24,8 @@ from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
 from .base import ParseContext
 
-# lines that hold one of these can match _FAILED (ParseContext.lines_with, case folded)
-_GATE = ("bad_alloc", "alloc", "memory")
+# lines that hold one of these can match _FAILED (ParseContext.lines_with)
+_GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 
 # a line that reports an error, not a warning or a setting
 _ERROR_LINE = lazy(
@@ -55,7 +55,7 @@ def parse(ctx: ParseContext) -> None:
     # a side another family already read is its: the words there echo that failure
     read = {"host" if e.kind in HOST_KINDS else "device" for e in ctx.facts.oom_events}
     seen: dict[tuple, OomEvent] = {}
-    for i in ctx.lines_with(_GATE, fold=True):
+    for i in ctx.lines_with(_GATE):
         ln = ctx.lines[i]
         text = ln.text
         err = ctx.search(_ERROR_LINE, text) if ln.no not in taken else None

@@ -49,9 +49,10 @@ def parse(ctx: ParseContext) -> None:
     stack: list[tuple[int, Frame]] = []   # a flight-recorder or faulthandler stack (innermost first)
     for i, ln in enumerate(lines):
         text = ln.text
-        m = _stack_line(text)
+        m = _stack_line(text) if '", line ' in text or " from " in text else None
         if m is None:
-            _flush(ctx, frames, stack)
+            if stack:
+                _flush(ctx, frames, stack)
         else:
             if not stack or m.groupdict().get("n") == "0":   # a new stack
                 _flush(ctx, frames, stack)

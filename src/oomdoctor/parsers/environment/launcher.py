@@ -120,15 +120,17 @@ _RANK_NAMED = lazy(r"\[Rank (?P<r>\d{1,5})\]|\bGlobal rank (?P<g>\d{1,5})\b")
 def ranks_world(ctx, col: Collector) -> None:
     """The weakest reading: the ranks that messages name ("[Rank 6] Watchdog caught ...",
     "Global rank 1 exited"), when they cover most of 0..N-1, are all of a job of N ranks.
-    Line prefixes are not counted: a log collector's labels are not the job's ranks."""
-    ranks: set[int] = set()
-    first: Optional[int] = None
+    Line prefixes such as "[rank3]:" are not counted: a log collector's labels are not the
+    job's ranks."""
+    ranks: dict[int, int] = {}   # rank -> first line naming it
+    for i in ctx.lines_with(("[Rank ", "Global rank ")):
+        for m in finditer(_RANK_NAMED, ctx.lines[i].text)[:4]:
+            ranks.setdefault(int(m.group("r") or m.group("g")), ctx.lines[i].no)
+    # the normaliser takes a leading "[Rank 6] " for a prefix: the raw line still names it
     for ln in ctx.lines:
-        # the raw line: the normaliser takes a leading "[Rank 6] " for a prefix
-        raw = ln.raw or ln.text
-        if "[Rank " in raw or "Global rank " in raw:
-            for m in finditer(_RANK_NAMED, raw)[:4]:
-                ranks.add(int(m.group("r") or m.group("g")))
-                first = ln.no if first is None else first
+        if ln.rank is not None and ln.rank not in ranks and "[Rank " in ln.raw:
+            m = ctx.search(_RANK_NAMED, ln.raw)
+            if m and m.group("r"):
+                ranks.setdefault(int(m.group("r")), ln.no)
     if len(ranks) >= 2 and 2 * len(ranks) >= max(ranks) + 1:
-        col.set("world_size", max(ranks) + 1, first, WEAK - 2)
+        col.set("world_size", max(ranks) + 1, min(ranks.values()), WEAK - 2)
