@@ -212,6 +212,10 @@ def test_an_error_saying_memory_could_not_be_had_is_read_on_the_side_it_names(lo
     "RuntimeError: CUDA error: an illegal memory access was encountered\n",       # not capacity
     "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n",
     "  max_memory: not enough memory on cpu, use offload\n",                     # a setting
+    "Error: if you run out of GPU memory, lower --batch_size\n",                  # advice
+    "Error handling: when the host runs out of memory the job is requeued\n",    # prose
+    "[2024-05-01 10:00:00] ERROR failed to allocate 1073741824 bytes of pinned host memory, using pageable memory instead\n",
+    "ValueError: insufficient host memory reserved: set --cpu_offload_gb >= 10\n",
 ])
 def test_memory_words_without_a_side_or_outside_an_error_are_not_events(log):
     assert not [e for e in report(log)["oom_events"] if (e["message_format"] or "").startswith("generic-")]
@@ -393,7 +397,8 @@ def test_faulthandler_dump_is_read_as_frames_outermost_first():
            '  File "/x/lit-llama/train.py", line 123 in main\n'
            '  File "/x/lit-llama/train.py", line 323 in <module>\n')
     d = report(log)
-    assert [f["function"] for f in d["frames"]][-1] == "save_checkpoint"
+    assert [f["function"] for f in d["frames"]] == ["<module>", "main", "save_checkpoint"]
+    assert d["phase"] == "checkpoint_save"
 
 
 def test_the_line_ipython_marks_with_an_arrow_tells_the_phase():
@@ -414,3 +419,74 @@ def test_a_frame_wrapped_at_a_space_is_rejoined():
     d = report(log)
     assert [f["function"] for f in d["frames"]] == ["test"]
     assert d["phase"] == "eval"
+
+
+# -- what the mechanisms above must leave alone ---------------------------------------------
+
+def test_markdown_bold_is_only_a_pair_at_the_start_of_a_line():
+    from oomdoctor.read.normalise import normalise
+    assert normalise("**kwargs)\n")[0].text == "**kwargs)"
+    assert normalise("    return f(*args, **kwargs)\n")[0].text == "    return f(*args, **kwargs)"
+
+
+def test_padding_without_an_exception_after_it_is_not_a_cut():
+    from oomdoctor.read.normalise import normalise
+    line = "  0%|" + " " * 20 + "| 0/459 [00:00<?, ?it/s]" + " " * 10 + "loss is ValueError-free"
+    assert [ln.text for ln in normalise(line)] == [line]
+
+
+def test_a_numbered_line_outside_a_stack_is_not_a_frame():
+    d = report("#1 best model from run_3.py:12 picked\nRuntimeError: CUDA error: out of memory\n")
+    assert d["frames"] == []
+
+
+def test_loading_a_model_from_a_path_is_not_reading_training_data():
+    log = ("Loading model from /ckpt/model-00001.safetensors\n"
+           "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; "
+           "77.00 GiB already allocated; 1.00 GiB free; 77.50 GiB reserved in total by PyTorch)\n")
+    assert report(log)["phase"] != "data_loading"
+
+
+def test_an_ipython_arrow_far_above_the_error_says_nothing():
+    log = ("--> 520 output = torch.nn.functional.linear(A, B.t(), bias)\n" + "x = 1\n" * 14
+           + "OutOfMemoryError: HIP out of memory. Tried to allocate 224.00 MiB. GPU \n")
+    assert report(log)["phase"] != "forward"
+
+
+def test_validation_names_in_an_outer_frame_do_not_hide_a_backward_pass():
+    log = ("Traceback (most recent call last):\n"
+           '  File "train.py", line 90, in main\n'
+           "    train_loss, val_loss = run_epoch(model, train_loader, val_loader)\n"
+           '  File "train.py", line 40, in run_epoch\n'
+           "    loss.backward()\n"
+           '  File "/x/torch/autograd/__init__.py", line 251, in backward\n'
+           "    Variable._execution_engine.run_backward(\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 1.00 GiB is free.\n")
+    assert report(log)["phase"] == "backward"
+
+
+def test_a_training_function_named_for_rollouts_is_not_generation():
+    log = ("Traceback (most recent call last):\n"
+           '  File "ppo.py", line 77, in train_on_rollout\n'
+           "    loss.backward()\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 1.00 GiB is free.\n")
+    assert report(log)["phase"] == "backward"
+
+
+def test_the_task_ray_killed_names_the_phase_before_the_largest_processes():
+    log = ("Memory on the node (IP: 10.0.0.1, ID: 1) where the task (task ID: 2, name=Trainer.save_checkpoint, pid=7, "
+           "memory used=2.80GB) was running was 479.24GB / 503.75GB (0.951345), which exceeds the memory usage "
+           "threshold of 0.95. Ray killed this worker (ID: 3) because it was the most recently scheduled task.\n"
+           "PID\tMEM(GB)\tCOMMAND\n"
+           "8\t28.07\tray::WorkerDict.actor_rollout_generate_sequences\n")
+    assert report(log)["phase"] == "checkpoint_save"
+
+
+def test_a_cuda_runtime_oom_in_a_forward_pass_is_not_a_context_only_call():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/torch/nn/modules/linear.py", line 114, in forward\n'
+           "    return F.linear(input, self.weight, self.bias)\n"
+           "RuntimeError: CUDA error: out of memory\n")
+    assert not [x for x in report(log)["diagnoses"] if x["incident"] == "ranks-share-gpu"]

@@ -30,14 +30,17 @@ _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 # a line that reports an error, not a warning or a setting
 _ERROR_LINE = lazy(
     r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure))(?:\[[^\]\n]{0,40}\])?:\s"   # Python exceptions
-    r"|^\s*terminate called after throwing|^\s*what\(\):|^\s*(?:ERROR|FATAL|Error|Fatal error)\b[:\s]"
-    r"|^\s*(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception):\s*$")
+    r"|^\s*terminate called after throwing|^\s*what\(\):|^\s*(?:ERROR|FATAL)\b[:\s]|^\s*(?:Error|Fatal error):")
 _FAILED = lazy(
     r"std::bad_alloc"
     r"|\b(?:failed|unable|cannot|can't|could not|couldn't)\s+(?:to\s+)?(?:allocate|alloc|reserve|malloc)\b"
     r"[^\n]{0,80}?(?:\bmemory\b|\d\s*(?:bytes|[KMGTP]i?B)\b)"
     r"|\b(?:insufficient|not enough|ran out of|out of)\s+(?:\w+\s+){0,2}?memory\b"
     r"|\bmemory (?:exhausted|allocation failed|allocation error)", re.I)
+# advice, a condition or a fallback, not a failure: "if you run out of GPU memory, ...",
+# "... failed to allocate pinned memory, using pageable memory instead"
+_NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?\b(?:run|runs|ran|out of|not enough|insufficient)\b"
+                      r"|falling back|fall back|\binstead\b|retrying|skipping|continuing|\bset\s+--?\w", re.I)
 # memory failures that are not about capacity, or that other families name
 _NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access fault|misaligned|pin memory thread"
                      r"|out of memory\. Tried to allocate|CUDA out of memory|DefaultCPUAllocator|Unable to allocate \S+ for an array",
@@ -45,7 +48,7 @@ _NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access
 _HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
              r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file")
 _DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b)")
-_BYTES = lazy(r"(?P<n>\d[\d,]{0,20})\s*bytes|(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]i?B)\b")
+_BYTES = lazy(r"(?P<n>\d[\d,]{0,20})\s{0,4}bytes|(?P<num>\d{1,20}(?:\.\d{1,6})?)\s{0,4}(?P<unit>[KMGTP]i?B)\b")
 _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "XLA", "xla": "XLA", "hbm": "XLA",
             "rocm": "HIP", "hip": "HIP", "neuron": "Neuron"}
 
@@ -62,7 +65,7 @@ def parse(ctx: ParseContext) -> None:
         if err is None:
             continue
         m = ctx.search(_FAILED, text)
-        if m is None or ctx.search(_NOT_CAPACITY, text):
+        if m is None or ctx.search(_NOT_CAPACITY, text) or ctx.search(_NOT_A_FAILURE, text):
             continue
         host, device = ctx.search(_HOST, text), ctx.search(_DEVICE, text)
         if bool(host) == bool(device):

@@ -18,7 +18,7 @@ from ..facts.derived import HOST_KINDS, primary_event
 from ..facts.models import Frame
 from ..read.patterns import lazy
 from .base import ParseContext
-from .traceback import frames_for
+from .traceback import ARROW, frames_for
 
 MARKERS = {
     "saving_checkpoint": lazy(
@@ -29,10 +29,10 @@ MARKERS = {
         r"|Failed to clone\(\) tensor with name", re.I),
     "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"
                                       # a conversion or loading script naming the weight file it reads
-                                      r"|(?i:processing|reading|converting|loading)\s+\S*(?:pytorch_model|model|consolidated)[\w.-]*\.(?:bin|safetensors|pth)\b"
+                                      r"|(?i:processing|reading|converting|loading)\s+\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
                                       # an error naming the weight file it was reading ("unable to mmap N
                                       # bytes from file <consolidated.00.pth>", "Unable to load checkpoint from ...")
-                                      r"|(?i:load|mmap|read|open)\w*\b[^\n]{0,40}?\bfrom (?:file )?<?\S*(?:pytorch_model|model|consolidated)[\w.-]*\.(?:bin|safetensors|pth)\b"),
+                                      r"|(?i:load|mmap|read|open)\w{0,10}\b[^\n]{0,40}?\bfrom (?:file )?<?\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"),
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
                      r"|Attempting to resume from|successfully read \d+ ZeRO state_dicts"),
@@ -112,7 +112,7 @@ _ANYWHERE = (
         # a trainer's own test and validation loops (Lightning's trainer.test / trainer.validate)
         r"|trainer\.py:(?:test|validate|run_test|run_evaluation)$"
         # reinforcement learning's rollouts: the policy generating ("generate_sequences")
-        r"|[:_]generate_(?:sequences|samples)$|[:_]rollout(?:_\w+)?$"
+        r"|[:_]generate_(?:sequences|samples)$|:(?![\w]*train)(?:\w+_)?rollout(?:_\w+)?$"
         # a script's own evaluation function (validate(), run_eval(), val_epoch()), unless
         # its name says it trains as well (train_and_evaluate)
         r"|:(?![\w]*train)(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
@@ -184,9 +184,11 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         for text, fr in texts:
             if rx.search(text):
                 return phase, fr
-    # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)")
+    # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)"),
+    # unless the frames are in a backward pass or an optimizer step (evaluation has neither)
+    training_step = any(rx.search(t) for phase, rx in _STEP[:2] for t, _fr in texts)
     for fr in frames:
-        if fr.code and _EVAL_CODE.search(fr.code):
+        if fr.code and not training_step and _EVAL_CODE.search(fr.code):
             return "eval", fr
     # library frames outweigh the user's own function names: a script's train() that calls
     # accelerate's prepare() is placing the model, not training it
@@ -449,23 +451,22 @@ def parse(ctx: ParseContext) -> None:
         # the process died on the host side right as an epoch ended: whatever frame it was
         # in, the boundary (worker re-forks, eval, save at epoch end) is what matters
         ph.phase, ph.line, ph.reason = "epoch_end", boundary, "host-side failure right after an epoch boundary"
-    elif ev is not None and ev.kind == "dataloader_killed" and phase not in ("checkpoint_save", "checkpoint_load", "eval"):
+    elif ev is not None and ev.kind == "dataloader_killed" and phase not in ("checkpoint_save", "checkpoint_load", "eval",
+                                                                               "model_load"):
         # the main process raises a worker's death from wherever it was (a forward frame):
         # the worker was loading data
         ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif phase:
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
-    elif _named_processes(ctx, idx):
-        phase, frame = phase_from_frames(_named_processes(ctx, idx))
+    elif (named := _named_processes(ctx, idx)):
+        phase, frame = phase_from_frames(named)
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"the killed or largest processes run {frame.function}"
-    elif ev is not None and ev.kind == "dataloader_killed":
-        ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
         ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
-    elif _code_hint(ctx, idx):
-        ph.phase, ph.line, ph.reason = _code_hint(ctx, idx)
+    elif (hint := _code_hint(ctx, idx)):
+        ph.phase, ph.line, ph.reason = hint
     else:
         _phase_from_markers(ctx, line)
     markers = [(n, name) for name, ns in ctx.facts.markers.items() for n in ns if n <= line]
@@ -486,18 +487,22 @@ def _named_processes(ctx: ParseContext, idx: int, after: int = 15) -> list[Frame
     when they tell a phase (no traceback was printed)."""
     if ctx.all_frames:
         return []
-    frames = []
+    killed: list[Frame] = []   # the task the kill names ("name=Trainer.update_actor")
+    listed: list[Frame] = []   # the processes its report lists ("ray::Worker.generate_sequences")
     for j in range(idx, min(len(ctx.lines), idx + after + 1)):
         text = ctx.lines[j].text
         if "ray::" not in text and "name=" not in text:
             continue
         m = ctx.search(_RAY_PROCESS, text)
-        while m and len(frames) < 20:
+        while m and len(killed) + len(listed) < 20:
             fn = m.group("fn") or m.group("fn2")
             if not fn.startswith("__"):
-                frames.append(Frame(file="<process>", function=fn, line=ctx.lines[j].no))
+                (listed if m.group("fn") else killed).append(Frame(file="<process>", function=fn, line=ctx.lines[j].no))
             m = ctx.search(_RAY_PROCESS, text, m.end())
-    return frames if phase_from_frames(frames)[0] else []
+    for frames in (killed, listed):
+        if phase_from_frames(frames)[0]:
+            return frames
+    return []
 
 
 def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
@@ -518,9 +523,6 @@ _CODE = (
 )
 
 
-_ARROW_CODE = lazy(r"^\s*-+>\s*\d+\s+\S")
-
-
 def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     """No frames at all, but the code line printed just above the error says enough."""
     # the error may be a later piece of its physical line (a code line glued before it)
@@ -528,11 +530,12 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
         idx += 1
     # IPython marks the line that ran with an arrow, a few context lines above the error
     for j in range(idx - 1, max(-1, idx - 12), -1):
-        arrow = ctx.lines[j].text
-        if arrow.lstrip().startswith("-") and _ARROW_CODE.match(arrow):
+        text = ctx.lines[j].text
+        arrow = ARROW.match(text) if text.lstrip().startswith("-") else None
+        if arrow:
             for phase, rx in _CODE:
-                if rx.search(arrow):
-                    return phase, ctx.lines[j].no, f"code line: {arrow.strip()[:60]}"
+                if rx.search(arrow.group("code")):
+                    return phase, ctx.lines[j].no, f"code line: {text.strip()[:60]}"
             break
     for j in range(idx - 1, max(-1, idx - 4), -1):
         text = ctx.lines[j].text.strip().strip("`")

@@ -30,7 +30,7 @@ _RICH_FUNC = lazy(r"^\s*[│┃|]\s+(?P<func>[\w.<>]+)\s*[│┃|]\s*$")
 # Colab: "[/usr/.../operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)"
 _COLAB = lazy(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
 # IPython marks the line that was running: "--> 781         return tensor.float()"
-_ARROW = lazy(r"^\s*-+>\s*\d+\s+(?P<code>\S.*)$")
+ARROW = lazy(r"^\s*-+>\s*\d+\s+(?P<code>\S.*)$")
 _CELL = lazy(r"^\s*(?:Cell In\s*\[\d*\]|Input In \[\d*\]), line (?P<lineno>\d+)")
 _HEADER = lazy(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Exception)\s+Traceback \(most recent call last\)")
 _CARET = lazy(r"^\s*[\^~\s]+$")
@@ -110,7 +110,7 @@ def parse(ctx: ParseContext) -> None:
         if ipython:
             # IPython prints context lines; the arrow marks the one that ran
             for j in range(i + 1, min(len(lines), i + 10)):
-                a = _ARROW.match(lines[j].text)
+                a = ARROW.match(lines[j].text)
                 if a:
                     code = a.group("code").strip()[:300]
                     break

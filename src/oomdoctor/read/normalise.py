@@ -42,9 +42,11 @@ _ANY_RESET = lazy(r"\[m")
 _CONTROL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Escape sequences in caret notation: a terminal or pager showed ESC as "^[" and the
 # user copied that ("^[[31mJob failed^[[39m").
-_MD_BOLD = lazy(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")
 _CARET_SGR = lazy(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
 
+
+# markdown bold that a user put around part of a pasted line
+_MD_BOLD = lazy(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")
 
 _BAR_ONLY = lazy(r"^[^|\n]{0,120}\d+%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]\s*$|^\s*$")
 
