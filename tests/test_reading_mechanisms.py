@@ -490,3 +490,66 @@ def test_a_cuda_runtime_oom_in_a_forward_pass_is_not_a_context_only_call():
            "    return F.linear(input, self.weight, self.bias)\n"
            "RuntimeError: CUDA error: out of memory\n")
     assert not [x for x in report(log)["diagnoses"] if x["incident"] == "ranks-share-gpu"]
+
+
+# -- forms the seventh batch of real logs showed ---------------------------------------------
+
+def test_the_windows_paging_file_error_in_any_language():
+    d = report('OSError: [WinError 1455] 页面文件太小，无法完成操作。 Error loading "D:\\\\torch\\\\lib\\\\cudnn_cnn_infer64_8.dll"\n')
+    assert [(e["kind"], e["message_format"]) for e in d["oom_events"]] == [("cpu_allocator", "windows-paging-file")]
+
+
+def test_the_allocation_hint_alone_is_the_tail_of_an_out_of_memory_error():
+    log = ("E    1578 xla_util.cc:76]      XLA label: %reshape.152469 = bf16[512,16,3072] reshape(%fusion.41543)\n"
+           "E    1578 xla_util.cc:76]  [[{{node XRTCompile}}]]\n"
+           "E    1578 xla_util.cc:76] Hint: If you want to see a list of allocated tensors when OOM happens, add "
+           "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n")
+    ev = report(log)["oom_events"]
+    assert [(e["kind"], e["strength"]) for e in ev] == [("xla", "likely")]
+    # with its error line the hint belongs to that event
+    full = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape"
+            "[8,1024,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+            "Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom "
+            "to RunOptions for current allocation info.\n")
+    assert [e["message_format"] for e in report(full)["oom_events"]] != ["oom-hint"]
+
+
+RICH = (
+    "│ /data/llm/alpaca-lora/finetune.py:280 in train                                   │\n"
+    "│                                                                                  │\n"
+    "│   278 │   trainer.train(resume_from_checkpoint=resume_from_checkpoint)           │\n"
+    "│   279 │                                                                          │\n"
+    "│ ❱ 280 │   model.save_pretrained(output_dir)                                      │\n"
+    "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; "
+    "21.00 GiB already allocated; 1.00 GiB free; 21.50 GiB reserved in total by PyTorch)\n")
+
+
+def test_the_line_rich_marks_in_a_box_is_the_frames_code():
+    d = report(RICH)
+    assert [(f["function"], f["code"]) for f in d["frames"]] == [("train", "model.save_pretrained(output_dir)")]
+    assert d["phase"] == "checkpoint_save"
+    # the source context around it is code, not a resume announced
+    assert "ckpt-load" not in [x["incident"] for x in d["diagnoses"]]
+
+
+def test_a_later_stage_ends_the_save_before_a_host_kill():
+    log = ("2024-10-17 19:11:05,205 - mmdet - INFO - Saving checkpoint at 3 epochs\n"
+           "Evaluating bboxes of pts_bbox\n"
+           "Initializing nuScenes detection evaluation\n"
+           "Filtering ground truth annotations\n"
+           "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 365975) of binary: x\n")
+    d = report(log)
+    assert d["phase"] == "eval"
+    assert [x["incident"] for x in d["diagnoses"]][:1] == ["host-oom"]
+    assert "ckpt-save-gather" not in [x["incident"] for x in d["diagnoses"]]
+    # without the evaluation the save is what was going on
+    saving = report(log.replace("Evaluating bboxes of pts_bbox\nInitializing nuScenes detection evaluation\n", ""))
+    assert saving["phase"] == "checkpoint_save"
+
+
+def test_gathering_the_policy_for_generation_is_generation():
+    log = ("[rank2]:   File \"/x/open_instruct/model_utils.py\", line 455, in unwrap_model_for_generation\n"
+           "[rank2]:     with deepspeed.zero.GatheredParameters(model.parameters()):\n"
+           "[rank2]:   File \"/x/deepspeed/runtime/zero/partition_parameters.py\", line 1143, in all_gather\n"
+           "[rank2]:     return self._all_gather(param_list, async_op=async_op, hierarchy=hierarchy)\n")
+    assert report(log)["phase"] == "eval"

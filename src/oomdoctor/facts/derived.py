@@ -121,3 +121,15 @@ def smi_siblings(samples: list) -> int:
         _size, program = rows[0]
         best = max(best, _equal_small([b for b, name in rows[1:] if name == program]))
     return best
+
+
+# Markers that begin a stage of a job (parsers/phase.py): a later one ends the stage an
+# earlier one began ("Saving checkpoint", then "Evaluating ...": the save is over).
+STAGE_MARKERS = ("saving_checkpoint", "training_completed", "running_training", "running_evaluation",
+                 "running_prediction", "loading_checkpoint_shards", "resuming", "engine_init", "optimizer_init",
+                 "preprocessing")
+
+
+def superseded(markers: dict[str, list[int]], name: str, line: int, until: int) -> bool:
+    """Does another stage begin after ``line`` (a marker of ``name``) and before ``until``?"""
+    return any(line < n <= until for other in STAGE_MARKERS if other != name for n in markers.get(other, ()))

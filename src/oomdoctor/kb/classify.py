@@ -19,7 +19,7 @@ import regex as re
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts.derived import primary_event
+from ..facts.derived import primary_event, superseded
 from ..facts.models import Evidence, Facts, fatal_events
 from ..facts.sizes import format_size
 from ..read.literals import required_literals
@@ -134,7 +134,9 @@ class Evaluator:
         if cond.marker is not None:
             found = self.facts.markers.get(cond.marker) or []
             if cond.near_failure and self.failure_line:
-                found = [n for n in found if 0 <= self.failure_line - n <= cond.near_failure]
+                # near the failure, and the stage it began still going on when it failed
+                found = [n for n in found if 0 <= self.failure_line - n <= cond.near_failure
+                         and not superseded(self.facts.markers, cond.marker, n, self.failure_line)]
             if found and lines_out is not None:
                 lines_out.append(found[-1])
             return bool(found)

@@ -256,6 +256,24 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _bfc_event(ctx, events, i, m)
     for i in buffer_dumps:
         _buffer_assignment(ctx, events, i)
+    if not any(e.kind in ("xla", "tensorflow") for e in ctx.facts.oom_events):
+        _hint_alone(ctx, events)
+
+
+def _hint_alone(ctx: ParseContext, events: _Events) -> None:
+    """TensorFlow's and XLA's hint ("... when OOM happens, add report_tensor_allocations_upon_oom")
+    ends their resource-exhausted error and nothing else: the tail of an out-of-memory
+    message whose head was not pasted."""
+    for i in ctx.lines_with(("OOM happens",)):
+        text = ctx.lines[i].text
+        h = ctx.search(_TF_HINT, text)
+        if h:
+            xla = "xla" in text.lower() or any("XLA label" in ln.text for ln in ctx.lines[max(0, i - 40):i])
+            events.add(("hint",), i, lambda: OomEvent(
+                kind="xla" if xla else "tensorflow", backend="XLA" if xla else None, line=0, strength="likely",
+                message_format="oom-hint", hint=h.group(0).strip(),
+                detail="the end of a resource-exhausted error (its allocation hint); the error line was not pasted"))
+            return
 
 
 def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:

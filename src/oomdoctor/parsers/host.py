@@ -103,7 +103,9 @@ _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(
 # memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
 _ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(12\)")
 _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
-_WIN_PAGING = lazy(r"The paging file is too small for this operation to complete")
+# Windows' commit limit; the code is the same in every language the message is printed in
+# ("[WinError 1455] 页面文件太小，无法完成操作")
+_WIN_PAGING = lazy(r"The paging file is too small for this operation to complete|\[WinError 1455\]")
 
 # -- DataLoader and shared memory (§3.6) --------------------------------------------------------
 _DL_SIGNAL = lazy(r"DataLoader worker \(pid (?P<pid>\d{1,9})\) is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
@@ -126,7 +128,7 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
                 "WorkerCrashedError", "RaySystemError")
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
-          "OUT_OF_MEMORY", "shm", "No space", "paging file", "RAM", "rank", "Buy new", "posix_memalign",
+          "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal") + KILLED_LOCALISED
 
 
@@ -323,7 +325,7 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
         n = int(m.group("n")) if m else None
         found = (("errno12", n), n, "errno-12", "a system call could not allocate host memory (ENOMEM)"
                  + (f": {n} bytes" if n else ""))
-    elif "paging file" in text and ctx.search(_WIN_PAGING, text):
+    elif ("paging file" in text or "WinError 1455" in text) and ctx.search(_WIN_PAGING, text):
         found = (("paging",), None, "windows-paging-file", "Windows paging file too small: the host commit limit was reached")
     if found is None:
         return False

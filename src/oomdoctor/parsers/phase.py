@@ -39,7 +39,10 @@ MARKERS = {
     # the Trainer's closing summary: the final save_model() comes right after it
     "training_completed": lazy(r"'train_runtime':|Training completed\. Do not forget|\*{5} train metrics \*{5}"),
     "running_training": lazy(r"\*{5} Running training \*{5}|Start(?:ing)? training\b|Training started|Epoch\(train\)"),
-    "running_evaluation": lazy(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"),
+    "running_evaluation": lazy(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"
+                               # a script's own evaluation stage: "Evaluating bboxes of pts_bbox",
+                               # "Initializing nuScenes detection evaluation"
+                               r"|(?m:^)Evaluating\b|Initializing \w+(?: \w+)? evaluation\b"),
     "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
     "ref_model_created": lazy(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
     "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
@@ -65,7 +68,7 @@ MARKER_GATES = {
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)"),
-    "running_evaluation": ("running evaluation", "start", "epoch(val)"),
+    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation"),
     "running_prediction": ("running prediction", "predict_with_generate"),
     "ref_model_created": ("reference model", "ref_model"),
     "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),
@@ -113,6 +116,8 @@ _ANYWHERE = (
         r"|trainer\.py:(?:test|validate|run_test|run_evaluation)$"
         # reinforcement learning's rollouts: the policy generating ("generate_sequences")
         r"|[:_]generate_(?:sequences|samples)$|:(?![\w]*train)(?:\w+_)?rollout(?:_\w+)?$"
+        # TRL's and its forks' "unwrap_model_for_generation": the policy gathered to generate
+        r"|_for_generation$"
         # a script's own evaluation function (validate(), run_eval(), val_epoch()), unless
         # its name says it trains as well (train_and_evaluate)
         r"|:(?![\w]*train)(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
@@ -222,6 +227,9 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     return None, None
 
 
+_CONTEXT_CODE = lazy(r"^\s*(?:[│┃]\s*(?:❱\s*)?\d{1,6}\s*[│┃]|-+>\s*\d{1,6}\s)")
+
+
 def _markers(ctx: ParseContext) -> None:
     hits: dict[int, list[str]] = {}
     for name, rx in MARKERS.items():
@@ -233,6 +241,8 @@ def _markers(ctx: ParseContext) -> None:
     # the code line under a frame: "trainer.train(resume_from_checkpoint=checkpoint)" is in
     # every example script's traceback, resuming or not (a load_checkpoint() call is a load)
     code = {fi + 1 for fi in ctx.frame_index}
+    # source context that rich and IPython print around a frame's line is code too
+    code.update(i for i in ctx.lines_with(("│", "┃", "-> ", "--> ")) if _CONTEXT_CODE.match(ctx.lines[i].text))
     for i in sorted(hits):
         ln = ctx.lines[i]
         text = ln.text

@@ -26,6 +26,8 @@ _BARE = lazy(r"^\s*line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
 _RICH = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (?P<func>[\w.<>]+)\s*(?:[│┃|]\s*)?$")
 # ... whose function rich wrapped onto the next box line when the path filled the box
 _RICH_CUT = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in\s*[│┃|]\s*$")
+# ... and its source context: "│   278 │   trainer.train(...)   │", "│ ❱ 280 │   model.save_pretrained(output_dir)   │"
+RICH_CODE = lazy(r"^\s*[│┃|]\s*(?:❱\s*)?\d{1,6}\s*[│┃|]\s?(?P<code>.*?)\s*[│┃|]?\s*$")
 _RICH_FUNC = lazy(r"^\s*[│┃|]\s+(?P<func>[\w.<>]+)\s*[│┃|]\s*$")
 # Colab: "[/usr/.../operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)"
 _COLAB = lazy(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
@@ -66,7 +68,8 @@ def parse(ctx: ParseContext) -> None:
         if _HEADER.search(text):
             headers.append(i)
             continue
-        m = _PY.match(text) or _IPY.match(text) or _RICH.match(text)
+        m = _PY.match(text) or _IPY.match(text)
+        rich = m is None and bool(m := _RICH.match(text))
         if m is None and " in" in text and i + 1 < len(lines):
             cut = _RICH_CUT.match(text)
             nxt = _RICH_FUNC.match(lines[i + 1].text) if cut else None
@@ -115,6 +118,16 @@ def parse(ctx: ParseContext) -> None:
                     code = a.group("code").strip()[:300]
                     break
                 if _PY.match(lines[j].text) or _COLAB.match(lines[j].text) or _IPY7.match(lines[j].text):
+                    break
+        if rich:
+            # rich prints source context in the box; "❱" marks the line that ran
+            for j in range(i + 1, min(len(lines), i + 16)):
+                t = lines[j].text
+                if "❱" in t:
+                    c = RICH_CODE.match(t)
+                    code = c.group("code").strip()[:300] if c else None
+                    break
+                if _RICH.match(t):
                     break
         if code is None and i + 1 < len(lines):
             nxt = lines[i + 1].text
