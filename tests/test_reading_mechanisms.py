@@ -282,23 +282,26 @@ def test_nvidia_smi_table_of_ranks_sharing_gpu0_is_a_warning():
     assert not [x for x in report(other)["diagnoses"] if x["incident"] == "ranks-share-gpu"]
 
 
-def test_flight_recorder_stack_is_read_as_frames_outermost_first():
-    log = ("[rank5]:[E627 12:26:40.073493187 ProcessGroupNCCL.cpp:629] [Rank 5] Watchdog caught collective operation "
-           "timeout: WorkNCCL(SeqNum=29, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600014 "
-           "milliseconds before timing out.\n"
-           "[rank5]:[E627 12:26:40.074084476 ProcessGroupNCCL.cpp:664] Stack trace of the failed collective: \n"
-           "#0 all_reduce from /usr/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py:2806\n"
-           "#1 wrapper from /usr/lib/python3.10/dist-packages/torch/distributed/c10d_logger.py:81\n"
-           "#2 save_checkpoint from /work/train.py:412\n")
+@pytest.mark.parametrize("log,functions", [
+    # NCCL's flight recorder: the Python stack of a failed collective
+    ("[rank5]:[E627 12:26:40.073493187 ProcessGroupNCCL.cpp:629] [Rank 5] Watchdog caught collective operation "
+     "timeout: WorkNCCL(SeqNum=29, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600014 "
+     "milliseconds before timing out.\n"
+     "[rank5]:[E627 12:26:40.074084476 ProcessGroupNCCL.cpp:664] Stack trace of the failed collective: \n"
+     "#0 all_reduce from /usr/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py:2806\n"
+     "#1 wrapper from /usr/lib/python3.10/dist-packages/torch/distributed/c10d_logger.py:81\n"
+     "#2 save_checkpoint from /work/train.py:412\n", ["save_checkpoint", "wrapper", "all_reduce"]),
+    # faulthandler's dump of a fatal error
+    ("Fatal Python error: Aborted\n\n"
+     "Current thread 0x00007efe708b0740 (most recent call first):\n"
+     '  File "/x/lit-llama/train.py", line 166 in save_checkpoint\n'
+     '  File "/x/lit-llama/train.py", line 123 in main\n'
+     '  File "/x/lit-llama/train.py", line 323 in <module>\n', ["<module>", "main", "save_checkpoint"]),
+])
+def test_stacks_printed_innermost_first_are_read_outermost_first(log, functions):
     d = report(log)
-    assert [f["function"] for f in d["frames"]] == ["save_checkpoint", "wrapper", "all_reduce"]
+    assert [f["function"] for f in d["frames"]] == functions
     assert d["phase"] == "checkpoint_save"
-
-
-def test_a_script_reading_its_training_data_is_data_loading():
-    log = ("INFO:__main__:Loading prepared training docs from ./train_docs.json\n"
-           "Killing subprocess 5571\nKilling subprocess 5572\n")
-    assert report(log)["phase"] == "data_loading"
 
 
 @pytest.mark.parametrize("log,world", [
@@ -390,26 +393,6 @@ def test_nccl_out_of_memory_on_several_devices_is_one_event_per_device():
     assert sorted(e["device_index"] for e in events) == [0, 3, 4]
 
 
-def test_faulthandler_dump_is_read_as_frames_outermost_first():
-    log = ("Fatal Python error: Aborted\n\n"
-           "Current thread 0x00007efe708b0740 (most recent call first):\n"
-           '  File "/x/lit-llama/train.py", line 166 in save_checkpoint\n'
-           '  File "/x/lit-llama/train.py", line 123 in main\n'
-           '  File "/x/lit-llama/train.py", line 323 in <module>\n')
-    d = report(log)
-    assert [f["function"] for f in d["frames"]] == ["<module>", "main", "save_checkpoint"]
-    assert d["phase"] == "checkpoint_save"
-
-
-def test_the_line_ipython_marks_with_an_arrow_tells_the_phase():
-    log = ("    516         return torch.empty(A.shape[:-1])\n"
-           "--> 520 output = torch.nn.functional.linear(A, B.t(), bias)\n"
-           "    522 # 3. Save state\n"
-           "    523 ctx.state = quant_state\n\n"
-           "OutOfMemoryError: HIP out of memory. Tried to allocate 224.00 MiB. GPU \n")
-    assert report(log)["phase"] == "forward"
-
-
 def test_a_frame_wrapped_at_a_space_is_rejoined():
     log = ("Traceback (most recent call last):\n"
            '  File "/x/pytorch_lightning/trainer/trainer.py", line\n'
@@ -419,6 +402,32 @@ def test_a_frame_wrapped_at_a_space_is_rejoined():
     d = report(log)
     assert [f["function"] for f in d["frames"]] == ["test"]
     assert d["phase"] == "eval"
+
+
+@pytest.mark.parametrize("log,phase", [
+    # a script reading its training data is data loading
+    (("INFO:__main__:Loading prepared training docs from ./train_docs.json\n"
+      "Killing subprocess 5571\nKilling subprocess 5572\n"), "data_loading"),
+    # the line ipython marks with an arrow tells the phase
+    (("    516         return torch.empty(A.shape[:-1])\n"
+      "--> 520 output = torch.nn.functional.linear(A, B.t(), bias)\n"
+      "    522 # 3. Save state\n"
+      "    523 ctx.state = quant_state\n\n"
+      "OutOfMemoryError: HIP out of memory. Tried to allocate 224.00 MiB. GPU \n"), "forward"),
+    # the task ray killed names the phase before the largest processes
+    (("Memory on the node (IP: 10.0.0.1, ID: 1) where the task (task ID: 2, name=Trainer.save_checkpoint, pid=7, "
+      "memory used=2.80GB) was running was 479.24GB / 503.75GB (0.951345), which exceeds the memory usage "
+      "threshold of 0.95. Ray killed this worker (ID: 3) because it was the most recently scheduled task.\n"
+      "PID\tMEM(GB)\tCOMMAND\n"
+      "8\t28.07\tray::WorkerDict.actor_rollout_generate_sequences\n"), "checkpoint_save"),
+    # gathering the policy for generation is generation
+    (("[rank2]:   File \"/x/open_instruct/model_utils.py\", line 455, in unwrap_model_for_generation\n"
+      "[rank2]:     with deepspeed.zero.GatheredParameters(model.parameters()):\n"
+      "[rank2]:   File \"/x/deepspeed/runtime/zero/partition_parameters.py\", line 1143, in all_gather\n"
+      "[rank2]:     return self._all_gather(param_list, async_op=async_op, hierarchy=hierarchy)\n"), "eval"),
+])
+def test_phase_from_the_evidence_a_fragment_holds(log, phase):
+    assert report(log)["phase"] == phase
 
 
 # -- what the mechanisms above must leave alone ---------------------------------------------
@@ -453,35 +462,24 @@ def test_an_ipython_arrow_far_above_the_error_says_nothing():
     assert report(log)["phase"] != "forward"
 
 
-def test_validation_names_in_an_outer_frame_do_not_hide_a_backward_pass():
-    log = ("Traceback (most recent call last):\n"
-           '  File "train.py", line 90, in main\n'
-           "    train_loss, val_loss = run_epoch(model, train_loader, val_loader)\n"
-           '  File "train.py", line 40, in run_epoch\n'
-           "    loss.backward()\n"
-           '  File "/x/torch/autograd/__init__.py", line 251, in backward\n'
-           "    Variable._execution_engine.run_backward(\n"
-           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+NEW_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
            "79.15 GiB of which 1.00 GiB is free.\n")
-    assert report(log)["phase"] == "backward"
 
 
-def test_a_training_function_named_for_rollouts_is_not_generation():
-    log = ("Traceback (most recent call last):\n"
-           '  File "ppo.py", line 77, in train_on_rollout\n'
-           "    loss.backward()\n"
-           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-           "79.15 GiB of which 1.00 GiB is free.\n")
-    assert report(log)["phase"] == "backward"
-
-
-def test_the_task_ray_killed_names_the_phase_before_the_largest_processes():
-    log = ("Memory on the node (IP: 10.0.0.1, ID: 1) where the task (task ID: 2, name=Trainer.save_checkpoint, pid=7, "
-           "memory used=2.80GB) was running was 479.24GB / 503.75GB (0.951345), which exceeds the memory usage "
-           "threshold of 0.95. Ray killed this worker (ID: 3) because it was the most recently scheduled task.\n"
-           "PID\tMEM(GB)\tCOMMAND\n"
-           "8\t28.07\tray::WorkerDict.actor_rollout_generate_sequences\n")
-    assert report(log)["phase"] == "checkpoint_save"
+@pytest.mark.parametrize("frames", [
+    # validation names in an outer frame's code do not hide a backward pass
+    ('  File "train.py", line 90, in main\n'
+     "    train_loss, val_loss = run_epoch(model, train_loader, val_loader)\n"
+     '  File "train.py", line 40, in run_epoch\n'
+     "    loss.backward()\n"
+     '  File "/x/torch/autograd/__init__.py", line 251, in backward\n'
+     "    Variable._execution_engine.run_backward(\n"),
+    # a training function named for rollouts is not generation
+    ('  File "ppo.py", line 77, in train_on_rollout\n'
+     "    loss.backward()\n"),
+])
+def test_a_backward_pass_is_not_taken_for_evaluation_or_generation(frames):
+    assert report("Traceback (most recent call last):\n" + frames + NEW_OOM)["phase"] == "backward"
 
 
 def test_a_cuda_runtime_oom_in_a_forward_pass_is_not_a_context_only_call():
@@ -547,9 +545,3 @@ def test_a_later_stage_ends_the_save_before_a_host_kill():
     assert saving["phase"] == "checkpoint_save"
 
 
-def test_gathering_the_policy_for_generation_is_generation():
-    log = ("[rank2]:   File \"/x/open_instruct/model_utils.py\", line 455, in unwrap_model_for_generation\n"
-           "[rank2]:     with deepspeed.zero.GatheredParameters(model.parameters()):\n"
-           "[rank2]:   File \"/x/deepspeed/runtime/zero/partition_parameters.py\", line 1143, in all_gather\n"
-           "[rank2]:     return self._all_gather(param_list, async_op=async_op, hierarchy=hierarchy)\n")
-    assert report(log)["phase"] == "eval"

@@ -269,9 +269,9 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> None:
         h = ctx.search(_TF_HINT, text)
         if h:
             xla = "xla" in text.lower() or any("XLA label" in ln.text for ln in ctx.lines[max(0, i - 40):i])
-            events.add(("hint",), i, lambda: OomEvent(
+            events.add(("hint",), i, lambda xla=xla, hint=h.group(0).strip(): OomEvent(
                 kind="xla" if xla else "tensorflow", backend="XLA" if xla else None, line=0, strength="likely",
-                message_format="oom-hint", hint=h.group(0).strip(),
+                message_format="oom-hint", hint=hint,
                 detail="the end of a resource-exhausted error (its allocation hint); the error line was not pasted"))
             return
 

@@ -191,7 +191,7 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
                 return phase, fr
     # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)"),
     # unless the frames are in a backward pass or an optimizer step (evaluation has neither)
-    training_step = any(rx.search(t) for phase, rx in _STEP[:2] for t, _fr in texts)
+    training_step = any(rx.search(t) for _phase, rx in _STEP[:2] for t, _fr in texts)
     for fr in frames:
         if fr.code and not training_step and _EVAL_CODE.search(fr.code):
             return "eval", fr
