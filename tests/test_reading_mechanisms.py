@@ -545,3 +545,27 @@ def test_a_later_stage_ends_the_save_before_a_host_kill():
     assert saving["phase"] == "checkpoint_save"
 
 
+
+
+# -- forms the eighth batch of real logs showed ----------------------------------------------
+
+@pytest.mark.parametrize("code,crashed", [("1", True), ("-6", True), ("-9", False), ("137", False)])
+def test_a_dataloader_worker_exit_code_tells_a_crash_from_a_kill(code, crashed):
+    d = report(f"RuntimeError: DataLoader worker (pid 1166833) exited unexpectedly with exit code {code}. Details are lost "
+               "due to multiprocessing.\n")
+    assert ([f["kind"] for f in d["failures"]] == ["dataloader_worker_crashed"]) is crashed
+    assert bool(d["oom_events"]) is not crashed
+
+
+def test_markdown_bold_inside_words_of_a_pasted_message():
+    d = report("orch.cuda.OutOfMemoryError: C**UDA out of memory. Tried to allocate 1**72.00 MiB (GPU 0; 23.68 GiB total "
+               "capacity; 18.08 GiB already allocated; 73.00 MiB free; 22.38 GiB reserved in total by PyTorch)\n")
+    assert d["oom_events"][0]["tried_to_allocate_bytes"] == 172 * 2**20
+
+
+def test_tensorflow_on_rocm_names_its_allocation_failure_by_number():
+    d = report("2019-01-08 19:06:11.303639: E tensorflow/stream_executor/rocm/rocm_driver.cc:601] failed to allocate "
+               "7.35G (7889485824 bytes) from device: hipError_t(1002)\n")
+    assert [(e["kind"], e["tried_to_allocate_bytes"]) for e in d["oom_events"]] == [("hip", 7889485824)]
+    # another HIP error number is not an allocation failure
+    assert report("failed to allocate 7.35G (7889485824 bytes) from device: hipError_t(1011)\n")["oom_events"] == []

@@ -169,6 +169,7 @@ class _Scan:
         self.death_signals: list[int] = []
         # (idx, strength, detail, exception, backend): "host" for RAM, "shm" for /dev/shm (SIGBUS)
         self.dl: list[tuple[int, str, str, Optional[str], str]] = []
+        self.dl_crashed: set[str] = set()   # DataLoader worker pids that exited with their own code
         self.shm: list[int] = []
         self.sigbus: list[int] = []
         self.exit_137: list[int] = []
@@ -369,6 +370,11 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
         if m:
             pids = re.sub(r"\s+", "", m.group("pids"))
             code = m.group("code")
+            if code is not None and int(code) not in (-9, 137, -7, 135):
+                # a worker that exited with its own code (1: an exception in the worker) or
+                # another signal was not killed for memory: lookalikes names the crash
+                s.dl_crashed.update(pids.split(","))
+                return
             s.dl.append((i, "likely", f"DataLoader worker(s) (pid {pids}) exited unexpectedly"
                          + (f" with exit code {code}" if code else ""), exc, "host"))
             return
@@ -591,6 +597,10 @@ def _host_events(s: _Scan) -> None:
 
 def _dataloader_events(s: _Scan) -> None:
     ctx = s.ctx
+    if s.dl_crashed:
+        # "worker (pid(s) 7715) exited unexpectedly" without a code, and the same pid's
+        # exit code elsewhere: one crash, not a kill
+        s.dl = [x for x in s.dl if not any(f"(pid {p})" in x[2] for p in s.dl_crashed)]
     if not s.dl:
         return
     shm_seen = bool(s.shm)

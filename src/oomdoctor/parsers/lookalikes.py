@@ -56,8 +56,10 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
                 r"|exitcode\s*:\s*-15\b|\(exitcode: -15\)|received signal SIGTERM|Main process received SIGTERM")),
     # a worker that crashed (SIGABRT, SIGSEGV, ...): "Killed" and "Bus error" are the memory
     # families' (host RAM, shared memory)
-    ("dataloader_worker_crashed", ("killed by signal",),
-     lazy(r"DataLoader worker \(pids?:? [^)\n]{1,80}\) (?:is )?killed by signal: (?!Killed|Bus error)[A-Z][\w ]{1,40}")),
+    ("dataloader_worker_crashed", ("killed by signal", "exited unexpectedly with exit code"),
+     lazy(r"DataLoader worker \(pids?:? [^)\n]{1,80}\) (?:is )?killed by signal: (?!Killed|Bus error)[A-Z][\w ]{1,40}"
+          # its own exit code: an exception in the worker (-9/137 and -7/135 are kills)
+          r"|DataLoader worker \(pid(?:\(s\))? [\d, ]{1,200}\) exited unexpectedly with exit code (?!-9\b|137\b|-7\b|135\b)-?\d{1,4}")),
     ("segfault", ("Segmentation fault", "SIGSEGV", "-11", "core dumped"),
      lazy(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
                 r"|\(exitcode: -11\)|return code = -11\b|(?<!Aborted |Bus error )\(core dumped\)")),

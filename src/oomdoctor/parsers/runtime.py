@@ -31,6 +31,10 @@ _CUDA_ERROR = lazy(r"CUDA [Ee]rror: out of memory|cuda runtime error \(2\) : out
 _CUDA_DRIVER_OOM = lazy(
     r"(?:failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80})?"
     r"CUDA_ERROR_OUT_OF_MEMORY")
+# the same line from TensorFlow's ROCm build: HIP's allocation failure by number (1002 is
+# hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
+_HIP_DRIVER_OOM = lazy(r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)"
+                       r"[^\n]{0,80}hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
@@ -103,7 +107,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
-          "DEVICE memory", "device memory")
+          "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)")
 
 
 
@@ -240,6 +244,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     if m:
         events.add(("hip", _message(text, m.start())), i, lambda: OomEvent(
             kind="hip", backend="HIP", exception=exc, message_format="hip-runtime-error", line=0))
+        return
+    m = ctx.search(_HIP_DRIVER_OOM, text) if "hipError_t(" in text else None
+    if m:
+        n = int(m.group("n"))
+        events.add(("hip", "driver", n), i, lambda: OomEvent(
+            kind="hip", backend="HIP", exception=exc, message_format="hip-driver-api", tried_to_allocate_bytes=n,
+            line=0, detail="hipErrorMemoryAllocation"))
         return
     m = ctx.search(_CUDA_DRIVER_OOM, text)
     at = i

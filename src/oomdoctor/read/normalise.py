@@ -234,8 +234,9 @@ def normalise_line(no: int, physical: str) -> list[Line]:
     if physical.endswith("\r"):
         physical = physical[:-1]
     raw = strip_ansi(physical)
-    if raw.startswith("**"):
-        # markdown bold a user put around part of a pasted line: "**RuntimeError: CUDA out of memory.** Tried"
+    if "**" in raw and not raw[:1].isspace():
+        # markdown bold a user put around part of a pasted line ("**RuntimeError: CUDA out of
+        # memory.** Tried", "C**UDA ... 1**72.00 MiB"); indented lines are code ("f(**kw)")
         raw = _MD_BOLD.sub(r"\1", raw, count=2)
     if not raw.isprintable() and _CONTROL.search(raw):  # isprintable: one C pass, no controls
         raw = _CONTROL.sub("", raw.replace("\r", "\x00")).replace("\x00", "\r")

@@ -46,7 +46,7 @@ ANCHOR_LITERALS = (
     # an nvidia-smi process table (ranks sharing a GPU show in its rows, parsers/allocator_stats.py)
     "Processes:", "ressure (OOM)", "MEM(GB)", "usage threshold", "Ray killed this", "Your session crashed", "Your notebook",
     "The node was low", "Root Cause", "received by PID", "Main process received",
-    "death signal", "zsh: killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
+    "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
     "closed by remote host", "Torch: not enough", "Cannot allocate", "The paging file", "WinError 1455",
     "Unexpected bus", "red memory", "m_open", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
