@@ -14,13 +14,11 @@ Its events are ``likely``, never ``certain``: the wording is clear, the context 
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import regex as re
 
 from ..facts.derived import HOST_KINDS
 from ..facts.models import OomEvent
-from ..facts.sizes import to_bytes
+from ..facts.sizes import parse_size
 from ..read.patterns import lazy
 from .base import ParseContext
 
@@ -48,7 +46,6 @@ _NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access
 _HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
              r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file")
 _DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b)")
-_BYTES = lazy(r"(?P<n>\d[\d,]{0,20})\s{0,4}bytes|(?P<num>\d{1,20}(?:\.\d{1,6})?)\s{0,4}(?P<unit>[KMGTP]i?B)\b")
 _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "XLA", "xla": "XLA", "hbm": "XLA",
             "rocm": "HIP", "hip": "HIP", "neuron": "Neuron"}
 
@@ -73,32 +70,26 @@ def parse(ctx: ParseContext) -> None:
         side = "host" if host else "device"
         if side in read:
             continue
-        size = ctx.search(_BYTES, text, m.start())
-        n = _size(size) if size else None
+        n = parse_size(text[m.start():m.start() + 300])   # the size it failed to allocate, if said
         key = (side, n)
         ev = seen.get(key)
         if ev is not None:
             ev.count += 1
             continue
-        message = text.strip()[:300]
+        message = text.strip()[:160]
         exc = err.group("exc")
         if host:
             ev = OomEvent(kind="cpu_allocator", backend="host", strength="likely", line=ln.no, host_bytes=n,
                           tried_to_allocate_bytes=n, message_format="generic-host-allocation", exception=exc,
-                          detail=f"an allocation of host memory failed: {message[:160]}")
+                          detail=f"an allocation of host memory failed: {message}")
         else:
             backend = _BACKEND.get(device.group("w").lower())
             ev = OomEvent(kind="device_runtime", backend=backend, strength="likely", line=ln.no,
                           tried_to_allocate_bytes=n, message_format="generic-device-allocation", exception=exc,
-                          detail=f"an allocation of device memory failed: {message[:160]}")
+                          detail=f"an allocation of device memory failed: {message}")
         if ln.rank is not None:
             ev.ranks.append(ln.rank)
         ev.evidence.append(ctx.evidence(i))
         seen[key] = ev
         ctx.facts.oom_events.append(ev)
 
-
-def _size(m) -> Optional[int]:
-    if m.group("n"):
-        return int(m.group("n").replace(",", ""))
-    return to_bytes(m.group("num"), m.group("unit"))

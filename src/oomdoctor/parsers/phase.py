@@ -18,7 +18,7 @@ from ..facts.derived import HOST_KINDS, primary_event
 from ..facts.models import Frame
 from ..read.patterns import lazy
 from .base import ParseContext
-from .traceback import ARROW, frames_for
+from .traceback import ARROW, RICH_CODE, frames_for
 
 MARKERS = {
     "saving_checkpoint": lazy(
@@ -227,9 +227,6 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     return None, None
 
 
-_CONTEXT_CODE = lazy(r"^\s*(?:[│┃]\s*(?:❱\s*)?\d{1,6}\s*[│┃]|-+>\s*\d{1,6}\s)")
-
-
 def _markers(ctx: ParseContext) -> None:
     hits: dict[int, list[str]] = {}
     for name, rx in MARKERS.items():
@@ -242,7 +239,8 @@ def _markers(ctx: ParseContext) -> None:
     # every example script's traceback, resuming or not (a load_checkpoint() call is a load)
     code = {fi + 1 for fi in ctx.frame_index}
     # source context that rich and IPython print around a frame's line is code too
-    code.update(i for i in ctx.lines_with(("│", "┃", "-> ", "--> ")) if _CONTEXT_CODE.match(ctx.lines[i].text))
+    code.update(i for i in ctx.lines_with(("│", "┃", "-> "))
+                if RICH_CODE.match(ctx.lines[i].text) or ARROW.match(ctx.lines[i].text))
     for i in sorted(hits):
         ln = ctx.lines[i]
         text = ln.text
@@ -470,7 +468,7 @@ def parse(ctx: ParseContext) -> None:
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
     elif (named := _named_processes(ctx, idx)):
-        phase, frame = phase_from_frames(named)
+        phase, frame = named
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"the killed or largest processes run {frame.function}"
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
@@ -492,11 +490,11 @@ def parse(ctx: ParseContext) -> None:
 _RAY_PROCESS = lazy(r"\bray::[\w-]{1,100}\.(?P<fn>\w{1,100})|\bname=[\w:-]{1,100}\.(?P<fn2>\w{1,100})[,)]")
 
 
-def _named_processes(ctx: ParseContext, idx: int, after: int = 15) -> list[Frame]:
-    """Method names of the processes named on and just after the failure line, as frames,
-    when they tell a phase (no traceback was printed)."""
+def _named_processes(ctx: ParseContext, idx: int, after: int = 15) -> Optional[tuple[str, Frame]]:
+    """(phase, frame) from the method names of the processes named on and just after the
+    failure line, read as frames (no traceback was printed)."""
     if ctx.all_frames:
-        return []
+        return None
     killed: list[Frame] = []   # the task the kill names ("name=Trainer.update_actor")
     listed: list[Frame] = []   # the processes its report lists ("ray::Worker.generate_sequences")
     for j in range(idx, min(len(ctx.lines), idx + after + 1)):
@@ -510,9 +508,10 @@ def _named_processes(ctx: ParseContext, idx: int, after: int = 15) -> list[Frame
                 (listed if m.group("fn") else killed).append(Frame(file="<process>", function=fn, line=ctx.lines[j].no))
             m = ctx.search(_RAY_PROCESS, text, m.end())
     for frames in (killed, listed):
-        if phase_from_frames(frames)[0]:
-            return frames
-    return []
+        phase, frame = phase_from_frames(frames)
+        if phase:
+            return phase, frame
+    return None
 
 
 def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
