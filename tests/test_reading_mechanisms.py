@@ -509,7 +509,7 @@ def test_the_allocation_hint_alone_is_the_tail_of_an_out_of_memory_error():
             "[8,1024,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
             "Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom "
             "to RunOptions for current allocation info.\n")
-    assert [e["message_format"] for e in report(full)["oom_events"]] != ["oom-hint"]
+    assert [e["message_format"] for e in report(full)["oom_events"]] == ["tf-oom-when-allocating"]
 
 
 RICH = (
@@ -569,3 +569,16 @@ def test_tensorflow_on_rocm_names_its_allocation_failure_by_number():
     assert [(e["kind"], e["tried_to_allocate_bytes"]) for e in d["oom_events"]] == [("hip", 7889485824)]
     # another HIP error number is not an allocation failure
     assert report("failed to allocate 7.35G (7889485824 bytes) from device: hipError_t(1011)\n")["oom_events"] == []
+
+
+def test_another_tools_process_table_and_actor_constructors_say_nothing():
+    d = report("PID     MEM(GB) COMMAND  CPU%\n4100    41.20   python train.py  99\n")
+    assert d["oom_events"] == []
+    d = report("ray.exceptions.RayActorError: The actor died unexpectedly (name=Trainer.__init__, pid=7)\n")
+    assert d["phase"] is None
+
+
+def test_several_workers_one_of_which_exited_with_its_own_code():
+    d = report("DataLoader worker (pid(s) 7715, 7716) exited unexpectedly\n"
+               "RuntimeError: DataLoader worker (pid 7715) exited unexpectedly with exit code 1.\n")
+    assert d["oom_events"] == [] and [f["kind"] for f in d["failures"]] == ["dataloader_worker_crashed"]

@@ -221,7 +221,6 @@ def test_pager_command_as_git_picks_it(monkeypatch):
     monkeypatch.delenv("OOMDOCTOR_PAGER")
     monkeypatch.delenv("PAGER")
     assert pager_command() == ("less" if shutil.which("less") else None)
-    assert render_mod.pager_command is pager_command
 
 
 # -- kb show --------------------------------------------------------------------------------------

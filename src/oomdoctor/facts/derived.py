@@ -123,11 +123,14 @@ def smi_siblings(samples: list) -> int:
     return best
 
 
-# Markers that begin a stage of a job (parsers/phase.py): a later one ends the stage an
+# The phase each progress marker begins (parsers/phase.py), in the order a tie is read;
+# "running_training" begins no phase of its own. A later stage marker ends the stage an
 # earlier one began ("Saving checkpoint", then "Evaluating ...": the save is over).
-STAGE_MARKERS = ("saving_checkpoint", "training_completed", "running_training", "running_evaluation",
-                 "running_prediction", "loading_checkpoint_shards", "resuming", "engine_init", "optimizer_init",
-                 "preprocessing")
+MARKER_PHASE = {"saving_checkpoint": "checkpoint_save", "training_completed": "checkpoint_save",
+                "epoch_boundary": "epoch_end", "running_evaluation": "eval", "running_prediction": "eval",
+                "loading_checkpoint_shards": "model_load", "resuming": "checkpoint_load", "engine_init": "model_load",
+                "optimizer_init": "model_load", "preprocessing": "data_loading", "running_training": None}
+STAGE_MARKERS = tuple(name for name in MARKER_PHASE if name != "epoch_boundary")
 
 
 def superseded(markers: dict[str, list[int]], name: str, line: int, until: int) -> bool:

@@ -119,6 +119,8 @@ _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 
                # a native backtrace handler's report (UCX, NCCL's process): "Caught signal 7 (Bus error: ...)"
                r"|[Cc]aught signal 7 \(Bus error")
 
+# exit codes of a process killed by SIGKILL or SIGBUS (negative from Python, 128 + N from a shell)
+KILL_EXIT_CODES = (-9, 137, -7, 135)
 _CAUGHT_SIGNAL = lazy(r"[Cc]aught signal (?:[1-8]|1[0-9]) \(")
 
 # Lines that say a Python-level failure happened (a launcher kill after them is a cascade).
@@ -170,6 +172,7 @@ class _Scan:
         # (idx, strength, detail, exception, backend): "host" for RAM, "shm" for /dev/shm (SIGBUS)
         self.dl: list[tuple[int, str, str, Optional[str], str]] = []
         self.dl_crashed: set[str] = set()   # DataLoader worker pids that exited with their own code
+        self.dl_pids: dict[int, set[str]] = {}   # line index of an "exited unexpectedly" -> its pids
         self.shm: list[int] = []
         self.sigbus: list[int] = []
         self.exit_137: list[int] = []
@@ -370,11 +373,12 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
         if m:
             pids = re.sub(r"\s+", "", m.group("pids"))
             code = m.group("code")
-            if code is not None and int(code) not in (-9, 137, -7, 135):
+            if code is not None and int(code) not in KILL_EXIT_CODES:
                 # a worker that exited with its own code (1: an exception in the worker) or
                 # another signal was not killed for memory: lookalikes names the crash
                 s.dl_crashed.update(pids.split(","))
                 return
+            s.dl_pids[i] = set(pids.split(","))
             s.dl.append((i, "likely", f"DataLoader worker(s) (pid {pids}) exited unexpectedly"
                          + (f" with exit code {code}" if code else ""), exc, "host"))
             return
@@ -600,7 +604,7 @@ def _dataloader_events(s: _Scan) -> None:
     if s.dl_crashed:
         # "worker (pid(s) 7715) exited unexpectedly" without a code, and the same pid's
         # exit code elsewhere: one crash, not a kill
-        s.dl = [x for x in s.dl if not any(f"(pid {p})" in x[2] for p in s.dl_crashed)]
+        s.dl = [x for x in s.dl if not (s.dl_pids.get(x[0], set()) & s.dl_crashed)]
     if not s.dl:
         return
     shm_seen = bool(s.shm)

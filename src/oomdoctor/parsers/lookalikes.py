@@ -15,6 +15,7 @@ import regex as re
 from ..facts.models import Failure
 from ..read.patterns import lazy
 from .base import ParseContext
+from .host import KILL_EXIT_CODES
 
 _MAX_EVIDENCE = 12
 
@@ -59,7 +60,8 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     ("dataloader_worker_crashed", ("killed by signal", "exited unexpectedly with exit code"),
      lazy(r"DataLoader worker \(pids?:? [^)\n]{1,80}\) (?:is )?killed by signal: (?!Killed|Bus error)[A-Z][\w ]{1,40}"
           # its own exit code: an exception in the worker (-9/137 and -7/135 are kills)
-          r"|DataLoader worker \(pid(?:\(s\))? [\d, ]{1,200}\) exited unexpectedly with exit code (?!-9\b|137\b|-7\b|135\b)-?\d{1,4}")),
+          r"|DataLoader worker \(pid(?:\(s\))? [\d, ]{1,200}\) exited unexpectedly with exit code "
+          r"(?!" + "|".join(rf"{c}\b" for c in KILL_EXIT_CODES) + r")-?\d{1,4}")),
     ("segfault", ("Segmentation fault", "SIGSEGV", "-11", "core dumped"),
      lazy(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
                 r"|\(exitcode: -11\)|return code = -11\b|(?<!Aborted |Bus error )\(core dumped\)")),

@@ -14,7 +14,7 @@ from typing import Optional
 
 import regex as re
 
-from ..facts.derived import HOST_KINDS, primary_event
+from ..facts.derived import HOST_KINDS, MARKER_PHASE, primary_event
 from ..facts.models import Frame
 from ..read.patterns import lazy
 from .base import ParseContext
@@ -567,11 +567,7 @@ def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None
     """No frames: the last progress marker before the failure decides."""
     ph = ctx.facts.phase
     best: Optional[tuple[int, str]] = None
-    order = {"saving_checkpoint": "checkpoint_save", "training_completed": "checkpoint_save", "epoch_boundary": "epoch_end",
-             "running_evaluation": "eval", "running_prediction": "eval",
-             "loading_checkpoint_shards": "model_load", "resuming": "checkpoint_load",
-             "engine_init": "model_load", "optimizer_init": "model_load", "preprocessing": "data_loading",
-             "running_training": None}
+    order = MARKER_PHASE
     for name, phase in order.items():
         for n in ctx.facts.markers.get(name, []):
             if n <= line and (best is None or n > best[0]):

@@ -67,7 +67,8 @@ def scan(paths: tuple[str, ...], out: Optional[str], fmt: str, resume: bool, inc
     archives (members read as streams) and fsspec URLs (s3://, gs://, file://, ...)."""
     from . import records
     from .engine import default_jobs, run_dask, run_local
-    from .progress import Progress, isatty
+    from ..report.render import isatty
+    from .progress import Progress
     from .results import OutputError, ResultsFile, UrlResultsFile, superseded_by
     from .results import results_file as open_out
     from .sources import enumerate_tasks

@@ -11,6 +11,7 @@ from typing import IO, Optional
 
 from ..facts.sizes import format_size
 from ..report.common import clean
+from ..report.render import isatty
 
 
 def printable(text: object) -> str:
@@ -107,13 +108,6 @@ class Progress:
         if bar is not None:
             bar.stop()
 
-
-def isatty(stream: object) -> bool:
-    """Whether ``stream`` is a terminal: False for a stream without ``isatty`` or a closed one."""
-    try:
-        return bool(getattr(stream, "isatty", lambda: False)())
-    except ValueError:
-        return False
 
 
 def _clock(seconds: float) -> str:

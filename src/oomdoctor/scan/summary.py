@@ -48,7 +48,8 @@ class Summary:
             self.clean += 1
             return
         self.failures += 1
-        self.kinds[failure_kind(rec)] += 1
+        kind = failure_kind(rec)
+        self.kinds[kind] += 1
         diags = rec.get("diagnoses") or []
         if diags:
             incident = diags[0].get("incident") or "unknown"
@@ -56,7 +57,7 @@ class Summary:
         else:
             kinds = sorted({e.get("kind") or "?" for e in rec.get("oom_events") or []})
             # a failure that is no OOM is named by its kind (nccl_timeout, process died ...)
-            incident = "oom:" + ",".join(kinds) if kinds else failure_kind(rec)
+            incident = "oom:" + ",".join(kinds) if kinds else kind
         self.incidents[incident] += 1
         env = rec.get("environment") or {}
         fw = env.get("framework") or "unknown"
