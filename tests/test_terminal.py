@@ -22,7 +22,6 @@ import pytest
 
 from oomdoctor.kb.knowledge import default_knowledge
 from oomdoctor.pipeline import diagnose_source
-from oomdoctor.report import render as render_mod
 from oomdoctor.report.render import (
     page,
     pager_command,
