@@ -30,6 +30,9 @@ from .frameworks import DEFAULT_PREFERENCE, PREFERENCE, canonical_framework
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
 from .table import fact_table
 
+# the words of a pattern's timeout note; the report finds the note by them (report/common.py)
+TIMED_OUT = "timed out on this log"
+
 REGEX_TIMEOUT = 0.2
 CONFIDENT = 5.0          # a real cause scoring this much pushes the fallback out
 MAX_EVIDENCE = 10
@@ -82,7 +85,7 @@ class Evaluator:
 
     def timeout_notes(self) -> list[str]:
         """One note per incident part whose pattern ran out of time on this log."""
-        return [f"{part} of incident {incident} timed out on this log; its evidence was not read"
+        return [f"{part} of incident {incident} {TIMED_OUT}; its evidence was not read"
                 for incident, part in self.timeouts]
 
     def evidence_for_fact(self, name: str) -> list[int]:

@@ -359,7 +359,7 @@ def _problem(path: Path, root: Node | None, loc: tuple, message: str, *, key: bo
 
 def _unwrap(tp: Any) -> Any:
     """``X`` for ``Optional[X]``."""
-    if get_origin(tp) in (Union, getattr(types, "UnionType", Union)):
+    if get_origin(tp) in (Union, types.UnionType):
         args = [a for a in get_args(tp) if a is not type(None)]
         if len(args) == 1:
             return args[0]

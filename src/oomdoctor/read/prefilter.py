@@ -576,7 +576,7 @@ def _stop(*_args) -> bool:
 # engines' lines.
 
 AC_GROUP = 64              # literals per automaton: Teddy's limit
-AC_WINDOW = 256 * 1024     # search() looks at a block in windows that stay in the CPU cache
+AC_WINDOW = Matcher.WINDOW   # search() looks at a block in windows that stay in the CPU cache
 AHO_CORASICK = ("ahocorasick", "aho-corasick")   # OOMDOCTOR_PREFILTER values for this tier
 
 

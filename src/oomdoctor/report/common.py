@@ -20,6 +20,7 @@ import yaml
 from ..facts.derived import HOST_KINDS, allocated_of, sibling_processes, unallocated_of
 from ..facts.models import Evidence, OomEvent, ProcessUse
 from ..facts.sizes import format_size
+from ..kb.classify import TIMED_OUT
 from ..kb.diagnosis import Diagnosis, Knob, Remediation
 from ..read.patterns import lazy
 
@@ -206,7 +207,6 @@ def primary_event(report: Report) -> Optional[OomEvent]:
     return min(report.oom_events, key=lambda e: (order.get(e.strength, 3), e.line))
 
 
-TIMED_OUT = "timed out on this log"
 
 
 def timeout_warning(report: Report) -> str | None:
