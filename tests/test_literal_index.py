@@ -35,7 +35,9 @@ def _keys_asked() -> list:
             asked.append((literals, fold))
         return self._lines_with_python((literals, fold))
 
+    original_indexed = ParseContext.indexed_lines_with
     ParseContext.lines_with = record
+    ParseContext.indexed_lines_with = record   # gates: the same sets, answered when indexed
     try:
         for path in sorted(LOGS.glob("*.log")):
             ctx = ParseContext(normalise(path.read_text(encoding="utf-8", errors="replace")), str(path))
@@ -43,6 +45,7 @@ def _keys_asked() -> list:
                 family.parse(ctx)
     finally:
         ParseContext.lines_with = original
+        ParseContext.indexed_lines_with = original_indexed
     return asked
 
 
@@ -138,3 +141,27 @@ def test_an_empty_literal_is_left_to_the_python_path():
     index.register((("b",), False))
     got = index.lines("a\nb\nx", [0, 2, 4])
     assert got == {(("b",), False): [1]}
+
+
+REAL = Path(__file__).parent / "fixtures" / "real"
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_the_word_gate_changes_no_configuration(monkeypatch, backend):
+    """The environment family splits into words only the lines the index says may hold a
+    word of its vocabulary: on every fixture and real log, the configuration it reads is
+    the one it reads splitting every line."""
+    from oomdoctor.parsers import ENVIRONMENT_ONLY, environment, extract
+
+    index = _index(backend)
+    monkeypatch.setattr(literal_index, "shared", lambda: index)
+    gated = 0
+    for path in sorted(LOGS.glob("*.log")) + sorted(REAL.glob("*.log")):
+        lines = normalise(path.read_text(encoding="utf-8", errors="replace"))
+        with_gate = extract(lines, families=ENVIRONMENT_ONLY).environment
+        gated += ParseContext(lines).indexed_lines_with(environment.VOCABULARY, fold=True) is not None
+        with monkeypatch.context() as m:
+            m.setattr(ParseContext, "indexed_lines_with", lambda self, literals, fold=False: None)
+            without = extract(lines, families=ENVIRONMENT_ONLY).environment
+        assert with_gate == without, path.name
+    assert gated > 400, "the gate was taken"

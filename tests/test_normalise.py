@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oomdoctor.read.normalise import normalise, strip_ansi, strip_prefixes
 
@@ -78,3 +80,54 @@ def test_carriage_return_bars_and_glued_records_keep_line_numbers():
 def test_indentation_of_traceback_lines_is_kept():
     (ln,) = normalise("[rank0]:     return forward_call(*args, **kwargs)")
     assert ln.text == "    return forward_call(*args, **kwargs)" and ln.rank == 0
+
+
+# -- the prefix layers: the standard-library loop against the one-call `regex` reading --
+
+def _reference_strip(text: str):
+    """The layers as one repeated `regex` alternation (repeated group names, every capture
+    kept): what strip_prefixes computes one layer at a time."""
+    import regex
+
+    from oomdoctor.read import normalise as n
+    global _REFERENCE
+    if _REFERENCE is None:
+        alts = ["(?:" + (p.pattern[1:] if p.pattern.startswith("^") else p.pattern) + ")" for p, _k in n._PREFIXES]
+        _REFERENCE = regex.compile("^(?:" + "|".join(alts) + "){1,12}")
+    if not n._MAYBE_PREFIX.match(text):
+        return text, None, None
+    m = _REFERENCE.match(text)
+    if not m or m.end() == 0:
+        return text, None, None
+    ranks, hosts = m.captures("rank"), m.captures("host")
+    return text[m.end():], int(ranks[0]) if ranks else None, next((h for h in hosts if h), None)
+
+
+_REFERENCE = None
+
+
+def _fixture_lines():
+    from pathlib import Path
+    root = Path(__file__).parent / "fixtures"
+    for path in sorted(root.rglob("*.log")):
+        for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+            yield line.rstrip("\r")
+
+
+def test_prefix_layers_read_as_the_layered_reference_on_every_fixture_line():
+    lines = list(_fixture_lines())
+    assert len(lines) > 5_000
+    differ = [ln for ln in lines if strip_prefixes(ln) != _reference_strip(ln)]
+    assert differ == []
+
+
+_LAYERS = ["[rank3]: ", "[default0]:", "node2: ", " 7: ", "[2024-01-01 10:00:00,123] ", "[INFO] ",
+           "(RayWorker pid=12, ip=10.0.0.1) ", "> ", "[1,5]<stdout>:", "worker-1: ", "[Rank 4] ",
+           "E0325 20:57:27.620000 2606 api.py:869] ", "WARNING:torch.x:", "Mar  1 10:00:00 node9 kernel: "]
+
+
+@given(st.lists(st.sampled_from(_LAYERS), max_size=14),
+       st.sampled_from(["RuntimeError: x", "  File \"a.py\", line 1", "bf16: true", "", "3: 4"]))
+def test_prefix_layers_generated(layers, message):
+    text = "".join(layers) + message
+    assert strip_prefixes(text) == _reference_strip(text)

@@ -54,20 +54,32 @@ class ParseContext:
         With ``fold`` the literals must be lower case and match any case."""
         key = (literals, fold)
         got = self._with.get(key)
-        if got is not None:
-            return got
+        if got is None:
+            got = self._from_index(key)
+        return got if got is not None else self._lines_with_python(key)
+
+    def indexed_lines_with(self, literals: tuple[str, ...], fold: bool = False) -> Optional[list[int]]:
+        """``lines_with``'s answer when the native index gives it in its one pass; None when
+        it would cost a Python pass (no index, or a set it has not compiled yet, which it
+        registers for the next log). For gates that only save work: without the answer
+        the caller does the work on every line, as it would without the gate."""
+        key = (literals, fold)
+        got = self._with.get(key)
+        return got if got is not None else self._from_index(key)
+
+    def _from_index(self, key) -> Optional[list[int]]:
         index = literal_index.shared()
-        if index is not None:
-            if key in index:
-                if self._indexed is None:   # one Hyperscan pass answers every known set
-                    self._indexed = index.lines(*self.blob()) or {}
-                got = self._indexed.get(key)
-                if got is not None:
-                    self._with[key] = got
-                    return got
-            else:
-                index.register(key)
-        return self._lines_with_python(key)
+        if index is None:
+            return None
+        if key not in index:
+            index.register(key)   # compiled in for the next log
+            return None
+        if self._indexed is None:   # one native pass answers every known set
+            self._indexed = index.lines(*self.blob()) or {}
+        got = self._indexed.get(key)
+        if got is not None:
+            self._with[key] = got
+        return got
 
     def _lines_with_python(self, key: tuple[tuple[str, ...], bool]) -> list[int]:
         literals, fold = key

@@ -26,8 +26,9 @@ from .collector import (
     Collector,
     zero_stage_from_name,
 )
-from .engine import deepspeed, runtime_misc
+from .engine import RUNTIME_WORDS, deepspeed, runtime_misc
 from .forms import (
+    KEY_WORDS,
     finditer,
     may_hold_setting,
     offload_of,
@@ -37,11 +38,11 @@ from .forms import (
     scan_yaml,
     words_of,
 )
-from .framework import choose_framework, framework_evidence
-from .hardware import BACKEND_ACCEL, hardware
+from .framework import TRIGGERS, choose_framework, framework_evidence
+from .hardware import ACCEL_WORDS, BACKEND_ACCEL, hardware
 from .keys import KEYS
 from .launcher import launcher_world, world
-from .versions import clean_version, ds_report_row, pip_show, versions
+from .versions import COLON_WORDS, clean_version, ds_report_row, pip_show, versions
 
 # -- assembly -------------------------------------------------------------------------
 
@@ -73,6 +74,10 @@ def parse(ctx: ParseContext) -> None:
     nccl = [0, 0]
     score: dict = {}
     seen: set = set()
+    # the lines that may hold a word of VOCABULARY: the others' words meet no set a
+    # sub-parser tests, so they are not split (a tenth of a log's lines hold one)
+    vocab = ctx.indexed_lines_with(VOCABULARY, fold=True)
+    vocab = set(vocab) if vocab is not None else None
     for i, ln in enumerate(ctx.lines):
         text = ln.text if len(ln.text) <= 20000 else ln.text[:20000]
         if not text.strip():
@@ -92,9 +97,9 @@ def parse(ctx: ParseContext) -> None:
             seen.add(key)
         low = text.lower()
         raw_low = raw.lower() if raw is not text else low
-        words = words_of(low)
+        words = words_of(low) if vocab is None or i in vocab else _NO_WORDS
         # the prefixes the normaliser removed (logger names) count as framework evidence
-        raw_words = words if len(raw_low) == len(low) else words | words_of(raw_low)
+        raw_words = words if len(raw_low) == len(low) else words | _prefix_words(raw_low, low)
         framework_evidence(raw_low, raw, no, score, raw_words)
         deepspeed(col, text, low, no, raw_low)
         if i in code:
@@ -128,6 +133,28 @@ _PROGRESS_NOISE = lazy(
     r"|rank=\d+ time \(ms\)|step=\d+, skipped=\d+|(?:Epoch|Iter)\(train\)\s*\[)")
 # every match of _PROGRESS_NOISE holds one of these (a substring test costs far less)
 _PROGRESS_WORDS = ("{'", "%|", "rank=", "step=", "(train)")
+
+
+# Every word set a sub-parser tests a line's ``words`` against (framework triggers,
+# accelerator words, runtime words, version words, configuration keys): a line holding
+# none of them as a substring has no word that any test can meet.
+VOCABULARY = tuple(sorted(KEY_WORDS | TRIGGERS | ACCEL_WORDS | RUNTIME_WORDS | COLON_WORDS))
+_NO_WORDS: frozenset = frozenset()
+
+
+def _word_char(ch: str) -> bool:
+    """A character words_of keeps inside a word: [a-z0-9_] and anything not ASCII."""
+    return ch >= "\x80" or ch == "_" or (ch.isascii() and ch.isalnum())
+
+
+def _prefix_words(raw_low: str, low: str) -> set:
+    """The words of a line's raw form: the message's words and those of the prefix the
+    normaliser removed, read from the prefix alone where the message ends the raw line
+    and no word runs across the cut."""
+    cut = len(raw_low) - len(low)
+    if raw_low.endswith(low) and not (_word_char(raw_low[cut - 1]) and _word_char(low[0])):
+        return words_of(raw_low[:cut])
+    return words_of(raw_low)
 
 
 _KEY_BEFORE = lazy(r"(?P<k>[A-Za-z_][\w.-]{0,60}):\s+$")

@@ -76,13 +76,13 @@ def deepspeed(col: Collector, text: str, low: str, line: int, raw_low: str) -> N
 
 
 # a line can only match _RUNTIME_MISC if it holds one of these words
-_RUNTIME_WORDS = frozenset({"offload", "optimizer", "dtype", "precision", "fp16", "bf16", "training", "environment",
+RUNTIME_WORDS = frozenset({"offload", "optimizer", "dtype", "precision", "fp16", "bf16", "training", "environment",
                             "checkpointing", "faster", "trainable", "initializing", "instantaneous",
                             "accumulation", "adjusted"})
 
 
 def runtime_misc(col: Collector, text: str, low: str, line: int, banner: dict, words: set) -> None:
-    matches = finditer(_RUNTIME_MISC, text)[:4] if _RUNTIME_WORDS.intersection(words) else ()
+    matches = finditer(_RUNTIME_MISC, text)[:4] if RUNTIME_WORDS.intersection(words) else ()
     for m in matches:
         g = {k: v for k, v in m.groupdict().items() if v is not None}
         if "cpuoff" in g:  # stage 1/2 can only offload the optimizer

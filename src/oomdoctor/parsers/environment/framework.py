@@ -79,12 +79,12 @@ _BY_TRIGGER: dict[str, list] = {}
 for _fw, _needle, _weight in _FW_NEEDLES:
     _BY_TRIGGER.setdefault(_trigger(_needle), []).append((_needle, _fw, _weight))
 _ALWAYS = _BY_TRIGGER.pop("", [])
-_TRIGGERS = frozenset(_BY_TRIGGER)
+TRIGGERS = frozenset(_BY_TRIGGER)
 _SATURATED = 40  # evidence beyond this changes no decision
 
 
 def framework_evidence(raw_low: str, raw: str, line: int, score: dict, words: set) -> None:
-    hits = [_BY_TRIGGER[w] for w in _TRIGGERS.intersection(words)]
+    hits = [_BY_TRIGGER[w] for w in TRIGGERS.intersection(words)]
     for group in hits + [_ALWAYS]:
         for needle, fw, weight in group:
             if needle in raw_low:

@@ -29,7 +29,7 @@ _ACCEL_HINTS = (
     ("/rocm", "rocm", CONFIG), ("amdsmi", "rocm", CONFIG), ("hip error", "rocm", RUNTIME),
     ("mps backend", "mps", RUNTIME), ("device='mps'", "mps", CONFIG), ("cuda:", "cuda", WEAK),
 )
-_ACCEL_WORDS = frozenset(n for n, _a, _p in _ACCEL_HINTS if n.isidentifier())
+ACCEL_WORDS = frozenset(n for n, _a, _p in _ACCEL_HINTS if n.isidentifier())
 _ACCEL_SUBSTRINGS = tuple(n for n, _a, _p in _ACCEL_HINTS if not n.isidentifier())
 BACKEND_ACCEL = {"CUDA": "cuda", "HIP": "rocm", "NPU": "npu", "XPU": "xpu", "MPS": "mps", "XLA": "xla",
                   "MLU": "mlu", "GCU": "gcu", "MUSA": "musa"}
@@ -100,7 +100,7 @@ def hardware(col: Collector, text: str, low: str, line: int, gpu_ids: dict, word
         m = _VISIBLE.search(text)
         if m:
             col.set("gpu_count", len(m.group("ids").split(",")), line, RUNTIME - 5 if m.group("ds") else NAME_HINT)
-    if _ACCEL_WORDS.isdisjoint(words) and not any(n in low for n in _ACCEL_SUBSTRINGS):
+    if ACCEL_WORDS.isdisjoint(words) and not any(n in low for n in _ACCEL_SUBSTRINGS):
         return
     for needle, acc, prio in _ACCEL_HINTS:
         if needle in words if needle.isidentifier() else needle in low:

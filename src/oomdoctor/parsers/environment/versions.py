@@ -38,7 +38,7 @@ _REQ = lazy(r"Requirement already satisfied: (?P<pkg>torch|deepspeed|transformer
 # "PyTorch: 2.1.2+cu121" (mmengine env), "Pytorch: 2.4.0+cu121." / "Transformers = 4.44.2." (unsloth),
 # "torch: 2.1.2" (user prints); a full x.y.z is required, "torch: 1.5 GB" is not a version
 _COLON = lazy(r"(?:^|\s)(?P<pkg>PyTorch|Pytorch|Python|Transformers|torch)\s*[:=]\s+(?=\d{1,4}\.\d{1,4}\.\d)" + _V)
-_COLON_WORDS = frozenset({"pytorch", "python", "transformers", "torch"})
+COLON_WORDS = frozenset({"pytorch", "python", "transformers", "torch"})
 # `pip list` / `conda list` rows: "torch     2.1.2" or "pytorch   2.1.2   py3.10_cuda12.1_0   pytorch"
 _PIP_LIST = lazy(r"^(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner"
                        r"|ms-swift|unsloth|torchtune|llama-recipes|llama-cookbook|megatron-core)\s{2,}" + _V
@@ -139,7 +139,7 @@ def versions(col: Collector, text: str, low: str, line: int, words: set) -> None
         m = _REQ.search(text)
         if m:
             _version(col, m.group("pkg"), m.group("ver"), line, CONFIG)
-    if _COLON_WORDS.intersection(words):
+    if COLON_WORDS.intersection(words):
         for m in finditer(_COLON, text):
             _version(col, m.group("pkg"), m.group("ver"), line, CONFIG - 2)
     if text[:1].isalpha() and "  " in text:
