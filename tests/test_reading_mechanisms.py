@@ -391,6 +391,10 @@ def test_nccl_out_of_memory_on_several_devices_is_one_event_per_device():
                   for d in (0, 4, 3, 4))
     events = report(log)["oom_events"]
     assert sorted(e["device_index"] for e in events) == [0, 3, 4]
+    # an echo that names no device, printed before the device's own line, is that device's
+    echo = "NCCL error: unhandled cuda error, NCCL version 2.18.1\nLast error:\nCuda failure 2 'out of memory'\n"
+    events = report(echo + log)["oom_events"]
+    assert sorted(e["device_index"] for e in events) == [0, 3, 4]
 
 
 def test_a_frame_wrapped_at_a_space_is_rejoined():
@@ -582,3 +586,83 @@ def test_several_workers_one_of_which_exited_with_its_own_code():
     d = report("DataLoader worker (pid(s) 7715, 7716) exited unexpectedly\n"
                "RuntimeError: DataLoader worker (pid 7715) exited unexpectedly with exit code 1.\n")
     assert d["oom_events"] == [] and [f["kind"] for f in d["failures"]] == ["dataloader_worker_crashed"]
+
+
+_SIGTERMS = ("W0908 17:08:01.837000 3889263 site-packages/torch/distributed/elastic/multiprocessing/api.py:900] "
+             "Sending process 3889428 closing signal SIGTERM\n"
+             "W0908 17:08:02.668000 3889263 site-packages/torch/distributed/elastic/multiprocessing/api.py:900] "
+             "Sending process 3889429 closing signal SIGTERM\n")
+
+
+def test_a_checkpoint_recompute_mismatch_is_read_from_its_body_lines():
+    d = report("[rank0]: tensor at position 12:\n"
+               "[rank0]: saved metadata: {'shape': torch.Size([5120]), 'dtype': torch.bfloat16, 'device': device(type='cuda', index=0)}\n"
+               "[rank0]: recomputed metadata: {'shape': torch.Size([0]), 'dtype': torch.bfloat16, 'device': device(type='cuda', index=0)}\n"
+               + _SIGTERMS)
+    assert [f["kind"] for f in d["failures"] if not f["secondary"]] == ["checkpoint_recompute_mismatch"]
+    # the launcher's "a rank died without a Python exception" is that failure's cascade
+    assert all(ev["symptom"] for ev in d["oom_events"])
+    assert d["diagnoses"] == []
+    assert oomdoctor.diagnose("torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for "
+                              "the following tensors have different metadata than during the forward pass.\n"
+                              ).failures[0].kind == "checkpoint_recompute_mismatch"
+
+
+@pytest.mark.parametrize("before, killed", [
+    ("Segmentation fault (core dumped)\n", False),                 # a rank's own death, not memory
+    ("", True),                                                    # nothing before: possibly a kill
+    # what the surviving ranks see is no cause: the silent death may still be a kill
+    ("[rank1]:[E ProcessGroupNCCL.cpp:607] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+     "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.\n", True),
+])
+def test_survivors_stopped_after_a_ranks_own_failure_are_its_cascade(before, killed):
+    d = report(before + _SIGTERMS)
+    weak = [ev for ev in d["oom_events"] if ev["message_format"] == "torchrun-survivors-stopped"]
+    assert weak and all(not ev["symptom"] for ev in weak) == killed
+    assert bool(d["diagnoses"]) == killed
+
+
+def test_an_allocator_message_whose_case_was_lost_is_read():
+    d = report("cuda out of memory. tried to allocate 30.00 mib (gpu 0; 8.00 gib total capacity; 7.04 gib already "
+               "allocated; 0 bytes free; 7.28 gib reserved in total by pytorch)\n")
+    ev = d["oom_events"][0]
+    assert ev["kind"] == "cuda_caching_allocator"
+    assert ev["tried_to_allocate_bytes"] == 30 * 2**20 and ev["total_capacity_bytes"] == 8 * 2**30
+    assert ev["evidence"][0]["text"].startswith("cuda out of memory")   # the evidence as posted
+    # only a line whose case was lost as a whole: one typed in mixed case is not the allocator's
+    assert report("My note: CUDA out of memory. tried to allocate 30.00 mib again\n")["oom_events"] == []
+
+
+def test_metal_command_buffer_out_of_memory_is_a_device_oom():
+    d = report("libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer "
+               "execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)\n")
+    assert [(e["kind"], e["message_format"]) for e in d["oom_events"]] == [("mps", "metal-command-buffer")]
+    assert report("[METAL] Command buffer execution failed: Internal Error (0000000e:Internal Error)\n")["oom_events"] == []
+
+
+def test_a_console_scripts_entry_point_names_the_installed_version():
+    d = report("Traceback (most recent call last):\n"
+               '  File "/usr/local/bin/torchrun", line 33, in <module>\n'
+               "    sys.exit(load_entry_point('torch==2.1.0a0+fe05266', 'console_scripts', 'torchrun')())\n")
+    assert d["environment"]["torch_version"] == "2.1.0a0"
+
+
+def test_phase_from_the_call_in_progress_and_native_save_frames():
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/x/site-packages/transformers/trainer.py", line 2536, in _inner_training_loop\n'
+          "    tr_loss_step = self.training_step(model, inputs, num_items_in_batch)\n"
+          '  File "/x/site-packages/transformers/trainer.py", line 3809, in training_step\n'
+          "    loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)\n")
+    assert report(tb)["phase"] == "forward"
+    seg = (" 93: !!!!!!! Segfault encountered !!!!!!!\n"
+           ' 93:   File "<unknown>", line 0, in mz_zip_writer_add_mem_ex_v2\n'
+           ' 93:   File "<unknown>", line 0, in caffe2::serialize::PyTorchStreamWriter::writeRecord(std::string const&, '
+           'void const*, unsigned long, bool)\n')
+    assert report(seg)["phase"] == "checkpoint_save"
+
+
+@pytest.mark.parametrize("flag, offload", [("'--adam_offload']", "optimizer"), ("'--zero_stage', '3']", None)])
+def test_openrlhf_adam_offload_flag(flag, offload):
+    d = report(f"[ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', '-m', 'openrlhf.cli.train_sft', {flag} "
+               "exits with return code = 1\n")
+    assert d["environment"]["offload"] == offload

@@ -423,7 +423,22 @@ def _buffer_assignment(ctx: ParseContext, events: _Events, i: int) -> None:
         ev.detail = f"{ev.detail}; {note}" if ev.detail else note
 
 
+# Apple's Metal driver failing a command buffer for want of GPU memory, whichever framework
+# submitted it (MLX, PyTorch's MPS backend): "[METAL] Command buffer execution failed:
+# Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+_METAL_OOM = lazy(r"Insufficient Memory \(0{0,7}8:kIOGPUCommandBufferCallbackErrorOutOfMemory\)"
+                  r"|kIOGPUCommandBufferCallbackErrorOutOfMemory")
+
+
+def _parse_metal(ctx: ParseContext, events: _Events) -> None:
+    for i in ctx.lines_with(("kIOGPUCommandBufferCallbackErrorOutOfMemory",)):
+        if ctx.search(_METAL_OOM, ctx.lines[i].text):
+            events.add(("metal",), i, lambda: OomEvent(kind="mps", backend="Metal", line=0,
+                                                       message_format="metal-command-buffer"))
+
+
 def parse(ctx: ParseContext) -> None:
     events = _Events(ctx)
     _parse_mps(ctx, events)
+    _parse_metal(ctx, events)
     _parse_xla_and_tf(ctx, events)

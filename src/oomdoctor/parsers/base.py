@@ -131,6 +131,14 @@ class ParseContext:
             self.note("a pattern timed out over the whole log; some markers may be missing")
         return out
 
+    def retext(self, i: int, text: str) -> None:
+        """Give line ``i`` another message text (its raw line stays as posted for the
+        evidence); the whole-log answers are worked out again."""
+        ln = self.lines[i]
+        self.lines[i] = Line(no=ln.no, raw=ln.raw or ln.text, text=text, rank=ln.rank, host=ln.host)
+        self._blob = self._folded = self._indexed = None
+        self._with.clear()
+
     # -- evidence ---------------------------------------------------------------
     def evidence(self, line: Line | int) -> Evidence:
         if isinstance(line, int):

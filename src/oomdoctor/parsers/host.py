@@ -175,7 +175,7 @@ class _Scan:
         self.dl_pids: dict[int, set[str]] = {}   # line index of an "exited unexpectedly" -> its pids
         self.shm: list[int] = []
         self.sigbus: list[int] = []
-        self.exit_137: list[int] = []
+        self.exit_sigkill: list[int] = []   # an exit code that means SIGKILL (137, -9)
         self.cpu: dict[tuple, OomEvent] = {}
         self.first_failure: Optional[int] = None  # index of the first Python-level failure
         for ev in ctx.facts.oom_events:
@@ -487,7 +487,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
             code = int(m.group("code"))
             s.exit_code(code)
             if code in (137, -9):   # 128 + SIGKILL as a shell reports it, -9 as Python's subprocess does
-                s.exit_137.append(i)
+                s.exit_sigkill.append(i)
 
 
 def _groups(idxs: list[int], gap: int) -> list[list[int]]:
@@ -543,11 +543,13 @@ def _resolve_launchers(s: _Scan) -> None:
             continue
         s.kill(g[0], "weak", "torchrun-survivors",
                "torchrun stopped the surviving ranks after one died without a Python exception")
-    for j in s.exit_137:
+    for j in s.exit_sigkill:
         if s.first_failure is None or s.first_failure > j:
             s.kill(j, "weak", "exit-137", "an exit code that means SIGKILL (137, or -9)")
 
 
+# the formats of a launcher's kills that only say a rank died without a Python exception
+SILENT_DEATH_FORMATS = ("torchrun-survivors-stopped", "deepspeed-launcher")
 _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "kubernetes": "kubernetes-oomkilled",
                   "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill",
                   "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",

@@ -15,7 +15,7 @@ import regex as re
 from ..facts.models import Failure
 from ..read.patterns import lazy
 from .base import ParseContext
-from .host import KILL_EXIT_CODES
+from .host import KILL_EXIT_CODES, SILENT_DEATH_FORMATS
 
 _MAX_EVIDENCE = 12
 
@@ -52,6 +52,11 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
      lazy(r"NCCL error in:|NCCL Error \d{1,3}:|ncclSystemError|ncclRemoteError|ncclInternalError|ncclInvalidUsage"
                 r"|ncclInvalidArgument|ncclUnhandledCudaError|NCCL communicator was aborted|unhandled system error"
                 r"|remote process exited or there was a network error|unhandled cuda error")),
+    # torch.utils.checkpoint's CheckpointError: a recomputation saw other tensors than the
+    # forward pass (its body lines name both, and survive when its first line is cut)
+    ("checkpoint_recompute_mismatch", ("recomputed metadata", "different metadata than during"),
+     lazy(r"Recomputed values for the following tensors have different metadata than during the forward pass"
+          r"|^recomputed metadata: \{'shape'")),
     ("sigterm", ("SIGTERM", "-15"),
      lazy(r"Sending process \d{1,9} closing signal SIGTERM|Signal 15 \(SIGTERM\) received by PID"
                 r"|exitcode\s*:\s*-15\b|\(exitcode: -15\)|received signal SIGTERM|Main process received SIGTERM")),
@@ -192,20 +197,32 @@ _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 ABSURD_OVER_CAPACITY = 64       # a request this many times the device is a size bug, not pressure
 
 
+# failures a rank dies of by itself (the others are what survivors see: timeouts, aborted
+# communicators, the launcher's SIGTERM; or not a failure at all)
+_OWN_DEATHS = {kind for kind, _lits, _pat in _RULES} - {"nccl_timeout", "nccl_error", "sigterm", "bfc_not_failure", "nan_loss"}
+
+
 def _symptoms(ctx: ParseContext) -> None:
     """Mark the OOM events that are not memory pressure: a request no device could hold (a
-    corrupted size), or a message-less CUDA error in a log whose failure is a broken kernel
-    or a bad index. They stay in the report, explained, but end nothing."""
+    corrupted size), a message-less CUDA error in a log whose failure is a broken kernel
+    or a bad index, a launcher's "a rank died without a Python exception" after a rank's own
+    failure that is not memory. They stay in the report, explained, but end nothing."""
     corrupting = [f for f in ctx.facts.failures
                   if f.kind in _CORRUPTING or (f.kind == "python_exception" and ctx.search(_BAD_INDEX, f.message))]
+    own = [f for f in ctx.facts.failures if f.kind in _OWN_DEATHS]
     for ev in ctx.facts.oom_events:
         req, cap = ev.tried_to_allocate_bytes, ev.total_capacity_bytes
+        before = [f for f in own if f.line < ev.line]
         if req is not None and (req >= 2**60 or (cap and req > ABSURD_OVER_CAPACITY * cap)):
             ev.symptom = "the request is far larger than any device: a corrupted size, not memory pressure"
         elif ev.kind in _CONTEXT_ERRORS and corrupting:
             f = corrupting[0]
             ev.symptom = (f"a knock-on of {f.message[:120]!r} (line {f.line}): after a broken kernel or a bad index, "
                           "CUDA and cuBLAS calls fail whatever memory is free")
+        elif ev.strength == "weak" and ev.message_format in SILENT_DEATH_FORMATS and before:
+            f = before[0]
+            ev.symptom = (f"the launcher stopped the ranks after the {f.kind.replace('_', ' ')} at line {f.line}, "
+                          "a failure that is not memory")
         if ev.symptom:
             ctx.note(f"line {ev.line}: the out-of-memory message is not counted as memory pressure: {ev.symptom}")
 

@@ -100,6 +100,8 @@ _ANYWHERE = (
         r"|full_state_dict|_full_pre_state_dict_hook|_common_unshard_pre_state_dict_hook|_full_post_state_dict_hook|get_state_dict"
         r"|fsdp_save|save_fsdp_model|save_fsdp_optimizer|save_model_checkpoint|save_optimizer_checkpoint|save_state\b|_save_to_state_dict"
         r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora"
+        # torch.save's native writer, in a crash's C++ frames
+        r"|PyTorchStreamWriter::"
         # Megatron's distributed checkpointing finishing an asynchronous save
         r"|dist_checkpointing/strategies/async_utils\.py"
         # FSDP gathering full parameters outside forward/backward: summon_full_params for a save
@@ -173,7 +175,9 @@ _CALL = (("checkpoint_save", lazy(r"\bsave\w*\(|\.save\(|save_pretrained\(|state
 _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
               ("optimizer_step", lazy(r"\b(?:optim\w*|scaler)\.step\(")),
               ("forward", lazy(r"(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?(?:model|actor|critic|net|module|encoder|decoder|unet|vae"
-                               r"|generator|discriminator|transformer|backbone|\w+_model)\((?!\))")))
+                               r"|generator|discriminator|transformer|backbone|\w+_model)\((?!\))"
+                               # a trainer computing the loss calls the model (HF Trainer's compute_loss)
+                               r"|(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?compute_loss\(")))
 # code of an evaluation pass in a script's own loop: results assigned to validation names,
 # or a loop over a validation loader
 _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)?|out(?:puts?)?|logits|preds?|predictions"

@@ -28,13 +28,12 @@ _EXC_AT_START = lazy(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Erro
 # "CUDA Error: out of memory at .../cumem_allocator.cpp" (vLLM's allocator) capitalises it
 _CUDA_ERROR = lazy(r"CUDA [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
-_CUDA_DRIVER_OOM = lazy(
-    r"(?:failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80})?"
-    r"CUDA_ERROR_OUT_OF_MEMORY")
+# TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
+_FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"
+_CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r")?CUDA_ERROR_OUT_OF_MEMORY")
 # the same line from TensorFlow's ROCm build: HIP's allocation failure by number (1002 is
 # hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
-_HIP_DRIVER_OOM = lazy(r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)"
-                       r"[^\n]{0,80}hipError_t\((?:1002|2)\)")
+_HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
@@ -288,6 +287,11 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         key = ("nccl", d)
         if d is None:
             key = next((k for k in events.by_key if k[0] == "nccl"), key)
+        elif ("nccl", None) in events.by_key and not any(k[0] == "nccl" and k[1] is not None for k in events.by_key):
+            # the echo came first: it was this device's
+            first = events.by_key.pop(("nccl", None))
+            first.device_index = d
+            events.by_key[key] = first
         events.add(key, i, lambda: OomEvent(
             kind="nccl", backend="CUDA", line=0, device_index=d,
             detail="NCCL could not allocate GPU memory for its buffers: "

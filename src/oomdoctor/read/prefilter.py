@@ -56,7 +56,7 @@ ANCHOR_LITERALS = (
     "invalid device function", "InvalidDeviceFunction", "ECC error", "ECCUncorrectable", "ECC_UNCORRECTABLE",
     "ot a failure", "reed_by_count", "out of resource", "Watchdog", "Some NCCL operations",
     "upport bf", "upport BF", "bf16 mixed precision requires", "upported on this", "upported on your",
-    "upported on the current", "only support",
+    "upported on the current", "only support", "recomputed metadata", "different metadata than during",
     # an error that says memory could not be had, in words no other family knows (parsers/memory_words.py)
     "bad_alloc", "enough memory", "nsufficient memory", "ailed to alloc", "nable to alloc", "annot alloc",
     "ould not alloc", "ouldn't alloc", "an't alloc", "emory exhausted", "emory allocation",

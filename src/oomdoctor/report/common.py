@@ -158,11 +158,15 @@ def verdict(report: Report, diagnoses: Sequence[Diagnosis]) -> tuple[str, Option
                     "too; the kernel log (dmesg) or the scheduler's record of the job decides.")
         return (f"OOM: {d.title} ({d.incident}, {conf})", None)
     ev = primary_event(report)
-    if ev is not None and not ev.survived:
+    if ev is not None and not ev.survived and not ev.symptom:
         return (f"Out of memory ({kind_words(ev)}), but no known cause matched",
                 "The OOM is certain; nothing in the log pointed to one cause.")
-    survived = (f"The out-of-memory error at L{ev.line} was caught: the run went on after it."
-                if ev is not None else None)
+    if ev is None:
+        survived = None
+    elif ev.survived:
+        survived = f"The out-of-memory error at L{ev.line} was caught: the run went on after it."
+    else:   # every event is explained as a symptom of another failure
+        survived = f"L{ev.line} is not counted as running out of memory: {ev.symptom}."
     primary = [f for f in report.failures if not f.secondary]
     if primary:
         f = primary[0]

@@ -42,7 +42,7 @@ from .framework import TRIGGERS, choose_framework, framework_evidence
 from .hardware import ACCEL_WORDS, BACKEND_ACCEL, hardware
 from .keys import KEYS
 from .launcher import launcher_world, world
-from .versions import COLON_WORDS, clean_version, ds_report_row, pip_show, versions
+from .versions import COLON_WORDS, clean_version, ds_report_row, entry_point, pip_show, versions
 
 # -- assembly -------------------------------------------------------------------------
 
@@ -104,6 +104,8 @@ def parse(ctx: ParseContext) -> None:
         deepspeed(col, text, low, no, raw_low)
         if i in code:
             # code is not configuration, but the path-like evidence above still counts
+            if "load_entry_point(" in text:
+                entry_point(col, text, no)
             if "run_" in low or "trainer" in low:
                 runtime_misc(col, text, low, no, banner, words)
             continue

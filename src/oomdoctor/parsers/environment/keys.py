@@ -188,6 +188,13 @@ def _h_offload_part(which: str) -> Handler:
     return h
 
 
+def _h_adam_offload(col: Collector, v: str, line: int, prio: int) -> None:
+    """OpenRLHF's ``--adam_offload``: DeepSpeed's optimizer states in host memory."""
+    flag = as_bool(v)
+    if flag is not None:
+        col.part("offload_optimizer", "cpu" if flag else "none", line, prio)
+
+
 def _h_alloc_conf(col: Collector, v: str, line: int, prio: int) -> None:
     s = clean_value(v)
     if ALLOC_CONF_VALUE.match(s):
@@ -269,6 +276,7 @@ KEYS: dict[str, Handler] = {
     "zero_stage": h_zero_stage,
     "offload_optimizer_device": _h_offload_part("offload_optimizer"),
     "offload_param_device": _h_offload_part("offload_param"),
+    "adam_offload": _h_adam_offload,
     "zero3_save_16bit_model": h_bool("gather_16bit_weights_on_save"),
     "stage3_gather_16bit_weights_on_model_save": h_bool("gather_16bit_weights_on_save"),
     "fsdp": _h_fsdp, "enable_fsdp": h_bool("fsdp"), "distributed_type": h_distributed_type,
@@ -297,7 +305,7 @@ FLAG_KEYS = {k for k, h in KEYS.items() if k in {
     "save_only_model", "enable_liger_kernel", "use_liger_kernel", "enable_fsdp", "use_peft",
     "load_in_4bit", "load_in_8bit", "quantization", "flash_attention", "use_flash_attn",
     "use_activation_checkpointing", "fsdp_activation_checkpointing", "recompute_activations",
-    "sdp_attention", "xformers_attention"}}
+    "sdp_attention", "xformers_attention", "adam_offload"}}
 # Keys that only make sense in a model-config echo (JSON, Megatron args), never in YAML
 # or a ``key=value`` repr of something else.
 SHAPE_KEYS = {"hidden_size", "n_embd", "num_hidden_layers", "num_layers", "n_layer",

@@ -95,6 +95,19 @@ def _version(col: Collector, pkg: str, raw: str, line: int, prio: int) -> None:
         col.part("fwver:" + fw, ver, line, prio)
 
 
+# setuptools' console-script wrapper names the installed distribution it starts:
+# "sys.exit(load_entry_point('torch==2.1.0a0+fe05266', 'console_scripts', 'torchrun')())"
+_ENTRY_POINT = lazy(r"load_entry_point\(['\"](?P<pkg>[A-Za-z][\w.-]{0,60})==(?P<ver>[^'\"\s]{1,60})['\"]")
+
+
+def entry_point(col: Collector, text: str, line: int) -> None:
+    """The version in a console script's code line (a traceback's frame of ``torchrun``,
+    ``deepspeed``, ``accelerate``): what is installed, not a setting."""
+    m = _ENTRY_POINT.search(text)
+    if m:
+        _version(col, m.group("pkg"), m.group("ver"), line, RUNTIME - 2)
+
+
 def versions(col: Collector, text: str, low: str, line: int, words: set) -> None:
     if "version" in low:
         m = _ENV_ROW.match(text)
