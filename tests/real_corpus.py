@@ -171,12 +171,16 @@ def diagnose_json(log: Path) -> Optional[dict]:
         return None
 
 
-def score(cases: list[tuple[dict, Path]]) -> tuple[Tally, Tally]:
-    """(scored, log-silent): cases whose log shows the cause, and `inferable: no` ones apart."""
+def score(cases: list[tuple[dict, Path]], reports: Optional[dict] = None) -> tuple[Tally, Tally]:
+    """(scored, log-silent): cases whose log shows the cause, and `inferable: no` ones apart.
+    ``reports`` keeps each log's report, for a log scored in several tallies."""
     scored, silent = Tally(), Tally()
     for label, log in cases:
         inferable = str(label.get("inferable", "yes")).lower() in ("yes", "partly", "true")
-        grade(label, diagnose_json(log), scored if inferable else silent)
+        report = reports[log] if reports is not None and log in reports else diagnose_json(log)
+        if reports is not None:
+            reports[log] = report
+        grade(label, report, scored if inferable else silent)
     return scored, silent
 
 
@@ -186,11 +190,13 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
-    every = sorted({label.get("half") for label, _log in load_cases()} - {None})
+    cases = load_cases()
+    every = sorted({label.get("half") for label, _log in cases} - {None})
     halves = [args.half] if args.half else [*every, None]
     out = {}
+    reports: dict = {}   # each log diagnosed once, for its batch and for the whole
     for h in halves:
-        scored, silent = score(load_cases(half=h))
+        scored, silent = score([c for c in cases if h is None or c[0].get("half") == h], reports)
         name = f"half {h}" if h else "all"
         out[name] = scored.figures
         if not args.json:

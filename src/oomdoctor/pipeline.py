@@ -18,8 +18,11 @@ from .read.reader import LogView, Source, open_source, read_view
 from .report.model import Report
 
 
-def facts_from_view(view: LogView, source: Optional[str] = None) -> tuple[Facts, list[Line]]:
-    lines = normalise_pairs(view.pairs)
+def facts_from_view(view: LogView, source: Optional[str] = None,
+                    lines: Optional[list[Line]] = None) -> tuple[Facts, list[Line]]:
+    """``lines``: the view's lines when already normalised (each line is normalised alone)."""
+    if lines is None:
+        lines = normalise_pairs(view.pairs)
     facts = extract(lines, source)
     facts.lines_read = view.lines_read
     facts.bytes_read = view.bytes_read
@@ -44,8 +47,8 @@ def report_from_facts(facts: Facts, lines: list[Line], *, source: Optional[str] 
 
 
 def diagnose_view(view: LogView, *, source: Optional[str] = None, knowledge=None,
-                  framework: Optional[str] = None) -> Report:
-    facts, lines = facts_from_view(view, source)
+                  framework: Optional[str] = None, lines: Optional[list[Line]] = None) -> Report:
+    facts, lines = facts_from_view(view, source, lines)
     return report_from_facts(facts, lines, source=source, knowledge=knowledge, framework=framework)
 
 
@@ -65,6 +68,7 @@ def diagnose_many(sources: Sequence[Source], *, knowledge=None, framework: Optio
     if len(sources) == 1:
         return diagnose_source(sources[0], knowledge=knowledge, framework=framework)
     pairs: list[tuple[int, str]] = []
+    merged_lines: list[Line] = []
     names = []
     lines_read = bytes_read = 0
     notes: list[str] = []
@@ -78,13 +82,17 @@ def diagnose_many(sources: Sequence[Source], *, knowledge=None, framework: Optio
             if name not in (None, "<stdin>"):
                 stream.close()
         names.append(name or "<input>")
-        # the job's configuration only: the failure families run once, on the merged view
-        envs.append(extract(normalise_pairs(view.pairs), name, ENVIRONMENT_ONLY).environment)
+        lines = normalise_pairs(view.pairs)
+        # the job's configuration only: the failure families run once, on the merged lines
+        envs.append(extract(lines, name, ENVIRONMENT_ONLY).environment)
         # Line numbers continue across files so evidence stays unambiguous; the text
         # report names the file of each evidence line through Evidence.source.
         pairs.extend((offset + no, text) for no, text in view.pairs)
+        merged_lines.extend(Line(no=offset + ln.no, raw=ln.raw, text=ln.text, rank=ln.rank, host=ln.host)
+                            for ln in lines)
         offset += view.lines_read + 1
         pairs.append((offset, ""))
+        merged_lines.extend(normalise_pairs([(offset, "")]))
         lines_read += view.lines_read
         bytes_read += view.bytes_read
         notes.extend(view.notes)
@@ -92,7 +100,8 @@ def diagnose_many(sources: Sequence[Source], *, knowledge=None, framework: Optio
     if unrelated:
         notes.insert(0, unrelated)
     merged = LogView(pairs=pairs, lines_read=lines_read, bytes_read=bytes_read, notes=notes)
-    return diagnose_view(merged, source=", ".join(names), knowledge=knowledge, framework=framework)
+    return diagnose_view(merged, source=", ".join(names), knowledge=knowledge, framework=framework,
+                         lines=merged_lines)
 
 
 # -- several files: one job, or several? -----------------------------------------------------

@@ -300,6 +300,22 @@ def choose_knobs(spec: RemediationSpec, framework: Optional[str], zero: bool) ->
     return (knobs[0] if knobs else None), knobs[1:]
 
 
+def _version_refusal(spec, installed: dict) -> Optional[str]:
+    """Why the versions the log shows rule a fix out: older than the first release with it
+    (``min_versions``), or at or past the release that removed it (``max_versions``)."""
+    for limits, too_old in ((spec.min_versions, True), (spec.max_versions, False)):
+        for pkg, bound in limits.items():
+            shown = installed.get(pkg)
+            have = _version(shown) if shown else None
+            if have is None:
+                continue
+            if too_old and have < Version(bound):
+                return f"needs {pkg} >= {bound}; the log shows {shown}"
+            if not too_old and have >= Version(bound):
+                return f"{pkg} {bound} removed it; the log shows {shown}"
+    return None
+
+
 def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]) -> list[Remediation]:
     table = ev.table
     installed = _installed_versions(table)
@@ -319,17 +335,7 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
                     why = ev.fill(nw.why)
                     break
         if why is None:
-            for pkg, minimum in spec.min_versions.items():
-                have = _version(installed.get(pkg)) if installed.get(pkg) else None
-                if have is not None and have < Version(minimum):
-                    why = f"needs {pkg} >= {minimum}; the log shows {installed[pkg]}"
-                    break
-        if why is None:
-            for pkg, gone in spec.max_versions.items():
-                have = _version(installed.get(pkg)) if installed.get(pkg) else None
-                if have is not None and have >= Version(gone):
-                    why = f"{pkg} {gone} removed it; the log shows {installed[pkg]}"
-                    break
+            why = _version_refusal(spec, installed)
         knob, others = choose_knobs(spec, framework, zero)
         rem = Remediation(
             id=spec.id, rank=0, title=spec.title, knob=knob, other_knobs=others,

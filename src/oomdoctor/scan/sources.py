@@ -18,6 +18,9 @@ import stat
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Iterator, Optional, Sequence
 
+from ..read.pull import first_line
+from ..read.remote import is_url  # noqa: F401  (one test of what a URL is, for every door)
+
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst", ".tzst")
 MEMBER_SEP = "!/"   # "logs.tar.gz!/job-1/rank0.log" names a member of an archive
 
@@ -45,9 +48,6 @@ def is_tar(name: str) -> bool:
 def has_magic(path: str) -> bool:
     return globmod.has_magic(path)
 
-
-from ..read.pull import first_line  # noqa: E402
-from ..read.remote import is_url  # noqa: E402,F401  (one test of what a URL is, for every door)
 
 
 def wanted(relpath: str, include: Sequence[str], exclude: Sequence[str]) -> bool:

@@ -1,0 +1,28 @@
+"""Several files of one job: each file is normalised once, for its configuration and for the
+merged report, and the merged report is the one its merged text gives."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oomdoctor import pipeline
+
+REAL = sorted((Path(__file__).parent / "fixtures" / "real").glob("*.log"))
+PAIRS = list(zip(REAL[:40:2], REAL[1:40:2]))
+
+
+@pytest.mark.parametrize("a, b", PAIRS, ids=lambda p: p.stem)
+def test_merged_lines_are_the_merged_texts_lines(a, b, monkeypatch):
+    seen = {}
+    diagnose_view = pipeline.diagnose_view
+
+    def both(view, **kw):
+        seen["given"] = diagnose_view(view, **kw)
+        seen["from_text"] = diagnose_view(view, **{**kw, "lines": None})
+        return seen["given"]
+
+    monkeypatch.setattr(pipeline, "diagnose_view", both)
+    pipeline.diagnose_many([str(a), str(b)])
+    given, from_text = (seen[k].model_dump(mode="json") for k in ("given", "from_text"))
+    assert given == from_text
