@@ -14,6 +14,7 @@ import click
 
 from . import __version__
 from .report.render import page, render, use_color, use_rich, wants_pager
+from .scan.progress import printable
 
 FORMATS = ("text", "markdown", "json", "html")
 # the exit codes of each command, shown under its --help
@@ -83,10 +84,10 @@ class OomdoctorGroup(click.Group):
             from .read.reader import InputError
             if isinstance(exc, (InputError, KnowledgeError)):
                 # the message may hold a file name or a YAML key: made printable
-                click.echo(f"oomdoctor: {_printable(exc)}", err=True)
+                click.echo(f"oomdoctor: {printable(exc)}", err=True)
             else:
                 msg = str(exc).splitlines()[0] if str(exc) else ""
-                click.echo(f"oomdoctor: internal error: {type(exc).__name__}: {_printable(msg[:300])} "
+                click.echo(f"oomdoctor: internal error: {type(exc).__name__}: {printable(msg[:300])} "
                            "(set OOMDOCTOR_DEBUG=1 for details)", err=True)
                 if os.environ.get("OOMDOCTOR_DEBUG"):
                     import traceback
@@ -101,18 +102,11 @@ def main() -> None:
     """Say what ran out of memory in a failed training job, why, and how to fix it."""
 
 
-def _printable(text: object) -> str:
-    """One line of text from a file name, a log or a YAML file, safe on a terminal: no
-    escape sequences, no control characters, no lone surrogates (``report.common.clean``)."""
-    from .report.common import clean
-    return clean(text, oneline=True, tabs=False)
-
-
 def _load_kb(kb_dirs: tuple[str, ...]):
     from .kb.knowledge import default_knowledge, load_knowledge
     kb = load_knowledge(list(kb_dirs)) if kb_dirs else default_knowledge()
     for problem in kb.problems:
-        click.echo(f"oomdoctor: warning: knowledge file skipped: {_printable(problem)}", err=True)
+        click.echo(f"oomdoctor: warning: knowledge file skipped: {printable(problem)}", err=True)
     return kb
 
 
@@ -160,12 +154,20 @@ def diagnose(paths: tuple[str, ...], fmt: str, top: Optional[int], framework: Op
     colored = use_color() if color is None else color
     # a terminal (or FORCE_COLOR): the text report drawn by rich; pipes get plain text
     out = render(report, fmt, top=top, color=colored, verbose=verbose, terminal=use_rich())
+    _show(out, pager, colored)
+    sys.exit(1 if report.found_anything else 0)
+
+
+def _show(out: str, pager: Optional[bool], colored: bool) -> None:
+    """Write ``out`` to stdout, ending in one newline, or through the pager when ``--pager``
+    or the terminal's height asks for it (``wants_pager``)."""
+    if not out.endswith("\n"):
+        out += "\n"
     if wants_pager(out, pager):
-        page(out if out.endswith("\n") else out + "\n")
+        page(out)
     else:
         # click strips ANSI when stdout is not a TTY; --color (e.g. into `less -R`) must win
-        click.echo(out, nl=not out.endswith("\n"), color=colored or None)
-    sys.exit(1 if report.found_anything else 0)
+        click.echo(out, nl=False, color=colored or None)
 
 
 def example_log():
@@ -184,7 +186,7 @@ def _warn_unrelated(report) -> None:
     from .pipeline import UNRELATED_NOTE
     for note in report.notes:
         if note.startswith(UNRELATED_NOTE):
-            click.echo(f"oomdoctor: warning: {_printable(note)}", err=True)
+            click.echo(f"oomdoctor: warning: {printable(note)}", err=True)
 
 
 def _diagnose_per_file(paths, fmt: str, kb, framework, top, color, verbose: bool, pager) -> None:
@@ -201,16 +203,13 @@ def _diagnose_per_file(paths, fmt: str, kb, framework, top, color, verbose: bool
         for path, report in zip(paths, reports):
             name = report.source or ("<stdin>" if path == "-" else str(path))
             if fmt == "markdown":
-                parts.append(f"# {_printable(name)}\n\n" + render(report, fmt, top=top))
+                parts.append(f"# {printable(name)}\n\n" + render(report, fmt, top=top))
             else:
                 body = render(report, fmt, top=top, color=colored, verbose=verbose, terminal=use_rich())
-                head = f"==> {_printable(name)} <=="
+                head = f"==> {printable(name)} <=="
                 parts.append((click.style(head, bold=True) if colored else head) + "\n\n" + body)
         out = "\n".join(p if p.endswith("\n") else p + "\n" for p in parts)
-    if wants_pager(out, pager):
-        page(out)
-    else:
-        click.echo(out, nl=False, color=colored or None)
+    _show(out, pager, colored)
     sys.exit(1 if any(r.found_anything for r in reports) else 0)
 
 
@@ -241,7 +240,7 @@ def kb_list(kb_dirs: tuple[str, ...]) -> None:
     width = max((len(i.id) for i in base), default=10)
     for inc in sorted(base, key=lambda i: i.id):
         tag = " (fallback)" if inc.fallback else ("" if inc.memory_failure else " (not a memory failure)")
-        click.echo(_printable(f"{inc.id:<{width}}  {inc.title}{tag}"))
+        click.echo(printable(f"{inc.id:<{width}}  {inc.title}{tag}"))
 
 
 @kb.command("show", epilog=PLAIN_EXIT)
@@ -253,7 +252,7 @@ def kb_show(incident_id: str, kb_dirs: tuple[str, ...], fmt: str) -> None:
     base = _load_kb(kb_dirs)
     inc = base.get(incident_id)
     if inc is None:
-        raise click.ClickException(f"no incident '{_printable(incident_id)}' (see 'oomdoctor kb list')")
+        raise click.ClickException(f"no incident '{printable(incident_id)}' (see 'oomdoctor kb list')")
     if fmt == "yaml":
         click.echo(base.files[incident_id].read_text(encoding="utf-8"))
         return
@@ -261,11 +260,8 @@ def kb_show(incident_id: str, kb_dirs: tuple[str, ...], fmt: str) -> None:
     if use_rich():
         # on a terminal: the markdown rendered by rich; in a pipe: the markdown itself
         from .report.terminal import markdown_for_terminal
-        out = markdown_for_terminal(incident_markdown(inc), color=use_color())
-        if wants_pager(out, None):
-            page(out)
-        else:
-            click.echo(out, nl=False, color=use_color() or None)
+        colored = use_color()
+        _show(markdown_for_terminal(incident_markdown(inc), color=colored), None, colored)
         return
     click.echo(incident_markdown(inc))
 

@@ -131,16 +131,34 @@ def open_source(src: Source) -> tuple[BinaryIO, Optional[str]]:
         name = os.fspath(src)
         if name == "-":
             return sys.stdin.buffer, "<stdin>"
-        if is_url(name):
-            local = local_path(name)
-            if local is not None:
-                return open_source(local)
-            try:
-                return open_url(name), name
-            except UrlError as exc:
-                raise InputError(f"{name}: {exc}") from None
-        return open_file(name, "is a directory (use 'oomdoctor scan' for directories)"), name
+        target, _remote = resolve_path(name)
+        if target != name:      # a file:// URL: read, and named, as the path it names
+            return open_source(target)
+        return open_path(name, "is a directory (use 'oomdoctor scan' for directories)"), name
     return src, getattr(src, "name", None)
+
+
+def resolve_path(path: str) -> tuple[str, bool]:
+    """Where ``path`` points: (the local path, False) for a path or a ``file://`` URL (no
+    fsspec needed), (the URL, True) for any other fsspec URL."""
+    if is_url(path):
+        local = local_path(path)
+        if local is None:
+            return path, True
+        return local, False
+    return path, False
+
+
+def open_path(path: str, if_directory: str) -> BinaryIO:
+    """A path or an fsspec URL (``resolve_path``) opened for reading, or ``InputError`` with
+    a one-line reason that names it (``if_directory`` when a local path is a directory)."""
+    target, remote = resolve_path(path)
+    if remote:
+        try:
+            return open_url(target)
+        except UrlError as exc:
+            raise InputError(f"{target}: {exc}") from None
+    return open_file(target, if_directory)
 
 
 def open_file(path: str, if_directory: str) -> BinaryIO:

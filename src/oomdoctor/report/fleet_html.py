@@ -9,12 +9,11 @@ file names and logs that anyone may have written.
 """
 from __future__ import annotations
 
-import html
 import math
 from typing import Optional
 
 from ..facts.sizes import format_size
-from .common import clean
+from .html import e
 
 CHART_WIDTH = 760
 CHART_HEIGHT = 180
@@ -36,12 +35,6 @@ td.m code,td.k code{white-space:nowrap;word-break:normal}
 .legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px}
 svg text{font:11px system-ui,sans-serif;fill:#555}
 """
-
-
-def e(text: object) -> str:
-    """Escaped for HTML, without control characters or lone surrogates (a file name that is
-    not UTF-8): the page always encodes."""
-    return html.escape("" if text is None else clean(text, tabs=False), quote=True)
 
 
 def render_fleet_html(data: dict, *, title: Optional[str] = None) -> str:

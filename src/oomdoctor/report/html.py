@@ -58,7 +58,9 @@ class Segment(NamedTuple):
 
 
 def e(text: object) -> str:
-    return html.escape(clean(text, tabs=False), quote=True)
+    """Escaped for HTML, without control characters or lone surrogates (a file name that is
+    not UTF-8): the page always encodes. None is empty."""
+    return html.escape("" if text is None else clean(text, tabs=False), quote=True)
 
 
 def memory_segments(ev: "OomEvent") -> list[Segment]:

@@ -1,7 +1,7 @@
 """One report in one of the output formats, the text one drawn by rich for a terminal
 (``terminal=True``: ``terminal.py``) or as plain text; whether a stream takes colour and
-rich; whether a stream is a terminal (``isatty``, the one test of it); and the pager for
-output taller than the terminal.
+rich; whether a stream is a terminal (``isatty``, the one test of it) and one that can be
+drawn on (``can_draw``); and the pager for output taller than the terminal.
 
 Imports nothing heavy at the top: the CLI and ``oomdoctor run`` load it at start-up.
 """
@@ -45,9 +45,13 @@ def use_rich(stream=None) -> bool:
     stream = stream or sys.stdout
     if os.environ.get("FORCE_COLOR"):
         return True
-    if os.environ.get("TERM") == "dumb":
-        return False
-    return isatty(stream)
+    return can_draw(stream)
+
+
+def can_draw(stream) -> bool:
+    """Whether ``stream`` is a terminal that can be drawn on (colours, a pager, a progress
+    bar): a terminal that is not TERM=dumb."""
+    return os.environ.get("TERM") != "dumb" and isatty(stream)
 
 
 def isatty(stream) -> bool:
@@ -87,8 +91,7 @@ def wants_pager(text: str, flag: bool | None, stream: IO[str] | None = None) -> 
     taller than the terminal it goes to, never into a pipe or a file."""
     if flag is not None:
         return flag
-    stream = stream or sys.stdout
-    if os.environ.get("TERM") == "dumb" or not isatty(stream):
+    if not can_draw(stream or sys.stdout):
         return False
     from .common import terminal_size
     lines = text.count("\n") + (0 if text.endswith("\n") else 1)

@@ -38,6 +38,7 @@ from .sections import (
     Verbatim,
     sections,
 )
+from .text import knob_name_width
 
 if TYPE_CHECKING:
     from .model import Report
@@ -214,7 +215,7 @@ def build(report: Report, *, top: int | None = None, verbose: bool = False) -> _
         elif isinstance(b, Verbatim):
             doc.verbatim(b.text, _STYLES[b.style])          # a URL is never wrapped
         elif isinstance(b, OtherKnobs):
-            w = min(22, max(len(name) for name, _k in b.knobs))
+            w = knob_name_width(b)
             for name, knob in b.knobs:
                 doc.verbatim(" " * b.indent + clean(name).ljust(w) + "  " + knob)
         elif isinstance(b, Phrases):

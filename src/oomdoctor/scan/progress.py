@@ -11,7 +11,7 @@ from typing import IO, Optional
 
 from ..facts.sizes import format_size
 from ..report.common import clean
-from ..report.render import isatty
+from ..report.render import can_draw
 
 
 def printable(text: object) -> str:
@@ -35,7 +35,7 @@ class Progress:
                  enabled: Optional[bool] = None, interval: float = 0.2):
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
-            enabled = isatty(self.stream) and os.environ.get("TERM") != "dumb"
+            enabled = can_draw(self.stream)
         self.enabled = enabled
         self.total_files = total_files
         self.total_bytes = max(total_bytes, 1)

@@ -18,6 +18,7 @@ import json
 import re
 from typing import IO, Any, Callable, Iterable, Iterator, Optional
 
+from ..report.render import isatty
 from .progress import printable
 
 FORMATS = ("jsonl", "csv")
@@ -170,7 +171,7 @@ class RecordWriter:
         self.out = out
         self.fmt = fmt
         self._csv = None
-        self._tty = bool(getattr(out, "isatty", lambda: False)())
+        self._tty = isatty(out)
         if fmt == "csv":
             self._csv = csv.DictWriter(out, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
             if header:
@@ -204,17 +205,8 @@ PARTIAL_RECORD = re.compile(r'\s*\{\s*"path"\s*:')   # how every JSON-lines reco
 
 def open_results(path: str) -> IO[bytes]:
     """A results file (a path, or an fsspec URL) opened for reading, or ``InputError``."""
-    from ..read.reader import InputError, open_file
-    from ..read.remote import UrlError, is_url, local_path, open_url
-    if is_url(path):
-        local = local_path(path)
-        if local is None:
-            try:
-                return open_url(path)
-            except UrlError as exc:
-                raise InputError(f"{path}: {exc}") from None
-        path = local
-    return open_file(path, "is a directory, not a results file")
+    from ..read.reader import open_path
+    return open_path(path, "is a directory, not a results file")
 
 
 def read_records(path: str, *, strict: bool = False,

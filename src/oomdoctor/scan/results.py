@@ -28,7 +28,7 @@ import tempfile
 from typing import IO, Callable, Iterable, Iterator, NamedTuple, Optional
 
 from ..read.pull import first_line
-from ..read.reader import InputError
+from ..read.reader import InputError, resolve_path
 from .records import (
     PARTIAL_RECORD,
     allow_long_csv_fields,
@@ -188,11 +188,8 @@ class ResultsFile(_Resumable):
 def results_file(out: str, fmt: str, resume: bool):
     """The ``--out`` of a scan: a ``ResultsFile`` for a path (or a ``file://`` URL), a
     ``UrlResultsFile`` for any other fsspec URL."""
-    from ..read.remote import is_url, local_path
-    if is_url(out):
-        local = local_path(out)
-        return ResultsFile(local, fmt, resume) if local is not None else UrlResultsFile(out, fmt, resume)
-    return ResultsFile(out, fmt, resume)
+    target, remote = resolve_path(out)
+    return UrlResultsFile(target, fmt, resume) if remote else ResultsFile(target, fmt, resume)
 
 
 class UrlResultsFile(_Resumable):
