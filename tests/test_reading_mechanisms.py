@@ -666,3 +666,24 @@ def test_openrlhf_adam_offload_flag(flag, offload):
     d = report(f"[ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', '-m', 'openrlhf.cli.train_sft', {flag} "
                "exits with return code = 1\n")
     assert d["environment"]["offload"] == offload
+
+
+def test_paddlepaddles_allocator_failure_is_a_device_oom_with_its_figures():
+    d = report("ResourceExhaustedError: \n\n"
+               "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory on GPU 0, 23.486572GB memory has been "
+               "allocated and available memory is only 167.062500MB.\n")
+    (ev,) = d["oom_events"]
+    assert (ev["kind"], ev["device_index"], ev["message_format"]) == ("device_runtime", 0, "paddle-allocator")
+    assert ev["tried_to_allocate_bytes"] == 172 * 2**20 and ev["free_bytes"] == int(167.0625 * 2**20)
+    # its advice is not a failure
+    assert report("Please check whether there is any other process using GPU 0.\n")["oom_events"] == []
+
+
+@pytest.mark.parametrize("function, phase", [("_eval_loop", "eval"), ("_train_loop", None), ("__evaluate", "eval")])
+def test_a_private_evaluation_method_is_evaluation(function, phase):
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/x/composer/trainer/trainer.py", line 1766, in fit\n'
+          "    self._train_loop()\n"
+          f'  File "/x/composer/trainer/trainer.py", line 2724, in {function}\n'
+          "    self._original_model.update_metric(\n")
+    assert report(tb)["phase"] == phase

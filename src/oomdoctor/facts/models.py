@@ -240,7 +240,7 @@ class PhaseInfo(Model):
 class MemorySample(Model):
     """One allocator-statistics reading (memory_summary, see_memory_usage, nvidia-smi, trainer logs)."""
 
-    source: str = Field(description="memory_summary, see_memory_usage, nvidia_smi, list_gpu_processes, mmengine, axolotl, deepspeed_flush, user_print")
+    source: str = Field(description="memory_summary, see_memory_usage, nvidia_smi, list_gpu_processes, mmengine, axolotl, deepspeed_flush, user_print, tcmalloc")
     line: int
     label: Optional[str] = None
     allocated_bytes: Optional[int] = None
@@ -249,6 +249,7 @@ class MemorySample(Model):
     max_reserved_bytes: Optional[int] = None
     host_used_bytes: Optional[int] = None
     host_percent: Optional[float] = None
+    host_request_bytes: Optional[int] = Field(default=None, description="one host allocation the allocator reported as large (tcmalloc)")
     used_bytes: Optional[int] = Field(default=None, description="device memory in use as the driver sees it (nvidia-smi: the GPU, or one process)")
     total_bytes: Optional[int] = Field(default=None, description="device capacity as the driver reports it (nvidia-smi)")
     device_index: Optional[int] = None

@@ -23,6 +23,7 @@ from ..facts.models import Facts
 from ..memory import fingerprint_facts
 
 CUDA_CONTEXT = 512 * 2**20   # what a CUDA context and its kernels take, outside PyTorch's figures
+HOST_REQUEST_PRESSURE = 4 * 2**30   # one host allocation this large is pressure in itself
 _STRENGTH = {"certain": 0, "likely": 1, "weak": 2}
 
 
@@ -175,8 +176,13 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         (t["stats.alloc_retries"] or 0) >= 1
         or ((t["stats.cache_unused_over_allocated"] or 0) >= 2 and (t["stats.cache_unused"] or 0) >= 2 * 2**30)
         or t["stats.allocated_growing"] or t["stats.smi_siblings"] >= 2)
-    # the host's memory nearly full (DeepSpeed's see_memory_usage prints its share)
-    t["stats.host_pressure"] = (t["stats.host_percent_max"] or 0) >= 90
+    hr = [s.host_request_bytes for s in samples if s.host_request_bytes is not None]
+    t["stats.host_request_max"] = max(hr) if hr else None
+    # the host's memory nearly full (DeepSpeed's see_memory_usage prints its share), or one
+    # host allocation of several GiB at once (tcmalloc's report): a dataset or a model's
+    # weights materialised in one block, what exhausts a notebook's or a container's RAM
+    t["stats.host_pressure"] = (t["stats.host_percent_max"] or 0) >= 90 or (
+        t["stats.host_request_max"] or 0) >= HOST_REQUEST_PRESSURE
     for name, lines in facts.markers.items():
         t[f"marker.{name}"] = len(lines)
     t.update(fingerprint_facts(facts))

@@ -278,7 +278,20 @@ def _add(ctx: ParseContext, s: MemorySample) -> None:
         ctx.note(f"more than {MAX_SAMPLES} memory readings; the rest were not kept")
 
 
+# tcmalloc (Colab's and many images' malloc) reports every single allocation above its
+# threshold (1 GiB unless set): "tcmalloc: large alloc 44581601280 bytes == 0x7f6e... @ ..."
+_TCMALLOC = lazy(r"tcmalloc: large alloc (?P<n>\d{1,20}) bytes")
+
+
+def _tcmalloc(ctx: ParseContext) -> None:
+    for i in ctx.lines_with(("tcmalloc: large alloc",)):
+        m = ctx.search(_TCMALLOC, ctx.lines[i].text)
+        if m:
+            _add(ctx, MemorySample(source="tcmalloc", line=ctx.lines[i].no, host_request_bytes=int(m.group("n"))))
+
+
 def parse(ctx: ParseContext) -> None:
+    _tcmalloc(ctx)
     state: dict = {}
     i, n = 0, len(ctx.lines)
     while i < n:

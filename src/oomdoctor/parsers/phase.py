@@ -120,9 +120,9 @@ _ANYWHERE = (
         r"|[:_]generate_(?:sequences|samples)$|:(?![\w]*train)(?:\w+_)?rollout(?:_\w+)?$"
         # TRL's and its forks' "unwrap_model_for_generation": the policy gathered to generate
         r"|_for_generation$"
-        # a script's own evaluation function (validate(), run_eval(), val_epoch()), unless
-        # its name says it trains as well (train_and_evaluate)
-        r"|:(?![\w]*train)(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
+        # a script's own evaluation function (validate(), run_eval(), val_epoch(), a trainer's
+        # private _eval_loop()), unless its name says it trains as well (train_and_evaluate)
+        r"|:_{0,2}(?![\w]*train)(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
         r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
 )
 _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b")

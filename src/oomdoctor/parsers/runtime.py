@@ -72,6 +72,11 @@ _FIXED_CUDA_SIGNS = (
 _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20}))?"
                            r"|[Ff]ailed to allocate (?P<n2>\d{1,20}) bytes (?:of|on) (?:the )?device memory")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
+# PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
+# on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
+_PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>[\d.]{1,20}\s*[KMGT]?B) memory"
+                   r"(?: on GPU \d{1,3})?,\s*(?P<alloc>[\d.]{1,20}\s*[KMGT]?B) memory has been allocated"
+                   r"(?: and available memory is only (?P<free>[\d.]{1,20}\s*[KMGT]?B))?")
 
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"
@@ -106,7 +111,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
-          "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)")
+          "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU")
 
 
 
@@ -303,6 +308,14 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("bitsandbytes", m.group("file")), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", line=0, message_format="bitsandbytes",
             detail=f"bitsandbytes CUDA allocation failed ({m.group('file')})"))
+        return
+    m = ctx.search(_PADDLE_OOM, text) if "Out of memory error on GPU" in text else None
+    if m:
+        events.add(("device_runtime", "Paddle", m.group("dev"), m.group("req")), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="paddle-allocator",
+            device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
+            already_allocated_bytes=_size(m.group("alloc")), free_bytes=_size(m.group("free")),
+            detail="PaddlePaddle's GPU allocator could not allocate the request"))
         return
     m = ctx.search(_DEVICE_ALLOC, text)
     if m:

@@ -43,8 +43,9 @@ ANCHOR_LITERALS = (
     "Failed to CUDA", "Failed to cuMem", "DEVICE memory", "device memory", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "being killed", "Exceeded job memory", "Exceeded step memory", "Task was killed",
     "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement",
-    # an nvidia-smi process table (ranks sharing a GPU show in its rows, parsers/allocator_stats.py)
-    "Processes:", "ressure (OOM)", "MEM(GB)", "usage threshold", "Ray killed this", "Your session crashed", "Your notebook",
+    # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
+    # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
+    "Processes:", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Ray killed this", "Your session crashed", "Your notebook",
     "The node was low", "Root Cause", "received by PID", "Main process received",
     "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
