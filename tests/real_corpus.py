@@ -31,15 +31,12 @@ SIZE_FIELDS = {k: k + "_bytes" for k in ("tried_to_allocate", "total_capacity", 
 ENV_FIELDS = {"deepspeed_version", "torch_version", "transformers_version", "zero_stage", "offload", "world_size"}
 
 
-def load_cases(root: Path = REAL, half: Optional[int] = None) -> list[tuple[dict, Path]]:
+def load_cases(root: Path = REAL) -> list[tuple[dict, Path]]:
     out = []
     for y in sorted(root.glob("*.yaml")):
         if not y.with_suffix(".log").exists():
             continue  # ratchet.yaml: the test's floor, not a case
-        label = yaml.safe_load(y.read_text(encoding="utf-8"))
-        if half is not None and label.get("half") != half:
-            continue
-        out.append((label, y.with_suffix(".log")))
+        out.append((yaml.safe_load(y.read_text(encoding="utf-8")), y.with_suffix(".log")))
     return out
 
 
@@ -175,12 +172,12 @@ def score(cases: list[tuple[dict, Path]], reports: Optional[dict] = None) -> tup
     """(scored, log-silent): cases whose log shows the cause, and `inferable: no` ones apart.
     ``reports`` keeps each log's report, for a log scored in several tallies."""
     scored, silent = Tally(), Tally()
+    reports = {} if reports is None else reports
     for label, log in cases:
         inferable = str(label.get("inferable", "yes")).lower() in ("yes", "partly", "true")
-        report = reports[log] if reports is not None and log in reports else diagnose_json(log)
-        if reports is not None:
-            reports[log] = report
-        grade(label, report, scored if inferable else silent)
+        if log not in reports:
+            reports[log] = diagnose_json(log)
+        grade(label, reports[log], scored if inferable else silent)
     return scored, silent
 
 

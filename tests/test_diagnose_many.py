@@ -22,7 +22,16 @@ def test_merged_lines_are_the_merged_texts_lines(a, b, monkeypatch):
         seen["from_text"] = diagnose_view(view, **{**kw, "lines": None})
         return seen["given"]
 
+    normalised = []
+    normalise_pairs = pipeline.normalise_pairs
+
+    def counted(pairs):
+        normalised.append(1)
+        return normalise_pairs(pairs)
+
     monkeypatch.setattr(pipeline, "diagnose_view", both)
+    monkeypatch.setattr(pipeline, "normalise_pairs", counted)
     pipeline.diagnose_many([str(a), str(b)])
+    assert len(normalised) == 2 + 1   # each file once; the text reading of the check once
     given, from_text = (seen[k].model_dump(mode="json") for k in ("given", "from_text"))
     assert given == from_text

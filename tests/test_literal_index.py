@@ -154,12 +154,22 @@ def test_the_word_gate_changes_no_configuration(monkeypatch, backend):
     from oomdoctor.parsers import ENVIRONMENT_ONLY, environment, extract
 
     index = _index(backend)
+    index.register((environment.VOCABULARY, True))
     monkeypatch.setattr(literal_index, "shared", lambda: index)
     gated = 0
+    asked = ParseContext.indexed_lines_with
+
+    def counted(self, literals, fold=False):
+        nonlocal gated
+        got = asked(self, literals, fold)
+        gated += literals == environment.VOCABULARY and got is not None
+        return got
+
     for path in sorted(LOGS.glob("*.log")) + sorted(REAL.glob("*.log")):
         lines = normalise(path.read_text(encoding="utf-8", errors="replace"))
-        with_gate = extract(lines, families=ENVIRONMENT_ONLY).environment
-        gated += ParseContext(lines).indexed_lines_with(environment.VOCABULARY, fold=True) is not None
+        with monkeypatch.context() as m:
+            m.setattr(ParseContext, "indexed_lines_with", counted)
+            with_gate = extract(lines, families=ENVIRONMENT_ONLY).environment
         with monkeypatch.context() as m:
             m.setattr(ParseContext, "indexed_lines_with", lambda self, literals, fold=False: None)
             without = extract(lines, families=ENVIRONMENT_ONLY).environment

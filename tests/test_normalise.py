@@ -1,6 +1,8 @@
 """Normalisation: decorations stripped, message and line numbers kept."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -87,23 +89,23 @@ def test_indentation_of_traceback_lines_is_kept():
 def _reference_strip(text: str):
     """The layers as one repeated `regex` alternation (repeated group names, every capture
     kept): what strip_prefixes computes one layer at a time."""
-    import regex
-
     from oomdoctor.read import normalise as n
-    global _REFERENCE
-    if _REFERENCE is None:
-        alts = ["(?:" + (p.pattern[1:] if p.pattern.startswith("^") else p.pattern) + ")" for p, _k in n._PREFIXES]
-        _REFERENCE = regex.compile("^(?:" + "|".join(alts) + "){1,12}")
     if not n._MAYBE_PREFIX.match(text):
         return text, None, None
-    m = _REFERENCE.match(text)
+    m = _reference().match(text)
     if not m or m.end() == 0:
         return text, None, None
     ranks, hosts = m.captures("rank"), m.captures("host")
     return text[m.end():], int(ranks[0]) if ranks else None, next((h for h in hosts if h), None)
 
 
-_REFERENCE = None
+@functools.cache
+def _reference():
+    import regex
+
+    from oomdoctor.read import normalise as n
+    alts = ["(?:" + (p.pattern[1:] if p.pattern.startswith("^") else p.pattern) + ")" for p, _k in n._PREFIXES]
+    return regex.compile("^(?:" + "|".join(alts) + "){1,12}")
 
 
 def _fixture_lines():

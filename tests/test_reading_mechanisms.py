@@ -606,6 +606,8 @@ def test_a_checkpoint_recompute_mismatch_is_read_from_its_body_lines():
     assert oomdoctor.diagnose("torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for "
                               "the following tensors have different metadata than during the forward pass.\n"
                               ).failures[0].kind == "checkpoint_recompute_mismatch"
+    # a script printing its own tensors' metadata is no failure
+    assert report("saved metadata: {'shape': torch.Size([5120]), 'dtype': torch.bfloat16}\n")["failures"] == []
 
 
 @pytest.mark.parametrize("before, killed", [
@@ -629,6 +631,9 @@ def test_an_allocator_message_whose_case_was_lost_is_read():
     assert ev["kind"] == "cuda_caching_allocator"
     assert ev["tried_to_allocate_bytes"] == 30 * 2**20 and ev["total_capacity_bytes"] == 8 * 2**30
     assert ev["evidence"][0]["text"].startswith("cuda out of memory")   # the evidence as posted
+    d = report("torch.cuda.outofmemoryerror: cuda out of memory. tried to allocate 30.00 mib (gpu 0; 8.00 gib total "
+               "capacity; 7.04 gib already allocated; 0 bytes free; 7.28 gib reserved in total by pytorch)\n")
+    assert d["oom_events"][0]["exception"] == "torch.cuda.OutOfMemoryError"
     # only a line whose case was lost as a whole: one typed in mixed case is not the allocator's
     assert report("My note: CUDA out of memory. tried to allocate 30.00 mib again\n")["oom_events"] == []
 
@@ -645,6 +650,12 @@ def test_a_console_scripts_entry_point_names_the_installed_version():
                '  File "/usr/local/bin/torchrun", line 33, in <module>\n'
                "    sys.exit(load_entry_point('torch==2.1.0a0+fe05266', 'console_scripts', 'torchrun')())\n")
     assert d["environment"]["torch_version"] == "2.1.0a0"
+    # another package's console script says nothing of torch; one without a version, nothing
+    other = report("Traceback (most recent call last):\n"
+                   '  File "/usr/local/bin/deepspeed", line 33, in <module>\n'
+                   "    sys.exit(load_entry_point('deepspeed==0.14.0', 'console_scripts', 'deepspeed')())\n"
+                   "    sys.exit(load_entry_point('torch', 'console_scripts', 'torchrun')())\n")
+    assert (other["environment"]["torch_version"], other["environment"]["deepspeed_version"]) == (None, "0.14.0")
 
 
 def test_phase_from_the_call_in_progress_and_native_save_frames():
@@ -687,3 +698,19 @@ def test_a_private_evaluation_method_is_evaluation(function, phase):
           f'  File "/x/composer/trainer/trainer.py", line 2724, in {function}\n'
           "    self._original_model.update_metric(\n")
     assert report(tb)["phase"] == phase
+
+
+@pytest.mark.parametrize("size, warned", [(6325288960, True), (1610612736, False)])
+def test_tcmallocs_large_allocation_is_host_pressure_from_4_gib(size, warned):
+    d = report("Loading dataset...\n"
+               f"tcmalloc: large alloc {size} bytes == 0x447fa000 @  0x7f3438dcc1e7 0x59221c 0x4ca6f4\n")
+    assert [s["host_request_bytes"] for s in d["memory_samples"]] == [size]
+    assert [(x["incident"], x["warning"]) for x in d["diagnoses"]] == ([("host-oom", True)] if warned else [])
+
+
+def test_a_log_whose_only_oom_is_a_symptom_says_so():
+    from oomdoctor.report.text import render_text
+    text = render_text(oomdoctor.diagnose("RuntimeError: CUDA out of memory. Tried to allocate 9000.00 GiB (GPU 0; "
+                                          "79.35 GiB total capacity; 1.00 GiB already allocated; 70.00 GiB free)\n"))
+    first = text.splitlines()[0]
+    assert first.startswith("No out-of-memory failure") and "survived" not in first

@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Optional, Sequence
 
 from . import __version__
@@ -88,11 +90,10 @@ def diagnose_many(sources: Sequence[Source], *, knowledge=None, framework: Optio
         # Line numbers continue across files so evidence stays unambiguous; the text
         # report names the file of each evidence line through Evidence.source.
         pairs.extend((offset + no, text) for no, text in view.pairs)
-        merged_lines.extend(Line(no=offset + ln.no, raw=ln.raw, text=ln.text, rank=ln.rank, host=ln.host)
-                            for ln in lines)
+        merged_lines.extend(dataclasses.replace(ln, no=offset + ln.no) for ln in lines)
         offset += view.lines_read + 1
         pairs.append((offset, ""))
-        merged_lines.extend(normalise_pairs([(offset, "")]))
+        merged_lines.append(Line(no=offset, raw="", text=""))
         lines_read += view.lines_read
         bytes_read += view.bytes_read
         notes.extend(view.notes)

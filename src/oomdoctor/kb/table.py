@@ -181,8 +181,9 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     # the host's memory nearly full (DeepSpeed's see_memory_usage prints its share), or one
     # host allocation of several GiB at once (tcmalloc's report): a dataset or a model's
     # weights materialised in one block, what exhausts a notebook's or a container's RAM
-    t["stats.host_pressure"] = (t["stats.host_percent_max"] or 0) >= 90 or (
-        t["stats.host_request_max"] or 0) >= HOST_REQUEST_PRESSURE
+    t["stats.host_percent_high"] = (t["stats.host_percent_max"] or 0) >= 90
+    t["stats.host_request_large"] = (t["stats.host_request_max"] or 0) >= HOST_REQUEST_PRESSURE
+    t["stats.host_pressure"] = t["stats.host_percent_high"] or t["stats.host_request_large"]
     for name, lines in facts.markers.items():
         t[f"marker.{name}"] = len(lines)
     t.update(fingerprint_facts(facts))

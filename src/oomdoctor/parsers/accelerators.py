@@ -425,16 +425,15 @@ def _buffer_assignment(ctx: ParseContext, events: _Events, i: int) -> None:
 
 # Apple's Metal driver failing a command buffer for want of GPU memory, whichever framework
 # submitted it (MLX, PyTorch's MPS backend): "[METAL] Command buffer execution failed:
-# Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
-_METAL_OOM = lazy(r"Insufficient Memory \(0{0,7}8:kIOGPUCommandBufferCallbackErrorOutOfMemory\)"
-                  r"|kIOGPUCommandBufferCallbackErrorOutOfMemory")
+# Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)". The status
+# name says it alone.
+_METAL_OOM = "kIOGPUCommandBufferCallbackErrorOutOfMemory"
 
 
 def _parse_metal(ctx: ParseContext, events: _Events) -> None:
-    for i in ctx.lines_with(("kIOGPUCommandBufferCallbackErrorOutOfMemory",)):
-        if ctx.search(_METAL_OOM, ctx.lines[i].text):
-            events.add(("metal",), i, lambda: OomEvent(kind="mps", backend="Metal", line=0,
-                                                       message_format="metal-command-buffer"))
+    for i in ctx.lines_with((_METAL_OOM,)):
+        events.add(("metal",), i, lambda: OomEvent(kind="mps", backend="Metal", line=0,
+                                                   message_format="metal-command-buffer"))
 
 
 def parse(ctx: ParseContext) -> None:

@@ -291,7 +291,6 @@ def _tcmalloc(ctx: ParseContext) -> None:
 
 
 def parse(ctx: ParseContext) -> None:
-    _tcmalloc(ctx)
     state: dict = {}
     i, n = 0, len(ctx.lines)
     while i < n:
@@ -341,6 +340,9 @@ def parse(ctx: ParseContext) -> None:
         if "memory" in low or "num_" in low or "_bytes.all." in low or "retries" in low or "mem_" in low:
             _user_prints(ctx, i, text, state)
         i += 1
+    if ctx.lines_with(("tcmalloc: large alloc",)):
+        _tcmalloc(ctx)
+        ctx.facts.memory_samples.sort(key=lambda s: s.line)   # in log order, as the evidence cites them
 
 
 def _axolotl(ctx: ParseContext, i: int, m) -> None:

@@ -6,6 +6,8 @@ A parser family is a module with ``parse(ctx: ParseContext) -> None`` that reads
 """
 from __future__ import annotations
 
+import dataclasses
+
 import bisect
 from typing import Optional
 
@@ -52,11 +54,8 @@ class ParseContext:
         loop over every line, or a regex alternation, costs ten to a hundred times more.
         With Hyperscan, one pass answers every set asked for before (``literal_index``).
         With ``fold`` the literals must be lower case and match any case."""
-        key = (literals, fold)
-        got = self._with.get(key)
-        if got is None:
-            got = self._from_index(key)
-        return got if got is not None else self._lines_with_python(key)
+        got = self.indexed_lines_with(literals, fold)
+        return got if got is not None else self._lines_with_python((literals, fold))
 
     def indexed_lines_with(self, literals: tuple[str, ...], fold: bool = False) -> Optional[list[int]]:
         """``lines_with``'s answer when the native index gives it in its one pass; None when
@@ -135,7 +134,7 @@ class ParseContext:
         """Give line ``i`` another message text (its raw line stays as posted for the
         evidence); the whole-log answers are worked out again."""
         ln = self.lines[i]
-        self.lines[i] = Line(no=ln.no, raw=ln.raw or ln.text, text=text, rank=ln.rank, host=ln.host)
+        self.lines[i] = dataclasses.replace(ln, raw=ln.raw or ln.text, text=text)
         self._blob = self._folded = self._indexed = None
         self._with.clear()
 

@@ -548,13 +548,13 @@ def _resolve_launchers(s: _Scan) -> None:
             s.kill(j, "weak", "exit-137", "an exit code that means SIGKILL (137, or -9)")
 
 
-# the formats of a launcher's kills that only say a rank died without a Python exception
-SILENT_DEATH_FORMATS = ("torchrun-survivors-stopped", "deepspeed-launcher")
 _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "kubernetes": "kubernetes-oomkilled",
                   "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill",
                   "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",
                   "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137",
                   "notebook": "notebook-out-of-ram"}
+# the formats of a launcher's kills that only say a rank died without a Python exception
+SILENT_DEATH_FORMATS = (_SOURCE_FORMAT["torchrun-survivors"], _SOURCE_FORMAT["deepspeed"])
 _SOURCE_RANK = {"kernel": 0, "slurm": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,
                 "launcher": 6, "shell": 7, "torchrun-survivors": 8, "exit-137": 9}
 

@@ -212,15 +212,14 @@ def _symptoms(ctx: ParseContext) -> None:
     own = [f for f in ctx.facts.failures if f.kind in _OWN_DEATHS]
     for ev in ctx.facts.oom_events:
         req, cap = ev.tried_to_allocate_bytes, ev.total_capacity_bytes
-        before = [f for f in own if f.line < ev.line]
         if req is not None and (req >= 2**60 or (cap and req > ABSURD_OVER_CAPACITY * cap)):
             ev.symptom = "the request is far larger than any device: a corrupted size, not memory pressure"
         elif ev.kind in _CONTEXT_ERRORS and corrupting:
             f = corrupting[0]
             ev.symptom = (f"a knock-on of {f.message[:120]!r} (line {f.line}): after a broken kernel or a bad index, "
                           "CUDA and cuBLAS calls fail whatever memory is free")
-        elif ev.strength == "weak" and ev.message_format in SILENT_DEATH_FORMATS and before:
-            f = before[0]
+        elif ev.strength == "weak" and ev.message_format in SILENT_DEATH_FORMATS and (
+                f := next((f for f in own if f.line < ev.line), None)):
             ev.symptom = (f"the launcher stopped the ranks after the {f.kind.replace('_', ' ')} at line {f.line}, "
                           "a failure that is not memory")
         if ev.symptom:

@@ -174,10 +174,9 @@ _CALL = (("checkpoint_save", lazy(r"\bsave\w*\(|\.save\(|save_pretrained\(|state
 # "loss.backward()", "optimizer.step()", "out = self.actor(seq, mask)" (a model called)
 _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
               ("optimizer_step", lazy(r"\b(?:optim\w*|scaler)\.step\(")),
+              # (a trainer's compute_loss calls the model: HF Trainer's training_step)
               ("forward", lazy(r"(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?(?:model|actor|critic|net|module|encoder|decoder|unet|vae"
-                               r"|generator|discriminator|transformer|backbone|\w+_model)\((?!\))"
-                               # a trainer computing the loss calls the model (HF Trainer's compute_loss)
-                               r"|(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?compute_loss\(")))
+                               r"|generator|discriminator|transformer|backbone|\w+_model|compute_loss)\((?!\))")))
 # code of an evaluation pass in a script's own loop: results assigned to validation names,
 # or a loop over a validation loader
 _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)?|out(?:puts?)?|logits|preds?|predictions"

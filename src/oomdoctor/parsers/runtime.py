@@ -74,9 +74,9 @@ _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
-_PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>[\d.]{1,20}\s*[KMGT]?B) memory"
-                   r"(?: on GPU \d{1,3})?,\s*(?P<alloc>[\d.]{1,20}\s*[KMGT]?B) memory has been allocated"
-                   r"(?: and available memory is only (?P<free>[\d.]{1,20}\s*[KMGT]?B))?")
+_PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r") memory"
+                   r"(?: on GPU \d{1,3})?,\s*(?P<alloc>" + _NUM + r"\s*" + _UNIT + r") memory has been allocated"
+                   r"(?: and available memory is only (?P<free>" + _NUM + r"\s*" + _UNIT + r"))?")
 
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"

@@ -314,7 +314,7 @@ _CASE_LOST = "ut of memory. tried to"
 _RECASE_WORDS = {w.lower(): w for w in (
     "CUDA", "HIP", "XPU", "NPU", "MLU", "GCU", "MUSA", "GPU", "Tried", "KiB", "MiB", "GiB", "TiB", "PyTorch",
     "non-PyTorch", "Including", "Process", "If", "See", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
-    "OutOfMemoryError", "RuntimeError", "True")}
+    "OutOfMemoryError", "torch.cuda.OutOfMemoryError", "RuntimeError", "True")}
 _RECASE = lazy(r"(?<![\w-])(?:" + "|".join(sorted(map(re.escape, _RECASE_WORDS), key=len, reverse=True)) + r")(?![\w-])"
                r"|(?<=[.;]\s{0,3})of(?= the allocated)|(?<=\d\s{0,3})device(?= has a total)")
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
+import functools
+import itertools
 import re as stdlib_re
 
 import regex as re
@@ -143,7 +145,7 @@ def _split_glued(seg: str) -> list[str]:
     i = seg.find("Traceback (most recent call last):", 1)
     if i > 0 and not seg[i - 1].isspace():
         cuts.add(i)
-    if _TS_AT.search(seg, 1):
+    if _TS_AT.search(seg, 1):   # most lines have none: one search, no generator
         cuts.update(m.start() for m in _TS_AT.finditer(seg, 1) if seg[m.start() - 1] not in " \t[")
     # an exception line glued after a terminal's padding ("...label_smoothing)    <80 spaces>
     # torch.cuda.OutOfMemoryError: CUDA out of memory"): the issue tracker lost the newline
@@ -180,17 +182,18 @@ def strip_ansi(text: str) -> str:
     return text
 
 
-def _one_layer(patterns: list[tuple["re.Pattern", str]]) -> "stdlib_re.Pattern":
+@functools.cache
+def _one_layer() -> "stdlib_re.Pattern":
     """All prefix patterns as one anchored alternation, tried in order in C: one call per
-    layer instead of one per pattern.
+    layer instead of one per pattern (compiled on first use, not at import).
 
     The standard library's engine runs this alternation in less than half the time of
     ``regex``; it has no repeated group names, so each ``rank``/``host`` group is numbered
     (``rank_5``) and ``lastgroup`` tells which one a layer filled (an alternative holds at
     most one)."""
-    count = iter(range(1000))
+    count = itertools.count()
     alts = []
-    for pattern, _kind in patterns:
+    for pattern, _kind in _PREFIXES:
         body = pattern.pattern
         body = body[1:] if body.startswith("^") else body
         body = stdlib_re.sub(r"\(\?P<(rank|host)>", lambda m: f"(?P<{m.group(1)}_{next(count)}>", body)
@@ -198,18 +201,12 @@ def _one_layer(patterns: list[tuple["re.Pattern", str]]) -> "stdlib_re.Pattern":
     return stdlib_re.compile("|".join(alts))
 
 
-_layer_pattern = None
-
-
 def strip_prefixes(text: str) -> tuple[str, Optional[int], Optional[str]]:
     """Remove layered decorations (at most 12); return (message, rank, host): the
     outermost rank and host that a layer names."""
-    global _layer_pattern
     if not _MAYBE_PREFIX.match(text):
         return text, None, None
-    layer = _layer_pattern
-    if layer is None:  # compiled on first use, not at import
-        layer = _layer_pattern = _one_layer(_PREFIXES)
+    layer = _one_layer()
     pos = 0
     rank = host = None
     for _ in range(12):

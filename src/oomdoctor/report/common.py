@@ -162,18 +162,20 @@ def verdict(report: Report, diagnoses: Sequence[Diagnosis]) -> tuple[str, Option
         return (f"Out of memory ({kind_words(ev)}), but no known cause matched",
                 "The OOM is certain; nothing in the log pointed to one cause.")
     if ev is None:
-        survived = None
+        detail = None
     elif ev.survived:
-        survived = f"The out-of-memory error at L{ev.line} was caught: the run went on after it."
+        detail = f"The out-of-memory error at L{ev.line} was caught: the run went on after it."
     else:   # every event is explained as a symptom of another failure
-        survived = f"L{ev.line} is not counted as running out of memory: {ev.symptom}."
+        detail = f"L{ev.line} is not counted as running out of memory: {ev.symptom}."
     primary = [f for f in report.failures if not f.secondary]
     if primary:
         f = primary[0]
         return (f"Not an out-of-memory failure: the job failed with {f.kind.replace('_', ' ')} "
-                f"(L{f.line})", " ".join(x for x in (clean(f.message)[:300], survived) if x))
-    if survived:
-        return ("No fatal out-of-memory failure: the one in the log was survived", survived)
+                f"(L{f.line})", " ".join(x for x in (clean(f.message)[:300], detail) if x))
+    if ev is not None and ev.survived:
+        return ("No fatal out-of-memory failure: the one in the log was survived", detail)
+    if ev is not None:
+        return (f"No out-of-memory failure: the message at L{ev.line} is not memory pressure", detail)
     return ("No out-of-memory failure found", looked_at(report))
 
 

@@ -104,6 +104,11 @@ class OtherKnobs:
     indent: int
     knobs: list[tuple[str, str]] = field(default_factory=list)      # (name, compact knob)
 
+    @property
+    def name_width(self) -> int:
+        """The width of the name column: the longest name, at most 22."""
+        return min(22, max(len(name) for name, _k in self.knobs))
+
 
 @dataclass
 class Phrases:

@@ -38,7 +38,6 @@ from .sections import (
     Verbatim,
     sections,
 )
-from .text import knob_name_width
 
 if TYPE_CHECKING:
     from .model import Report
@@ -215,7 +214,7 @@ def build(report: Report, *, top: int | None = None, verbose: bool = False) -> _
         elif isinstance(b, Verbatim):
             doc.verbatim(b.text, _STYLES[b.style])          # a URL is never wrapped
         elif isinstance(b, OtherKnobs):
-            w = knob_name_width(b)
+            w = b.name_width
             for name, knob in b.knobs:
                 doc.verbatim(" " * b.indent + clean(name).ljust(w) + "  " + knob)
         elif isinstance(b, Phrases):

@@ -150,7 +150,7 @@ def _draw(out: _Out, b: Block) -> None:
     elif isinstance(b, Verbatim):
         out.line(b.text, *_STYLES[b.style])
     elif isinstance(b, OtherKnobs):
-        w = knob_name_width(b)
+        w = b.name_width
         for name, knob in b.knobs:
             out.lines.append(" " * b.indent + out.style(clean(name).ljust(w), _DIM) + "  " + knob)
     elif isinstance(b, Phrases):
@@ -159,11 +159,6 @@ def _draw(out: _Out, b: Block) -> None:
     else:  # pragma: no cover - a block this back end does not know
         raise TypeError(f"unknown block {type(b).__name__}")
 
-
-def knob_name_width(b: OtherKnobs) -> int:
-    """The column of framework names in "other stacks", in plain text and in rich alike: as
-    wide as the longest name, up to 22 (a longer one pushes its knob right)."""
-    return min(22, max(len(name) for name, _k in b.knobs))
 
 
 def _evidence_lines(out: _Out, evidence: list) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Iterator, Optional, Sequence
 
 from ..read.pull import first_line
-from ..read.remote import is_url  # noqa: F401  (one test of what a URL is, for every door)
+from ..read.remote import is_url
 
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst", ".tzst")
 MEMBER_SEP = "!/"   # "logs.tar.gz!/job-1/rank0.log" names a member of an archive

@@ -36,6 +36,7 @@ from .forms import (
     scan_dotted,
     scan_repr,
     scan_yaml,
+    word_char,
     words_of,
 )
 from .framework import TRIGGERS, choose_framework, framework_evidence
@@ -148,17 +149,12 @@ VOCABULARY = tuple(sorted(KEY_WORDS | TRIGGERS | ACCEL_WORDS | RUNTIME_WORDS | C
 _NO_WORDS: frozenset = frozenset()
 
 
-def _word_char(ch: str) -> bool:
-    """A character words_of keeps inside a word: [a-z0-9_] and anything not ASCII."""
-    return ch >= "\x80" or ch == "_" or (ch.isascii() and ch.isalnum())
-
-
 def _prefix_words(raw_low: str, low: str) -> set:
     """The words of a line's raw form: the message's words and those of the prefix the
     normaliser removed, read from the prefix alone where the message ends the raw line
     and no word runs across the cut."""
     cut = len(raw_low) - len(low)
-    if raw_low.endswith(low) and not (_word_char(raw_low[cut - 1]) and _word_char(low[0])):
+    if raw_low.endswith(low) and not (word_char(raw_low[cut - 1]) and word_char(low[0])):
         return words_of(raw_low[:cut])
     return words_of(raw_low)
 

@@ -52,6 +52,11 @@ _WORD_BYTES = bytes(b if b >= 128 or chr(b).isalnum() or b == 95 else 32 for b i
 KEY_WORDS = frozenset(KEYS)
 
 
+def word_char(ch: str) -> bool:
+    """A character words_of keeps inside a word ([a-z0-9_] and anything not ASCII)."""
+    return ch >= "\x80" or _WORD_BYTES[ord(ch)] != 32
+
+
 def words_of(low: str) -> set:
     """The ``[a-z0-9_]`` words of a lower-cased line (other characters than ASCII stay in
     their word), for cheap "does it mention X" tests."""
