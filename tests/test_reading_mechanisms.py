@@ -714,3 +714,24 @@ def test_a_log_whose_only_oom_is_a_symptom_says_so():
                                           "79.35 GiB total capacity; 1.00 GiB already allocated; 70.00 GiB free)\n"))
     first = text.splitlines()[0]
     assert first.startswith("No out-of-memory failure") and "survived" not in first
+
+
+def test_a_frame_cut_inside_its_path_at_the_start_of_a_paste_is_read():
+    d = report('efficient_cross_entropy.py", line 108, in forward\n'
+               "    grad_in_feat = torch.zeros_like(in_feat)\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 17.37 GiB. GPU 0 has a total capacity of "
+               "31.50 GiB of which 9.48 GiB is free.\n")
+    assert [(f["file"], f["function"]) for f in d["frames"]] == [("efficient_cross_entropy.py", "forward")]
+    assert d["phase"] == "forward"
+    # further down a log, such a line is no frame: only a paste's first lines are cut so
+    assert report("x\ny\nz\nw\n" + 'a.py", line 1, in forward\n')["frames"] == []
+
+
+@pytest.mark.parametrize("function, phase", [("wrapped_fn", "model_load"), ("_partition_param", "model_load"),
+                                             ("_all_gather", None)])
+def test_zero_init_building_the_model_is_model_load(function, phase):
+    tb = ('[rank0]:   File "/x/deepspeed/runtime/zero/partition_parameters.py", line 240, in ' + function + "\n"
+          "[rank0]:     tensor: Tensor = fn(*args, **kwargs)\n"
+          "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 130.00 MiB. GPU 0 has a total "
+          "capacity of 23.65 GiB of which 67.81 MiB is free.\n")
+    assert report(tb)["phase"] == phase

@@ -129,7 +129,10 @@ _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|tr
 _MODEL_LOAD = lazy(
     r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
     r"|set_module_tensor_to_device|dispatch_model|load_model\w*\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
-    r"|partition_parameters.py:__init__|_post_init_method|prepare_model|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
+    r"|partition_parameters.py:__init__|_post_init_method|prepare_model|"
+    # ZeRO-3's zero.Init: tensor constructors wrapped while the model is built, and the first
+    # partitioning of each new parameter (later partitions free, they do not allocate)
+    r"partition_parameters\.py:(?:wrapped_fn|_partition_param)\b|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
     r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
     # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"

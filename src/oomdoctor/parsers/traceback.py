@@ -20,8 +20,9 @@ _PY = lazy(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+), in (?P<func>\S
 _IPY = lazy(r"^\s*File (?P<file>[^\s,]+?):(?P<lineno>\d+),? in (?P<func>[\w.<>]+)")
 # IPython 7: "/path/to/file.py in func(args)"
 _IPY7 = lazy(r"^\s*(?P<file>[/~][^\s]+\.py) in (?P<func>[\w.<>]+)\(")
-# a frame whose 'File "..."' part was cut off when the log was pasted: "line 3479, in cross_entropy"
-_BARE = lazy(r"^\s*line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
+# a frame whose 'File "..."' part (and the head of its path) was cut off when the log was
+# pasted: "line 3479, in cross_entropy", 'efficient_cross_entropy.py", line 108, in forward'
+_BARE = lazy(r"^\s*(?:(?P<file>[^\s\"]{1,1000}\.py)\",\s)?line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
 # rich's boxed tracebacks: "│ /path/to/trainer.py:1539 in train   │" (a frame per box line)
 _RICH = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (?P<func>[\w.<>]+)\s*(?:[│┃|]\s*)?$")
 # ... whose function rich wrapped onto the next box line when the path filled the box
@@ -103,7 +104,7 @@ def parse(ctx: ParseContext) -> None:
                 file, func = m.group("file"), m.group("func")
                 ipython = True
             elif bare:
-                file, func, lineno = "<unknown>", bare.group("func"), int(bare.group("lineno"))
+                file, func, lineno = bare.group("file") or "<unknown>", bare.group("func"), int(bare.group("lineno"))
             else:
                 m = _CELL.match(text)
                 if not m:
