@@ -735,3 +735,28 @@ def test_zero_init_building_the_model_is_model_load(function, phase):
           "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 130.00 MiB. GPU 0 has a total "
           "capacity of 23.65 GiB of which 67.81 MiB is free.\n")
     assert report(tb)["phase"] == phase
+
+
+@pytest.mark.parametrize("free, request_, symptom", [
+    ("66.43 GiB", "20.00 MiB", True),      # the device had room: something else refused it
+    ("500.00 MiB", "20.00 MiB", False),    # under a GiB free: a device nearly full
+    ("2.00 GiB", "1.00 GiB", False),       # room for twice the request only: pressure
+])
+def test_an_oom_with_the_device_far_from_full_is_not_memory_pressure(free, request_, symptom):
+    d = report(f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {request_}. GPU 7 has a total capacity "
+               f"of 79.11 GiB of which {free} is free. Including non-PyTorch memory, this process has 0 bytes memory in "
+               "use. Of the allocated memory 8.51 GiB is allocated by PyTorch, and 856.16 MiB is reserved by PyTorch "
+               "but unallocated.\n")
+    (ev,) = d["oom_events"]
+    assert bool(ev["symptom"]) == symptom
+    assert bool(d["diagnoses"]) != symptom
+
+
+@pytest.mark.parametrize("frame, phase", [
+    ("/x/bitsandbytes/nn/modules.py:296, in Params4bit._quantize(self, device)", "model_load"),
+    ("/x/megatron/core/transformer/spec_utils.py:119, in build_module(spec, *args, **kwargs)", "model_load"),
+    ("/x/transformer_engine/pytorch/module/grouped_linear.py:696, in __init__(self)", "model_load"),
+    ("/x/transformer_engine/pytorch/module/grouped_linear.py:696, in forward(self)", "forward"),
+])
+def test_layers_built_or_quantized_as_they_are_placed_is_model_load(frame, phase):
+    assert report(f"File {frame}\nRuntimeError: CUDA driver error: out of memory\n")["phase"] == phase

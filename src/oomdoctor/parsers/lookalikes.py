@@ -195,6 +195,7 @@ _BAD_INDEX = lazy(r"^IndexError\b|index out of range|out of bounds", re.I)
 # message-less CUDA failures that a corrupted context raises as readily as a full device
 _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 ABSURD_OVER_CAPACITY = 64       # a request this many times the device is a size bug, not pressure
+ROOM_OVER_REQUEST = 16          # free memory this many times the request (and 1 GiB or more): room was there
 
 
 # failures a rank dies of by itself (the others are what survivors see: timeouts, aborted
@@ -212,8 +213,13 @@ def _symptoms(ctx: ParseContext) -> None:
     own = [f for f in ctx.facts.failures if f.kind in _OWN_DEATHS]
     for ev in ctx.facts.oom_events:
         req, cap = ev.tried_to_allocate_bytes, ev.total_capacity_bytes
+        free = ev.free_bytes
         if req is not None and (req >= 2**60 or (cap and req > ABSURD_OVER_CAPACITY * cap)):
             ev.symptom = "the request is far larger than any device: a corrupted size, not memory pressure"
+        elif req and free is not None and free >= max(ROOM_OVER_REQUEST * req, 2**30) and ev.allowed_bytes is None:
+            ev.symptom = (f"the device had {free // 2**20} MiB free for a request of {req // 2**20} MiB: something "
+                          "other than the device's memory refused it (a memory pool or allocator of another library, "
+                          "a process limit, a driver fault), not memory pressure")
         elif ev.kind in _CONTEXT_ERRORS and corrupting:
             f = corrupting[0]
             ev.symptom = (f"a knock-on of {f.message[:120]!r} (line {f.line}): after a broken kernel or a bad index, "

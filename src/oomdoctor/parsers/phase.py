@@ -132,7 +132,12 @@ _MODEL_LOAD = lazy(
     r"|partition_parameters.py:__init__|_post_init_method|prepare_model|"
     # ZeRO-3's zero.Init: tensor constructors wrapped while the model is built, and the first
     # partitioning of each new parameter (later partitions free, they do not allocate)
-    r"partition_parameters\.py:(?:wrapped_fn|_partition_param)\b|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
+    r"partition_parameters\.py:(?:wrapped_fn|_partition_param)\b|"
+    # bitsandbytes quantizing a layer's weights as they are moved to the device
+    r"bitsandbytes[/\\]nn[/\\]modules\.py:(?:\w+\.)?(?:_quantize|cuda|to)\b|"
+    # Megatron-Core building its layers from specs, Transformer Engine's layers allocating
+    # their weights in their constructors
+    r"spec_utils\.py:build_module\b|transformer_engine[/\\]pytorch[/\\]module[/\\]\w+\.py:__init__\b|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
     r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
     # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
