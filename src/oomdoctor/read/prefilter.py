@@ -65,6 +65,8 @@ ANCHOR_LITERALS = (
     # a NaN loss, as trainers print it ("'loss': nan", "loss=nan", "Loss is nan")
     "oss': nan", "oss: nan", "oss=nan", "oss = nan", "oss nan", "oss is nan", "oss': NaN", "oss: NaN", "oss=NaN",
     "oss = NaN", "oss NaN", "oss is NaN", "NaN loss",
+    # ... and a metrics table that aligns its values ("eval_loss               =        nan")
+    "  nan", "  NaN",
     # memory pressure in a run that has not failed (yet): what diagnose warns about
     "cache flushes", "cudaMalloc retries", "GB cache",
     # the host's memory at 90 % or more, as DeepSpeed's see_memory_usage prints it

@@ -175,7 +175,8 @@ def verdict(report: Report, diagnoses: Sequence[Diagnosis]) -> tuple[str, Option
     if ev is not None and ev.survived:
         return ("No fatal out-of-memory failure: the one in the log was survived", detail)
     if ev is not None:
-        return (f"No out-of-memory failure: the message at L{ev.line} is not memory pressure", detail)
+        return (f"Not an out-of-memory failure: the error at L{ev.line} says out of memory, but not for want of it",
+                detail)
     return ("No out-of-memory failure found", looked_at(report))
 
 

@@ -81,10 +81,11 @@ class Report(Model):
 
     @property
     def found_anything(self) -> bool:
-        """A failure was seen, memory or not: an OOM that ended something, a diagnosis that is
-        not a warning, a failure of another kind (NCCL timeout, illegal memory access, device
-        mismatch ...), or a process that died without its error in the log."""
-        return bool(fatal_events(self.oom_events) or any(not d.warning for d in self.diagnoses)
+        """A failure was seen, memory or not: an OOM error the run did not survive (memory
+        pressure or the symptom of another fault: it ended the run either way), a diagnosis
+        that is not a warning, a failure of another kind (NCCL timeout, illegal memory access,
+        device mismatch ...), or a process that died without its error in the log."""
+        return bool(any(not e.survived for e in self.oom_events) or any(not d.warning for d in self.diagnoses)
                     or any(not f.secondary for f in self.failures)
                     or self.phase_detail.stops_early == "process_died")
 

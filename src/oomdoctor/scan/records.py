@@ -100,7 +100,7 @@ def error_record(path: str, size: Optional[int], mtime: Optional[float], error: 
 
 def is_failure(rec: dict) -> bool:
     """Did the log fail? Same test as diagnose's exit code (``Report.found_anything``): a
-    diagnosis that is not a warning, an OOM event that ended something, a failure of another
+    diagnosis that is not a warning, an OOM event the run did not survive, a failure of another
     kind, or a process that died without its error in the log. A record read back from CSV
     carries the answer (``failure``): the row holds too little to work it out again."""
     if rec.get("error"):
@@ -108,7 +108,7 @@ def is_failure(rec: dict) -> bool:
     if isinstance(rec.get("failure"), bool):   # a CSV row says so itself (its ``failure`` column)
         return rec["failure"]
     return bool(any(not d.get("warning") for d in rec.get("diagnoses") or [])
-                or any(not e.get("survived") and not e.get("symptom") for e in rec.get("oom_events") or [])
+                or any(not e.get("survived") for e in rec.get("oom_events") or [])
                 or any(not f.get("secondary") for f in rec.get("failures") or [])
                 or (rec.get("phase_detail") or {}).get("stops_early") == "process_died")
 
