@@ -710,13 +710,13 @@ def test_tcmallocs_large_allocation_is_host_pressure_from_4_gib(size, warned):
 
 def test_a_log_whose_only_oom_is_a_symptom_says_so():
     from oomdoctor.report.text import render_text
-    text = render_text(oomdoctor.diagnose("RuntimeError: CUDA out of memory. Tried to allocate 9000.00 GiB (GPU 0; "
-                                          "79.35 GiB total capacity; 1.00 GiB already allocated; 70.00 GiB free)\n"))
+    report_ = oomdoctor.diagnose("RuntimeError: CUDA out of memory. Tried to allocate 9000.00 GiB (GPU 0; "
+                                 "79.35 GiB total capacity; 1.00 GiB already allocated; 70.00 GiB free)\n")
+    text = render_text(report_)
     first = text.splitlines()[0]
     assert first.startswith("Not an out-of-memory failure") and "survived" not in first
     # the run ended on it: a failure all the same (exit code 1, a failed record in a scan)
-    assert oomdoctor.diagnose("RuntimeError: CUDA out of memory. Tried to allocate 9000.00 GiB (GPU 0; 79.35 GiB "
-                              "total capacity; 1.00 GiB already allocated; 70.00 GiB free)\n").found_anything
+    assert report_.found_anything
 
 
 def test_a_frame_cut_inside_its_path_at_the_start_of_a_paste_is_read():
@@ -763,3 +763,16 @@ def test_an_oom_with_the_device_far_from_full_is_not_memory_pressure(free, reque
 ])
 def test_layers_built_or_quantized_as_they_are_placed_is_model_load(frame, phase):
     assert report(f"File {frame}\nRuntimeError: CUDA driver error: out of memory\n")["phase"] == phase
+
+
+@pytest.mark.parametrize("log", [
+    # a process limit the message names (set_per_process_memory_fraction): pressure under that limit
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.11 GiB "
+    "of which 66.43 GiB is free. 10.00 GiB allowed; 9.99 GiB already allocated.\n",
+    # XLA's "free" is not what it can hand out in one piece ("reservable")
+    "RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to reserve 512.00M at the bottom of memory. That was "
+    "not possible. There are 12.00G free, 0B reserved, and 300.00M reservable.\n",
+])
+def test_room_on_the_device_is_read_only_from_pytorchs_allocator_without_a_limit(log):
+    events = report(log)["oom_events"]
+    assert events and not any(e["symptom"] for e in events)

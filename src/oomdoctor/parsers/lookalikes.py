@@ -195,7 +195,11 @@ _BAD_INDEX = lazy(r"^IndexError\b|index out of range|out of bounds", re.I)
 # message-less CUDA failures that a corrupted context raises as readily as a full device
 _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 ABSURD_OVER_CAPACITY = 64       # a request this many times the device is a size bug, not pressure
-ROOM_OVER_REQUEST = 16          # free memory this many times the request (and 1 GiB or more): room was there
+# PyTorch's caching allocator frees its cache and retries before it reports the driver's free
+# memory: free this many times the request (and 1 GiB or more) says the device had room. Other
+# runtimes' "free" counts memory they cannot hand out in one piece (XLA's "reservable").
+ROOM_OVER_REQUEST = 16
+_ROOM_KINDS = {"cuda_caching_allocator", "hip"}
 
 
 # failures a rank dies of by itself (the others are what survivors see: timeouts, aborted
@@ -216,7 +220,8 @@ def _symptoms(ctx: ParseContext) -> None:
         free = ev.free_bytes
         if req is not None and (req >= 2**60 or (cap and req > ABSURD_OVER_CAPACITY * cap)):
             ev.symptom = "the request is far larger than any device: a corrupted size, not memory pressure"
-        elif req and free is not None and free >= max(ROOM_OVER_REQUEST * req, 2**30) and ev.allowed_bytes is None:
+        elif (ev.kind in _ROOM_KINDS and req and free is not None and free >= max(ROOM_OVER_REQUEST * req, 2**30)
+              and ev.allowed_bytes is None):
             ev.symptom = (f"the device had {free // 2**20} MiB free for a request of {req // 2**20} MiB: something "
                           "other than the device's memory refused it (a memory pool or allocator of another library, "
                           "a process limit, a driver fault), not memory pressure")

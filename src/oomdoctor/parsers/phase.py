@@ -129,10 +129,10 @@ _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|tr
 _MODEL_LOAD = lazy(
     r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
     r"|set_module_tensor_to_device|dispatch_model|load_model\w*\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
-    r"|partition_parameters.py:__init__|_post_init_method|prepare_model|"
-    # ZeRO-3's zero.Init: tensor constructors wrapped while the model is built, and the first
-    # partitioning of each new parameter (later partitions free, they do not allocate)
-    r"partition_parameters\.py:(?:wrapped_fn|_partition_param)\b|"
+    r"|_post_init_method|prepare_model|"
+    # ZeRO-3's zero.Init: the model's construction, tensor constructors wrapped while it is
+    # built, and the first partitioning of each new parameter (later ones free, not allocate)
+    r"partition_parameters\.py:(?:__init__|wrapped_fn|_partition_param)\b|"
     # bitsandbytes quantizing a layer's weights as they are moved to the device
     r"bitsandbytes[/\\]nn[/\\]modules\.py:(?:\w+\.)?(?:_quantize|cuda|to)\b|"
     # Megatron-Core building its layers from specs, Transformer Engine's layers allocating
