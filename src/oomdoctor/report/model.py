@@ -5,7 +5,7 @@ Schema; ``SCHEMA_VERSION`` changes when a field is removed or changes meaning.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from pydantic import Field, model_validator
 
@@ -38,6 +38,15 @@ class RunAttempt(Model):
     duration_s: float
     incident: Optional[str] = Field(default=None, description="top diagnosis of this run's failure")
     lines: int = Field(default=0, description="lines of output the run printed")
+
+
+def failure_seen(warnings: Iterable[bool], survived: Iterable[bool], secondary: Iterable[bool],
+                 stops_early: Optional[str]) -> bool:
+    """The one test of "did the log fail", over a report or its JSON: a diagnosis that is not a
+    warning, an OOM error the run did not survive, a failure of another kind that is not a
+    cascade, or a process that died without its error in the log."""
+    return (any(not w for w in warnings) or any(not s for s in survived) or any(not s for s in secondary)
+            or stops_early == "process_died")
 
 
 class Report(Model):
@@ -85,9 +94,8 @@ class Report(Model):
         pressure or the symptom of another fault: it ended the run either way), a diagnosis
         that is not a warning, a failure of another kind (NCCL timeout, illegal memory access,
         device mismatch ...), or a process that died without its error in the log."""
-        return bool(any(not e.survived for e in self.oom_events) or any(not d.warning for d in self.diagnoses)
-                    or any(not f.secondary for f in self.failures)
-                    or self.phase_detail.stops_early == "process_died")
+        return failure_seen((d.warning for d in self.diagnoses), (e.survived for e in self.oom_events),
+                            (f.secondary for f in self.failures), self.phase_detail.stops_early)
 
     # -- the renderers, for notebooks and job wrappers ---------------------------------
     def to_text(self, *, verbose: bool = False, width: Optional[int] = None) -> str:

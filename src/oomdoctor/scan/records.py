@@ -18,6 +18,7 @@ import json
 import re
 from typing import IO, Any, Callable, Iterable, Iterator, Optional
 
+from ..report.model import failure_seen
 from ..report.render import isatty
 from .progress import printable
 
@@ -107,10 +108,10 @@ def is_failure(rec: dict) -> bool:
         return False
     if isinstance(rec.get("failure"), bool):   # a CSV row says so itself (its ``failure`` column)
         return rec["failure"]
-    return bool(any(not d.get("warning") for d in rec.get("diagnoses") or [])
-                or any(not e.get("survived") for e in rec.get("oom_events") or [])
-                or any(not f.get("secondary") for f in rec.get("failures") or [])
-                or (rec.get("phase_detail") or {}).get("stops_early") == "process_died")
+    return failure_seen((bool(d.get("warning")) for d in rec.get("diagnoses") or []),
+                        (bool(e.get("survived")) for e in rec.get("oom_events") or []),
+                        (bool(f.get("secondary")) for f in rec.get("failures") or []),
+                        (rec.get("phase_detail") or {}).get("stops_early"))
 
 
 def key(rec: dict) -> tuple:
