@@ -175,3 +175,46 @@ def test_the_word_gate_changes_no_configuration(monkeypatch, backend):
             without = extract(lines, families=ENVIRONMENT_ONLY).environment
         assert with_gate == without, path.name
     assert gated > 400, "the gate was taken"
+
+
+def _sub_parser_calls():
+    """(name, NEEDS, call(line text) -> what it recorded) for the gated environment sub-parsers."""
+    from importlib import import_module
+
+    from oomdoctor.parsers.environment.forms import words_of
+    # the modules (the package's names hardware and world are the functions)
+    hardware, launcher, engine = (import_module(f"oomdoctor.parsers.environment.{m}")
+                                  for m in ("hardware", "launcher", "engine"))
+
+    return [
+        ("hardware", hardware.NEEDS, lambda t: _recorded(hardware.hardware, t, lambda: ({},), words_of(t.lower()))),
+        ("world", launcher.NEEDS, lambda t: _recorded(launcher.world, t, lambda: ([0, 0],), None)),
+        ("runtime_misc", engine.NEEDS, lambda t: _recorded(engine.runtime_misc, t, lambda: ({},), words_of(t.lower()))),
+    ]
+
+
+def _recorded(fn, text, state, words):
+    from oomdoctor.facts.models import Environment
+    from oomdoctor.parsers.environment.collector import Collector
+    col = Collector(Environment())
+    extra = state()
+    args = (col, text, text.lower(), 1, *extra) + ((words,) if words is not None else ())
+    fn(*args)
+    return col.prio, col.parts, extra
+
+
+@pytest.mark.parametrize("name, needs, call", _sub_parser_calls(), ids=lambda x: x if isinstance(x, str) else "")
+def test_a_gated_sub_parser_records_nothing_from_a_line_without_its_literals(name, needs, call):
+    """The environment family calls hardware(), world() and runtime_misc() only on the lines the
+    index says hold one of their NEEDS: on every other line of every fixture and real log they
+    must record nothing, and on some lines that hold one they do record."""
+    _empty, _parts, fresh = call("")
+    recorded = 0
+    for path in sorted(LOGS.glob("*.log")) + sorted(REAL.glob("*.log")):
+        for ln in normalise(path.read_text(encoding="utf-8", errors="replace")):
+            prio, parts, state = call(ln.text)
+            if not any(n in ln.text.lower() for n in needs):
+                assert not prio and not parts and state == fresh, (name, path.name, ln.text[:120])
+            else:
+                recorded += bool(prio or parts or state != fresh)
+    assert recorded > 20

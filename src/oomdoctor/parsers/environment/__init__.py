@@ -14,6 +14,8 @@ Trainer banner, launcher lines) and decides the framework.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ...read.patterns import lazy
 from ..base import ParseContext
 from .blocks import BlockTracker
@@ -26,6 +28,9 @@ from .collector import (
     Collector,
     zero_stage_from_name,
 )
+from . import engine as engine_module
+from . import hardware as hardware_module
+from . import launcher as launcher_module
 from .engine import RUNTIME_WORDS, deepspeed, runtime_misc
 from .forms import (
     KEY_WORDS,
@@ -77,8 +82,10 @@ def parse(ctx: ParseContext) -> None:
     seen: set = set()
     # the lines that may hold a word of VOCABULARY: the others' words meet no set a
     # sub-parser tests, so they are not split (a tenth of a log's lines hold one)
-    vocab = ctx.indexed_lines_with(VOCABULARY, fold=True)
-    vocab = set(vocab) if vocab is not None else None
+    vocab = _gate(ctx, VOCABULARY)
+    # ... and the lines each of three sub-parsers can use at all (their NEEDS): the others skip
+    # the call and its tests (None, without a native index: every line)
+    hw_lines, world_lines, misc_lines = (_gate(ctx, m.NEEDS) for m in (hardware_module, launcher_module, engine_module))
     for i, ln in enumerate(ctx.lines):
         text = ln.text if len(ln.text) <= 20000 else ln.text[:20000]
         if not text.strip():
@@ -107,15 +114,18 @@ def parse(ctx: ParseContext) -> None:
             # code is not configuration, but the path-like evidence above still counts
             if "load_entry_point(" in text:
                 entry_point(col, text, no)
-            if "run_" in low or "trainer" in low:
+            if ("run_" in low or "trainer" in low) and (misc_lines is None or i in misc_lines):
                 runtime_misc(col, text, low, no, banner, words)
             continue
         versions(col, text, low, no, words)
         if text.startswith(("Name: ", "Version: ")):
             pip_show(col, text, no, banner)
-        hardware(col, text, low, no, gpu_ids, words)
-        world(col, text, low, no, nccl)
-        runtime_misc(col, text, low, no, banner, words)
+        if hw_lines is None or i in hw_lines:
+            hardware(col, text, low, no, gpu_ids, words)
+        if world_lines is None or i in world_lines:
+            world(col, text, low, no, nccl)
+        if misc_lines is None or i in misc_lines:
+            runtime_misc(col, text, low, no, banner, words)
         if scan_dotted(col, text, no, lambda k, v, _no=no: ds_report_row(col, k, v, _no)):
             continue
         if ln.host:
@@ -147,6 +157,13 @@ def _progress_word(text: str) -> bool:
 # none of them as a substring has no word that any test can meet.
 VOCABULARY = tuple(sorted(KEY_WORDS | TRIGGERS | ACCEL_WORDS | RUNTIME_WORDS | COLON_WORDS))
 _NO_WORDS: frozenset = frozenset()
+
+
+def _gate(ctx: ParseContext, literals: tuple[str, ...]) -> Optional[set]:
+    """The lines holding one of ``literals`` (any case) when the native index answers in its
+    one pass; None (every line) when it does not."""
+    got = ctx.indexed_lines_with(literals, fold=True)
+    return set(got) if got is not None else None
 
 
 def _prefix_words(raw_low: str, low: str) -> set:

@@ -81,6 +81,11 @@ RUNTIME_WORDS = frozenset({"offload", "optimizer", "dtype", "precision", "fp16",
                             "accumulation", "adjusted"})
 
 
+# every line runtime_misc() can use holds one of these (lower case): its tests below
+NEEDS = tuple(sorted(RUNTIME_WORDS)) + ("state_dict", "alloc_conf", "allocator config", "/torch/distributed/fsdp/",
+                                        "fullyshardeddataparallel", "train", "run_")
+
+
 def runtime_misc(col: Collector, text: str, low: str, line: int, banner: dict, words: set) -> None:
     matches = finditer(_RUNTIME_MISC, text)[:4] if RUNTIME_WORDS.intersection(words) else ()
     for m in matches:

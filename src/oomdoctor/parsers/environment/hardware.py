@@ -47,6 +47,11 @@ def _gpu_name(col: Collector, name: str, line: int, prio: int) -> None:
             col.set("accelerator", "cuda", line, NAME_HINT)
 
 
+# every line hardware() can use holds one of these (lower case): its tests below, in order
+NEEDS = ("gpu", "|", "name='", "capability", "max memory:", "cuda toolkit", "accelerator", "available: true",
+         "cuda_visible_devices=") + tuple(sorted(ACCEL_WORDS)) + _ACCEL_SUBSTRINGS
+
+
 def hardware(col: Collector, text: str, low: str, line: int, gpu_ids: dict, words: set) -> None:
     if "gpu" in low:
         m = _GPU_LIST.match(text)

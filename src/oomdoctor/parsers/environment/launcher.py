@@ -33,6 +33,10 @@ def _hosts(col: Collector, mapping: dict, line: int, prio: int) -> None:
         col.set("num_nodes", len(mapping), line, prio)
 
 
+# every line world() can use holds one of these (lower case): its two tests below
+NEEDS = ("nccl info channel", "world", "nnodes", "ranks", "num processes", "nproc_per_node", "barrier", "mpirun")
+
+
 def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
     if "nccl info channel" in low:
         m = _NCCL_CHANNEL.search(text)
