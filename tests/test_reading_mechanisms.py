@@ -776,3 +776,24 @@ def test_layers_built_or_quantized_as_they_are_placed_is_model_load(frame, phase
 def test_room_on_the_device_is_read_only_from_pytorchs_allocator_without_a_limit(log):
     events = report(log)["oom_events"]
     assert events and not any(e["symptom"] for e in events)
+
+
+def test_ipython_8_frames_take_their_code_from_the_arrow_not_the_context_lines():
+    log = ("RuntimeError                              Traceback (most recent call last)\n"
+           "Cell In[11], line 2\n"
+           "      1 #torch.cuda.empty_cache()\n"
+           "----> 2 trainer_stats = trainer.train()\n"
+           "\n"
+           "File ~/envs/x/lib/python3.11/site-packages/unsloth/models/gradient_checkpointing.py:145, in "
+           "Offloaded_Checkpointer.forward(ctx, forward_function, hidden_states, *args)\n"
+           "    142 @staticmethod\n"
+           "    144 def forward(ctx, forward_function, hidden_states, *args):\n"
+           '--> 145     saved_hidden_states = hidden_states.to("cpu", non_blocking = True)\n'
+           "    146     with torch.no_grad():\n"
+           "\n"
+           "RuntimeError: CUDA error: out of memory\n")
+    d = report(log)
+    assert [f["code"] for f in d["frames"]] == ["trainer_stats = trainer.train()",
+                                                'saved_hidden_states = hidden_states.to("cpu", non_blocking = True)']
+    # a commented-out call in a cell's context is not the call that ran: no context-only call
+    assert [x["incident"] for x in d["diagnoses"]][:1] == ["pinned-memory"]

@@ -69,7 +69,9 @@ def parse(ctx: ParseContext) -> None:
         if _HEADER.search(text):
             headers.append(i)
             continue
-        m = _PY.match(text) or _IPY.match(text)
+        m = _PY.match(text)
+        # IPython >= 8 ("File path:12, in f(x)") prints context lines: the arrow marks the code
+        ipython8 = m is None and bool(m := _IPY.match(text))
         rich = m is None and bool(m := _RICH.match(text))
         if m is None and " in" in text and i + 1 < len(lines):
             cut = _RICH_CUT.match(text)
@@ -93,7 +95,7 @@ def parse(ctx: ParseContext) -> None:
                     break
         func = file = None
         lineno: Optional[int] = None
-        ipython = False
+        ipython = ipython8
         if m:
             file, func = m.group("file"), m.group("func")
             lineno = int(m.group("lineno"))
@@ -110,6 +112,7 @@ def parse(ctx: ParseContext) -> None:
                 if not m:
                     continue
                 file, func, lineno = "<cell>", "<cell>", int(m.group("lineno"))
+                ipython = True   # its context lines follow; the arrow marks the one that ran
         code = None
         if ipython:
             # IPython prints context lines; the arrow marks the one that ran
