@@ -797,3 +797,15 @@ def test_ipython_8_frames_take_their_code_from_the_arrow_not_the_context_lines()
                                                 'saved_hidden_states = hidden_states.to("cpu", non_blocking = True)']
     # a commented-out call in a cell's context is not the call that ran: no context-only call
     assert [x["incident"] for x in d["diagnoses"]][:1] == ["pinned-memory"]
+
+
+@pytest.mark.parametrize("bar, phase", [
+    ("Val:  21%|█████▊          | 90/428 [01:53<04:33,  1.24it/s]", "eval"),    # the evaluation pass under way
+    ("Val: 100%|████████████████| 428/428 [08:53<00:00,  1.24it/s]", None),     # finished: its stage is over
+    ("Train:   3%|█               | 60/1938 [3:14:25<100:20:25, 186.2s/it]", None),
+])
+def test_a_progress_bar_named_for_evaluation_marks_the_evaluation_pass(bar, phase):
+    log = (bar + "\nTraceback (most recent call last):\n"
+           '  File "/x/swift/cli/sft.py", line 5, in <module>\n'
+           "    sft_main()\n")
+    assert report(log)["phase"] == phase

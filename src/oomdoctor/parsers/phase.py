@@ -42,7 +42,9 @@ MARKERS = {
     "running_evaluation": lazy(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"
                                # a script's own evaluation stage: "Evaluating bboxes of pts_bbox",
                                # "Initializing nuScenes detection evaluation"
-                               r"|(?m:^)Evaluating\b|Initializing \w+(?: \w+)? evaluation\b"),
+                               r"|(?m:^)Evaluating\b|Initializing \w+(?: \w+)? evaluation\b"
+                               # a progress bar named for the evaluation pass, not finished ("Val:  21%|███")
+                               r"|(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation)\s*:?\s+(?!100%)\d{1,3}%\|"),
     "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
     "ref_model_created": lazy(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
     "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
@@ -68,7 +70,7 @@ MARKER_GATES = {
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)"),
-    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation"),
+    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "val", "eval"),
     "running_prediction": ("running prediction", "predict_with_generate"),
     "ref_model_created": ("reference model", "ref_model"),
     "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),
