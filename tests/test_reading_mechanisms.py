@@ -809,3 +809,26 @@ def test_a_progress_bar_named_for_evaluation_marks_the_evaluation_pass(bar, phas
            '  File "/x/swift/cli/sft.py", line 5, in <module>\n'
            "    sft_main()\n")
     assert report(log)["phase"] == phase
+
+
+def test_an_ipython_frame_without_source_takes_no_other_frames_arrow():
+    log = ("ValueError                                Traceback (most recent call last)\n"
+           "File <string>:124, in __init__(self, output_dir, overwrite_output_dir)\n"
+           "\n"
+           "File ~/x/transformers/training_args.py:1500, in TrainingArguments.__post_init__(self)\n"
+           "   1498 if self.bf16:\n"
+           "-> 1500     raise ValueError(\"bf16 requires Ampere\")\n"
+           "ValueError: bf16 requires Ampere\n")
+    frames = report(log)["frames"]
+    assert [(f["function"], f["code"]) for f in frames] == [
+        ("__init__", None), ("TrainingArguments.__post_init__", 'raise ValueError("bf16 requires Ampere")')]
+
+
+def test_an_evaluation_bar_on_lines_of_its_own_ends_with_its_stage():
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/x/swift/cli/sft.py", line 5, in <module>\n'
+          "    sft_main()\n")
+    val = "".join(f"Val: {p:3d}%|███ | {p}/100 [00:10<00:10,  1.24it/s]\n" for p in (20, 50, 100))
+    assert report(val + tb)["phase"] is None                                        # finished
+    assert report(val[:-len(val.splitlines()[-1]) - 1] + tb)["phase"] == "eval"     # under way
+    assert report(val + "Train:  51%|█████ | 51/100 [01:00<01:00, 1.0it/s]\n" + tb)["phase"] is None

@@ -129,7 +129,8 @@ def smi_siblings(samples: list) -> int:
 MARKER_PHASE = {"saving_checkpoint": "checkpoint_save", "training_completed": "checkpoint_save",
                 "epoch_boundary": "epoch_end", "running_evaluation": "eval", "running_prediction": "eval",
                 "loading_checkpoint_shards": "model_load", "resuming": "checkpoint_load", "engine_init": "model_load",
-                "optimizer_init": "model_load", "preprocessing": "data_loading", "running_training": None}
+                "optimizer_init": "model_load", "preprocessing": "data_loading", "running_training": None,
+                "evaluation_finished": None}
 STAGE_MARKERS = tuple(name for name in MARKER_PHASE if name != "epoch_boundary")
 
 

@@ -121,7 +121,9 @@ def parse(ctx: ParseContext) -> None:
                 if a:
                     code = a.group("code").strip()[:300]
                     break
-                if _PY.match(lines[j].text) or _COLAB.match(lines[j].text) or _IPY7.match(lines[j].text):
+                nxt = lines[j].text   # the next frame or traceback: this frame printed no source
+                if (_PY.match(nxt) or _IPY.match(nxt) or _CELL.match(nxt) or _COLAB.match(nxt) or _IPY7.match(nxt)
+                        or _HEADER.search(nxt)):
                     break
         if rich:
             # rich prints source context in the box; "❱" marks the line that ran
@@ -133,7 +135,7 @@ def parse(ctx: ParseContext) -> None:
                     break
                 if _RICH.match(t):
                     break
-        if code is None and i + 1 < len(lines):
+        if code is None and not ipython and i + 1 < len(lines):   # IPython's next lines are context
             nxt = lines[i + 1].text
             if nxt.strip() and not _PY.match(nxt) and not _CARET.match(nxt) and nxt[:1].isspace():
                 code = nxt.strip()[:300]
