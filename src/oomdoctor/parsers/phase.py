@@ -40,15 +40,15 @@ MARKERS = {
     "training_completed": lazy(r"'train_runtime':|Training completed\. Do not forget|\*{5} train metrics \*{5}"),
     "running_training": lazy(r"\*{5} Running training \*{5}|Start(?:ing)? training\b|Training started|Epoch\(train\)"
                              # a progress bar named for training ("Train:   3%|█"): training goes on
-                             r"|(?m:^)(?:Train|Training)\s*:?\s+\d{1,3}%\|"),
+                             r"|(?m:^)(?:Train|Training):\s+\d{1,3}%\|"),
     "running_evaluation": lazy(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"
                                # a script's own evaluation stage: "Evaluating bboxes of pts_bbox",
                                # "Initializing nuScenes detection evaluation"
                                r"|(?m:^)Evaluating\b|Initializing \w+(?: \w+)? evaluation\b"
                                # a progress bar named for the evaluation pass, not finished ("Val:  21%|███")
-                               r"|(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation)\s*:?\s+(?!100%)\d{1,3}%\|"),
+                               r"|(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation):\s+(?!100%)\d{1,3}%\|"),
     # ... and finished: its stage is over (a later marker than its own earlier updates)
-    "evaluation_finished": lazy(r"(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation)\s*:?\s+100%\|"),
+    "evaluation_finished": lazy(r"(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation):\s+100%\|"),
     "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
     "ref_model_created": lazy(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
     "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
@@ -73,10 +73,10 @@ MARKER_GATES = {
     "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting", "mmap", "open"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
-    "running_training": ("running training", "start", "training started", "epoch(train)", "train"),
-    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "val:", "val ",
-                           "valid", "eval"),
-    "evaluation_finished": ("val", "eval"),
+    "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
+    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "val:",
+                           "valid:", "validation:", "validating:", "eval:"),
+    "evaluation_finished": ("val:", "valid:", "validation:", "validating:", "eval:", "evaluation:"),
     "running_prediction": ("running prediction", "predict_with_generate"),
     "ref_model_created": ("reference model", "ref_model"),
     "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),

@@ -118,6 +118,8 @@ MARKER_LITERALS = (
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
+    # progress bars named for their pass ("Val:  21%|", "Train:  51%|")
+    "Val:", "Valid:", "Validation:", "Validating:", "Eval:", "Evaluation:", "Train:", "Training:",
     "predict_with_generate", "reference model", "Reference model", "ref_model", "initializing optimizer states",
     "initialize_optimizer_states", "ZeRO stage", "DeepSpeedZeRoOffload initialize", "Stage 3 initialize beginning",
     "creating fp16 partitions", "creating fp32 partitions", "Creating ZeRO Offload", "finished initializing model",
