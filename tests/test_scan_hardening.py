@@ -240,7 +240,7 @@ def test_a_name_that_is_not_utf8_is_scanned_and_kept(tmp_path: Path):
 
 
 def test_printable_strips_sequences_and_controls():
-    from oomdoctor.scan.progress import printable
+    from oomdoctor.report.common import printable
     assert printable("a\x1b[1;31mb\x1b[0m") == "ab"
     assert printable("x\x1b]0;title\x07y\x1b]8;;http://e\x1b\\z") == "xyz"
     assert printable("c1\x9b2Jcsi\x85nel\x7f") == "c1csinel"

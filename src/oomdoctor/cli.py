@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .report.render import page, render, use_color, use_rich, wants_pager
-from .scan.progress import printable
+from .report.common import printable
 
 FORMATS = ("text", "markdown", "json", "html")
 # the exit codes of each command, shown under its --help

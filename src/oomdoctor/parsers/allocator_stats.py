@@ -284,10 +284,14 @@ _TCMALLOC = lazy(r"tcmalloc: large alloc (?P<n>\d{1,20}) bytes")
 
 
 def _tcmalloc(ctx: ParseContext) -> None:
+    found = False
     for i in ctx.lines_with(("tcmalloc: large alloc",)):
         m = ctx.search(_TCMALLOC, ctx.lines[i].text)
         if m:
             _add(ctx, MemorySample(source="tcmalloc", line=ctx.lines[i].no, host_request_bytes=int(m.group("n"))))
+            found = True
+    if found:
+        ctx.facts.memory_samples.sort(key=lambda s: s.line)   # in log order, as the evidence cites them
 
 
 def parse(ctx: ParseContext) -> None:
@@ -340,9 +344,7 @@ def parse(ctx: ParseContext) -> None:
         if "memory" in low or "num_" in low or "_bytes.all." in low or "retries" in low or "mem_" in low:
             _user_prints(ctx, i, text, state)
         i += 1
-    if ctx.lines_with(("tcmalloc: large alloc",)):
-        _tcmalloc(ctx)
-        ctx.facts.memory_samples.sort(key=lambda s: s.line)   # in log order, as the evidence cites them
+    _tcmalloc(ctx)
 
 
 def _axolotl(ctx: ParseContext, i: int, m) -> None:

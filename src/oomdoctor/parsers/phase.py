@@ -20,6 +20,10 @@ from ..read.patterns import lazy
 from .base import ParseContext
 from .traceback import ARROW, RICH_CODE, frames_for
 
+# a progress bar named for the evaluation pass: "Val:  21%|███" (its name and colon)
+_EVAL_BAR = r"(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation):\s+"
+_EVAL_BAR_GATES = ("val:", "valid:", "validation:", "validating:", "eval:", "evaluation:")
+
 MARKERS = {
     "saving_checkpoint": lazy(
         r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?model (?:to|checkpoint)"
@@ -46,9 +50,9 @@ MARKERS = {
                                # "Initializing nuScenes detection evaluation"
                                r"|(?m:^)Evaluating\b|Initializing \w+(?: \w+)? evaluation\b"
                                # a progress bar named for the evaluation pass, not finished ("Val:  21%|███")
-                               r"|(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation):\s+(?!100%)\d{1,3}%\|"),
+                               r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"),
     # ... and finished: its stage is over (a later marker than its own earlier updates)
-    "evaluation_finished": lazy(r"(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation):\s+100%\|"),
+    "evaluation_finished": lazy(_EVAL_BAR + r"100%\|"),
     "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
     "ref_model_created": lazy(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
     "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
@@ -74,9 +78,8 @@ MARKER_GATES = {
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
-    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "val:",
-                           "valid:", "validation:", "validating:", "eval:"),
-    "evaluation_finished": ("val:", "valid:", "validation:", "validating:", "eval:", "evaluation:"),
+    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating") + _EVAL_BAR_GATES,
+    "evaluation_finished": _EVAL_BAR_GATES,
     "running_prediction": ("running prediction", "predict_with_generate"),
     "ref_model_created": ("reference model", "ref_model"),
     "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),

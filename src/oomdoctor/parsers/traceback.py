@@ -52,7 +52,7 @@ def parse(ctx: ParseContext) -> None:
     stack: list[tuple[int, Frame]] = []   # a flight-recorder or faulthandler stack (innermost first)
     for i, ln in enumerate(lines):
         text = ln.text
-        m = _stack_line(text) if '", line ' in text or " from " in text else None
+        m = _stack_line(text)
         if m is None:
             if stack:
                 _flush(ctx, frames, stack)

@@ -61,6 +61,13 @@ class Row(NamedTuple):
     note: Optional[str] = None
 
 
+def printable(text: object) -> str:
+    """``text`` safe to print on a terminal (names of files and archive members, the text of
+    logs and YAML files are chosen by whoever wrote them): the project's one sanitiser, on
+    one line, tabs kept. Display only: records keep the real names."""
+    return clean(text, oneline=True, tabs=False)
+
+
 def clean(text: Any, *, oneline: bool = False, tabs: bool = True) -> str:
     """Text from a log, a file name, a YAML key or an error made safe to print: escape
     sequences removed whole, other control characters dropped, lone surrogates shown as

@@ -31,7 +31,7 @@ def _finite(ctx, param, value: float) -> float:
 
 def _fail(message: str) -> None:
     """A one-line error and exit code 2; the message may hold a path, made printable."""
-    from .progress import printable
+    from ..report.common import printable
     click.echo(f"oomdoctor: {printable(message)}", err=True)
     sys.exit(2)
 
@@ -146,7 +146,7 @@ def scan(paths: tuple[str, ...], out: Optional[str], fmt: str, resume: bool, inc
 
 
 def _warn(message: str) -> None:
-    from .progress import printable
+    from ..report.common import printable
     click.echo(f"oomdoctor: warning: {printable(message)}", err=True)
 
 

@@ -10,15 +10,8 @@ import time
 from typing import IO, Optional
 
 from ..facts.sizes import format_size
-from ..report.common import clean
+from ..report.common import printable
 from ..report.render import can_draw
-
-
-def printable(text: object) -> str:
-    """``text`` safe to print on a terminal (names of files and archive members and the text
-    of logs are chosen by whoever wrote them): the project's one sanitiser, on one line,
-    tabs kept. Display only: records keep the real names."""
-    return clean(text, oneline=True, tabs=False)
 
 
 class Progress:

@@ -20,7 +20,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Optional
 
 from ..report.model import failure_seen
 from ..report.render import isatty
-from .progress import printable
+from ..report.common import printable
 
 FORMATS = ("jsonl", "csv")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import IO, Iterable, Optional
 
 from ..facts.sizes import format_size
-from .progress import printable
+from ..report.common import printable
 from .records import is_failure
 
 EXAMPLES = 5   # files listed under each fingerprint
