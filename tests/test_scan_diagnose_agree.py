@@ -227,8 +227,7 @@ def pattern_covered(rx, matcher: prefilter.Matcher = ANCHORS) -> bool:
 # line already found (sizes, hints, frames, the rest of a message), or they are checked
 # through the messages they match, as libraries print them.
 DETAIL = {
-    # _RECASE gives back the case of a message found by "ut of memory. tried to" (an anchor)
-    "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS", "_RECASE"},
+    "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS"},
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE"},
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
                      "_TF_HINT", "_DEVICE_IN_NAME"},

@@ -6,8 +6,6 @@ A parser family is a module with ``parse(ctx: ParseContext) -> None`` that reads
 """
 from __future__ import annotations
 
-import dataclasses
-
 import bisect
 from typing import Optional
 
@@ -129,14 +127,6 @@ class ParseContext:
         except TimeoutError:
             self.note("a pattern timed out over the whole log; some markers may be missing")
         return out
-
-    def retext(self, i: int, text: str) -> None:
-        """Give line ``i`` another message text (its raw line stays as posted for the
-        evidence); the whole-log answers are worked out again."""
-        ln = self.lines[i]
-        self.lines[i] = dataclasses.replace(ln, raw=ln.raw or ln.text, text=text)
-        self._blob = self._folded = self._indexed = None
-        self._with.clear()
 
     # -- evidence ---------------------------------------------------------------
     def evidence(self, line: Line | int) -> Evidence:

@@ -307,33 +307,7 @@ class _Twins:
         self.exact.setdefault(self._full(ev), ev)
 
 
-# A message pasted with its case lost ("cuda out of memory. tried to allocate 30.00 mib (gpu
-# 0; ..."): a forum or a tool lower-cased it. The words whose case the patterns read get it
-# back; the figures are untouched. "Tried" is never lower case in any version's wording.
-_CASE_LOST = "ut of memory. tried to"
-_RECASE_WORDS = {w.lower(): w for w in (
-    "CUDA", "HIP", "XPU", "NPU", "MLU", "GCU", "MUSA", "GPU", "Tried", "KiB", "MiB", "GiB", "TiB", "PyTorch",
-    "non-PyTorch", "Including", "Process", "If", "See", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
-    "OutOfMemoryError", "torch.cuda.OutOfMemoryError", "RuntimeError", "True")}
-_RECASE = lazy(r"(?<![\w-])(?:" + "|".join(sorted(map(re.escape, _RECASE_WORDS), key=len, reverse=True)) + r")(?![\w-])"
-               r"|(?<=[.;]\s{0,3})of(?= the allocated)|(?<=\d\s{0,3})device(?= has a total)")
-
-
-def _recase(text: str) -> str:
-    return _RECASE.sub(lambda m: _RECASE_WORDS.get(m.group(0)) or m.group(0).capitalize(), text)
-
-
-def _restore_case(ctx: ParseContext) -> None:
-    for i in ctx.lines_with((_CASE_LOST,)):
-        for j in range(i, min(i + 4, len(ctx.lines))):
-            text = ctx.lines[j].text
-            if not text.islower() or (j > i and not text.strip()):
-                break
-            ctx.retext(j, _recase(text))
-
-
 def parse(ctx: ParseContext) -> None:
-    _restore_case(ctx)
     events: list[OomEvent] = []
     twins = _Twins()
     seen_lines: set[int] = set()

@@ -13,6 +13,7 @@ because only they know where their message ends.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
@@ -280,12 +281,43 @@ def normalise_line(no: int, physical: str) -> list[Line]:
     return out
 
 
+# A message pasted with its case lost ("cuda out of memory. tried to allocate 30.00 mib (gpu
+# 0; ..."): a forum or a tool lower-cased it. The words whose case the parsers read get it
+# back (the raw line keeps the case as posted); the figures are untouched. "Tried" is never
+# lower case in any version's wording.
+_CASE_LOST = "ut of memory. tried to"
+_RECASE_WORDS = {w.lower(): w for w in (
+    "CUDA", "HIP", "XPU", "NPU", "MLU", "GCU", "MUSA", "GPU", "Tried", "KiB", "MiB", "GiB", "TiB", "PyTorch",
+    "non-PyTorch", "Including", "Process", "If", "See", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
+    "OutOfMemoryError", "torch.cuda.OutOfMemoryError", "RuntimeError", "True")}
+_RECASE = lazy(r"(?<![\w-])(?:" + "|".join(sorted(map(re.escape, _RECASE_WORDS), key=len, reverse=True)) + r")(?![\w-])"
+               r"|(?<=[.;]\s{0,3})of(?= the allocated)|(?<=\d\s{0,3})device(?= has a total)")
+
+
+def _recase(text: str) -> str:
+    return _RECASE.sub(lambda m: _RECASE_WORDS.get(m.group(0)) or m.group(0).capitalize(), text)
+
+
+def restore_lost_case(lines: list[Line]) -> list[Line]:
+    """Give a lower-cased allocator message (its line and the lower-case lines that continue
+    it, four at most) its case back, before any parser reads it."""
+    for i, ln in enumerate(lines):
+        if _CASE_LOST not in ln.text:
+            continue
+        for j in range(i, min(i + 4, len(lines))):
+            text = lines[j].text
+            if not text.islower() or (j > i and not text.strip()):
+                break
+            lines[j] = dataclasses.replace(lines[j], raw=lines[j].raw or text, text=_recase(text))
+    return lines
+
+
 def normalise(text: str, start: int = 1) -> list[Line]:
     """Normalise a whole text (already decoded) into logical lines."""
     lines: list[Line] = []
     for no, physical in split_physical(text, start):
         lines.extend(normalise_line(no, physical))
-    return lines
+    return restore_lost_case(lines)
 
 
 def normalise_pairs(pairs: Iterable[tuple[int, str]]) -> list[Line]:
@@ -293,4 +325,4 @@ def normalise_pairs(pairs: Iterable[tuple[int, str]]) -> list[Line]:
     lines: list[Line] = []
     for no, physical in pairs:
         lines.extend(normalise_line(no, physical))
-    return lines
+    return restore_lost_case(lines)
