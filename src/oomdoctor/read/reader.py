@@ -131,10 +131,9 @@ def open_source(src: Source) -> tuple[BinaryIO, Optional[str]]:
         name = os.fspath(src)
         if name == "-":
             return sys.stdin.buffer, "<stdin>"
-        target, _remote = resolve_path(name)
-        if target != name:      # a file:// URL: read, and named, as the path it names
-            return open_source(target)
-        return open_path(name, "is a directory (use 'oomdoctor scan' for directories)"), name
+        # a file:// URL is read, and named, as the path it names
+        target, remote = resolve_path(name)
+        return _open_resolved(target, remote, "is a directory (use 'oomdoctor scan' for directories)"), target
     return src, getattr(src, "name", None)
 
 
@@ -152,7 +151,10 @@ def resolve_path(path: str) -> tuple[str, bool]:
 def open_path(path: str, if_directory: str) -> BinaryIO:
     """A path or an fsspec URL (``resolve_path``) opened for reading, or ``InputError`` with
     a one-line reason that names it (``if_directory`` when a local path is a directory)."""
-    target, remote = resolve_path(path)
+    return _open_resolved(*resolve_path(path), if_directory)
+
+
+def _open_resolved(target: str, remote: bool, if_directory: str) -> BinaryIO:
     if remote:
         try:
             return open_url(target)
