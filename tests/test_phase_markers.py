@@ -44,6 +44,15 @@ def test_the_resume_argument_in_a_traceback_is_not_a_resume():
     assert "resuming" not in f.markers
 
 
+def test_the_resume_argument_printed_without_its_frame_is_code_too():
+    # ranks' output interleaved: a copy of the code line lands outside its frame, unindented
+    f = facts("train_result = trainer.train(resume_from_checkpoint=checkpoint)\n" + TB.format(code="main()"))
+    assert "resuming" not in f.markers
+    # ... but a configuration dump naming a relative checkpoint is the run's setting
+    f = facts("resume_from_checkpoint=last,\n" + TB.format(code="main()"))
+    assert f.markers.get("resuming") == [1]
+
+
 def test_a_checkpoint_load_call_and_a_resume_message_still_are():
     assert facts(TB.format(code="args.iteration = load_checkpoint(model, optimizer, opt_param_scheduler)")).markers.get("resuming")
     logged = "Resuming training from checkpoint-500\n" + TB.format(code="trainer.train(resume_from_checkpoint=checkpoint)")

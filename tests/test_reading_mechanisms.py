@@ -832,3 +832,25 @@ def test_an_evaluation_bar_on_lines_of_its_own_ends_with_its_stage():
     assert report(val + tb)["phase"] is None                                        # finished
     assert report(val[:-len(val.splitlines()[-1]) - 1] + tb)["phase"] == "eval"     # under way
     assert report(val + "Train:  51%|█████ | 51/100 [01:00<01:00, 1.0it/s]\n" + tb)["phase"] is None
+
+
+@pytest.mark.parametrize("device, alloc, host", [
+    ("/job:localhost/replica:0/task:0/device:CPU:0", "cpu", True),
+    ("/job:localhost/replica:0/task:0/device:CPU:0", "mklcpu", True),
+    ("/job:localhost/replica:0/task:0/device:GPU:0", "GPU_0_bfc", False),
+])
+def test_a_tensorflow_oom_on_the_cpu_device_is_a_host_allocation(device, alloc, host):
+    d = report(f"Resource exhausted: OOM when allocating tensor with shape[1024,50257] and type float on {device} "
+               f"by allocator {alloc}\n")
+    ev = d["oom_events"][0]
+    assert ev["kind"] == ("cpu_allocator" if host else "tensorflow") and ev["backend"] == "TF"
+    assert ev["tried_to_allocate_bytes"] == 1024 * 50257 * 4
+    assert ev["host_bytes"] == (1024 * 50257 * 4 if host else None)
+    assert (d["diagnoses"][0]["incident"] == "host-oom") == host
+
+
+def test_a_tensorflow_cpu_allocator_running_out_is_a_host_allocation():
+    d = report("2019-03-01 10:00:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:267] Allocator (cpu) "
+               "ran out of memory trying to allocate 4.00GiB.  Current allocation summary follows.\n")
+    ev = d["oom_events"][0]
+    assert ev["kind"] == "cpu_allocator" and ev["host_bytes"] == 4 * 2**30

@@ -256,7 +256,7 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _bfc_event(ctx, events, i, m)
     for i in buffer_dumps:
         _buffer_assignment(ctx, events, i)
-    if not any(e.kind in ("xla", "tensorflow") for e in ctx.facts.oom_events):
+    if not _tf_events(ctx):
         _hint_alone(ctx, events)
 
 
@@ -360,13 +360,26 @@ def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     dev = _DEVICE_IN_NAME.search(device.rsplit("/", 1)[-1]) if device else None
     exc = _xla_exception(ctx, text, m.start()) or _graph_execution_error(ctx, i)
     key = ("tensorflow", shape, dtype, re.sub(r"\d+", "N", device), m.group("alloc"))
+    host = _on_host(device, m.group("alloc"))
     ev = events.add(key, i, lambda: OomEvent(
-        kind="tensorflow", backend="TF", line=0,
+        kind="cpu_allocator" if host else "tensorflow", backend="TF", line=0,
         message_format="tf-oom-when-allocating" if dtype else "tf-oom-when-allocating-shape-only",
-        tried_to_allocate_bytes=req, device_index=int(dev.group("d")) if dev else None,
+        tried_to_allocate_bytes=req, host_bytes=req if host else None,
+        device_index=int(dev.group("d")) if dev and not host else None,
         detail=f"tensor {shape} {dtype or ''} by allocator {m.group('alloc') or '?'}".replace("  ", " ")),
         exception=exc)
     _attach_hint(ctx, ev, i)
+
+
+def _on_host(device: str, alloc: Optional[str]) -> bool:
+    """TensorFlow's CPU device and its CPU allocators ("cpu", "mklcpu") hand out host memory:
+    their OOM is the host's, whatever the job runs on otherwise."""
+    return ":CPU:" in device.upper() or (alloc or "").lower().startswith(("cpu", "mklcpu"))
+
+
+def _tf_events(ctx: ParseContext) -> list:
+    """The TensorFlow and XLA events found so far (host ones included)."""
+    return [e for e in ctx.facts.oom_events if e.kind in ("xla", "tensorflow") or e.backend == "TF"]
 
 
 def _graph_execution_error(ctx: ParseContext, i: int) -> Optional[str]:
@@ -383,8 +396,7 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     """A fatal BFC line joins the OOM status that follows it; alone it is an event itself."""
     no = ctx.lines[i].no
     rounded = int(m.group("n")) if m.group("n") else size_of(m.group("size"))
-    later = [e for e in ctx.facts.oom_events
-             if e.kind in ("xla", "tensorflow") and no <= e.line <= no + _FOLD_WINDOW]
+    later = [e for e in _tf_events(ctx) if no <= e.line <= no + _FOLD_WINDOW]
     if later:
         ev = min(later, key=lambda e: e.line)
         events.cover(ev, i)
@@ -392,13 +404,14 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
             ev.tried_to_allocate_bytes = rounded
         return
     raw = ctx.lines[i].raw
-    tf = "tensorflow/core" in raw or any(e.kind == "tensorflow" for e in ctx.facts.oom_events)
+    tf = "tensorflow/core" in raw or any(e.backend == "TF" for e in ctx.facts.oom_events)
+    host = tf and _on_host("", m.group("alloc"))
     dev = _DEVICE_IN_NAME.search(m.group("alloc"))
     op = (m.group("op") or "").strip()
     events.add(("bfc", m.group("alloc"), rounded), i, lambda: OomEvent(
-        kind="tensorflow" if tf else "xla", backend="TF" if tf else "XLA", line=0,
-        message_format="bfc-allocator-ran-out", tried_to_allocate_bytes=rounded,
-        device_index=int(dev.group("d")) if dev else None,
+        kind="cpu_allocator" if host else "tensorflow" if tf else "xla", backend="TF" if tf else "XLA", line=0,
+        message_format="bfc-allocator-ran-out", tried_to_allocate_bytes=rounded, host_bytes=rounded if host else None,
+        device_index=int(dev.group("d")) if dev and not host else None,
         detail=f"BFC allocator {m.group('alloc')} ran out" + (f", requested by op {op}" if op else "")))
 
 

@@ -269,7 +269,7 @@ def _markers(ctx: ParseContext) -> None:
         if _FRAME_LINE.match(text):
             continue
         for name in hits[i]:
-            if name == "resuming" and i in code and _RESUME_ARG.search(text) and "load_checkpoint(" not in text:
+            if name == "resuming" and _passed_along(text, i in code):
                 continue
             ctx.mark(name, ln)
         if "poch" not in text:
@@ -293,6 +293,14 @@ def _markers(ctx: ParseContext) -> None:
             if seen_epochs and e > seen_epochs[-1] or (it is not None and e >= first and int(it) <= 3):
                 ctx.mark("epoch_boundary", ln)
             seen_epochs.append(e)
+
+
+def _passed_along(text: str, code: bool) -> bool:
+    """``resume_from_checkpoint=checkpoint`` handed to a call: source code (a traceback's code
+    line, or one printed without its frame when ranks' output interleaves: the call's
+    parenthesis is on the line), not a message that the run resumes."""
+    m = _RESUME_ARG.search(text)
+    return m is not None and "load_checkpoint(" not in text and (code or "(" in text[:m.start()])
 
 
 def _progress_before(ctx: ParseContext, idx: int) -> None:
