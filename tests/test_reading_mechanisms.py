@@ -854,3 +854,17 @@ def test_a_tensorflow_cpu_allocator_running_out_is_a_host_allocation():
                "ran out of memory trying to allocate 4.00GiB.  Current allocation summary follows.\n")
     ev = d["oom_events"][0]
     assert ev["kind"] == "cpu_allocator" and ev["host_bytes"] == 4 * 2**30
+
+
+def test_the_kernel_killing_a_dataloader_worker_is_that_workers_event():
+    dl = "RuntimeError: DataLoader worker (pid 629) is killed by signal: Killed.\n"
+    kernel = ("Memory cgroup out of memory: Killed process {pid} (python) total-vm:14119556kB, anon-rss:6538204kB, "
+              "file-rss:80652kB, shmem-rss:16kB, UID:0 pgtables:13432kB oom_score_adj:0\n")
+    d = report(dl + "\n" + kernel.format(pid=629))
+    assert [ev["kind"] for ev in d["oom_events"]] == ["dataloader_killed"]
+    ev = d["oom_events"][0]
+    assert [e["line"] for e in ev["evidence"]] == [1, 3] and ev["host_bytes"] == 6538204 * 1024
+    assert d["phase"] == "data_loading"
+    # another process killed: two events
+    d = report(dl + "\n" + kernel.format(pid=630))
+    assert sorted(ev["kind"] for ev in d["oom_events"]) == ["dataloader_killed", "host_oom_killer"]

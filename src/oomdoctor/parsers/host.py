@@ -173,6 +173,8 @@ class _Scan:
         self.dl: list[tuple[int, str, str, Optional[str], str]] = []
         self.dl_crashed: set[str] = set()   # DataLoader worker pids that exited with their own code
         self.dl_pids: dict[int, set[str]] = {}   # line index of an "exited unexpectedly" -> its pids
+        self.dl_killed: dict[int, int] = {}     # pid of a worker killed by SIGKILL -> its line index
+        self.worker_kills: list[_Kill] = []     # the kernel's kills of those workers
         self.shm: list[int] = []
         self.sigbus: list[int] = []
         self.exit_sigkill: list[int] = []   # an exit code that means SIGKILL (137, -9)
@@ -362,6 +364,7 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
         if m:
             sig = m.group("sig").strip()
             if sig == "Killed":
+                s.dl_killed.setdefault(int(m.group("pid")), i)
                 s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGKILL", exc, "host"))
             elif sig == "Bus error":
                 # SIGBUS on a page of /dev/shm that cannot be backed: shared memory, never RAM
@@ -571,7 +574,10 @@ def _episodes(kills: list[_Kill]) -> list[list[_Kill]]:
 
 def _host_events(s: _Scan) -> None:
     ctx = s.ctx
-    for ep in _episodes(s.kills):
+    # the kernel killing a DataLoader worker that the main process reports killed: one event,
+    # the worker's (its kill line and the victim's RSS join it in _dataloader_events)
+    s.worker_kills = [k for k in s.kills if k.source == "kernel" and k.pid in s.dl_killed]
+    for ep in _episodes([k for k in s.kills if k not in s.worker_kills]):
         best = min(ep, key=lambda k: (_STRENGTH_ORDER[k.strength], _SOURCE_RANK.get(k.source, 9)))
         # one phrase per source, the kernel's victim first: "kernel oom-killer killed python
         # (41235); local_rank 3 (pid 41235) received SIGKILL (exit -9)"
@@ -625,12 +631,19 @@ def _dataloader_events(s: _Scan) -> None:
         backend = "shm" if any(x[4] == "shm" for x in g) else "host"
         ev = OomEvent(kind="dataloader_killed", strength="certain" if strong else "likely", backend=backend,
                       exception=exc, detail=first[2], line=ctx.lines[g[0][0]].no, count=len(g))
+        idxs = {x[0] for x in g}
+        kernel = [k for k in s.worker_kills if s.dl_killed[k.pid] in idxs]
         for idx, _strength, _detail, _exc, _backend in g:
             ln = ctx.lines[idx]
             if ln.rank is not None and ln.rank not in ev.ranks:
                 ev.ranks.append(ln.rank)
             if len(ev.evidence) < _MAX_EVIDENCE:
                 ev.evidence.append(ctx.evidence(idx))
+        for k in kernel[:_MAX_EVIDENCE - len(ev.evidence)]:
+            ev.evidence.append(ctx.evidence(k.idx))
+        ev.host_bytes = next((k.rss for k in kernel if k.rss is not None), None)
+        if kernel:
+            ev.detail += f"; {kernel[0].detail}"
         ctx.facts.oom_events.append(ev)
 
 
