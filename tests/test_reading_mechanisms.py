@@ -84,6 +84,9 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # the model placed on the device inside a loader of the script's own
     ([("main.py", "<module>", "model = load_model_from_config(config, ckpt)"),
       ("main.py", "load_model_from_config", "model.cuda()")], "model_load"),
+    # ... and by a trainer, to a device named by an attribute
+    ([("/env/site-packages/optuna/_optimize.py", "_run_trial", "value_or_values = func(trial)"),
+      ("/env/site-packages/transformers/trainer.py", "train", "self.model = model.to(self.args.device)")], "model_load"),
 ])
 def test_phase_from_function_names_and_code_lines(frames, phase):
     assert report(_tb(*frames))["phase"] == phase

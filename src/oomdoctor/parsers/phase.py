@@ -187,8 +187,9 @@ def _frame_text(fr: Frame) -> str:
 _CALL = (("checkpoint_save", lazy(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
          ("checkpoint_load", lazy(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
          ("model_load", lazy(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\("
-                             # the model placed on the device: "model.cuda()", "self.model.to(device)"
-                             r"|\b(?:model|net|module)\w*\.(?:cuda\(|to\((?:device|['\"]cuda|torch\.device))")))
+                             # the model placed on the device: "model.cuda()", "self.model.to(device)",
+                             # "model.to(self.args.device)"
+                             r"|\b(?:model|net|module)\w*\.(?:cuda\(|to\((?:[\w.]{0,40}?\bdevice\b|['\"]cuda|torch\.device))")))
 # the step in progress named by the innermost code line of a cut or shallow traceback:
 # "loss.backward()", "optimizer.step()", "out = self.actor(seq, mask)" (a model called)
 _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
