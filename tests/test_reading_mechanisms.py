@@ -92,6 +92,17 @@ def test_phase_from_function_names_and_code_lines(frames, phase):
     assert report(_tb(*frames))["phase"] == phase
 
 
+@pytest.mark.parametrize("script,phase", [("eval_segmentation.py", "eval"), ("tools/predict.py", "eval"),
+                                          ("train_eval.py", None), ("train.py", None)])
+def test_a_script_named_for_evaluation_is_evaluating_when_nothing_else_tells(script, phase):
+    frames = [(script, "my_app", "outputs = {k: torch.cat(v, dim=0) for k, v in outputs.items()}")]
+    assert report(_tb(*frames))["phase"] == phase
+    # a frame that names a phase still decides
+    frames = [("eval_segmentation.py", "main", "model = AutoModel.from_pretrained(path)"),
+              ("/env/site-packages/transformers/modeling_utils.py", "from_pretrained", "model = cls(config)")]
+    assert report(_tb(*frames))["phase"] == "model_load"
+
+
 @pytest.mark.parametrize("code,phase", [
     ("loss.backward()", "backward"),
     ("self.optimizer.step()", "optimizer_step"),

@@ -202,6 +202,8 @@ _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
 _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)?|out(?:puts?)?|logits|preds?|predictions"
                   r"|acc\w*|metrics?|scores?)\s*(?:,[^=]{0,80})?=(?!=)"
                   r"|\bin\s+(?:self\.)?(?:val|valid|validation|eval|test)_?(?:data_?)?loader\b")
+_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
+                   r"(?:_[^/\\]*)?\.py$")
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
@@ -247,6 +249,11 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         for phase, rx in _STEP:
             if rx.search(text):
                 return phase, fr
+    # nothing in the stack names a phase: a script named for evaluation or inference
+    # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too
+    for fr in frames:
+        if not _LIBRARY.search(fr.file) and _EVAL_SCRIPT.search(fr.file):
+            return "eval", fr
     return None, None
 
 
