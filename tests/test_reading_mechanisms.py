@@ -882,3 +882,26 @@ def test_the_kernel_killing_a_dataloader_worker_is_that_workers_event():
     # another process killed: two events
     d = report(dl + "\n" + kernel.format(pid=630))
     assert sorted(ev["kind"] for ev in d["oom_events"]) == ["dataloader_killed", "host_oom_killer"]
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: CUDA out of memory. Please reduce the batch size",          # another library's wording
+    "JutofMemoryError: CUDA out of memory. Tried t allocate 388.00 MiB (GPV 0; 39.43 GiB total capacity)",  # OCR'd
+])
+def test_cuda_out_of_memory_without_the_allocators_figures_is_still_a_device_oom(line):
+    d = report(line + "\n")
+    assert [(ev["kind"], ev["strength"]) for ev in d["oom_events"]] == [("device_runtime", "likely")]
+    assert d["diagnoses"][0]["incident"] == "unknown-oom"
+    # the allocator's own message is read by its family, once
+    d = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+               "79.15 GiB of which 6.75 MiB is free.\n")
+    assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_caching_allocator"]
+
+
+def test_a_launchers_kill_glued_to_the_line_of_an_allocation_failure_leaves_that_failure_readable():
+    # one physical line: the OOM (garbled past the allocator's form), then torchrun's warning
+    d = report("JutofMemoryError: CUDA out of memory. Tried t allocate 388.00 MiB (GPV 0; 39.43 GiB total capacity)"
+               "wandb: Waiting for W&B process to finish...(failed 1).WARNING:torch.distributed.elastic."
+               "multiprocessing.api:Sending process 22093 closing signal SIGTERM\n")
+    assert "device_runtime" in [ev["kind"] for ev in d["oom_events"]]
+    assert d["diagnoses"][0]["incident"] == "unknown-oom"

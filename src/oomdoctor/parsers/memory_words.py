@@ -39,9 +39,11 @@ _FAILED = lazy(
 # "... failed to allocate pinned memory, using pageable memory instead"
 _NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?\b(?:run|runs|ran|out of|not enough|insufficient)\b"
                       r"|falling back|fall back|\binstead\b|retrying|skipping|continuing|\bset\s+--?\w", re.I)
-# memory failures that are not about capacity, or that other families name
+# memory failures that are not about capacity, or that other families name ("CUDA out of
+# memory" without the allocator's "Tried to allocate" is this family's: another library's
+# wording, or the allocator's message garbled past reading)
 _NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access fault|misaligned|pin memory thread"
-                     r"|out of memory\. Tried to allocate|CUDA out of memory|DefaultCPUAllocator|Unable to allocate \S+ for an array",
+                     r"|out of memory\. Tried to allocate|DefaultCPUAllocator|Unable to allocate \S+ for an array",
                      re.I)
 _HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
              r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file")
@@ -51,7 +53,9 @@ _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "X
 
 
 def parse(ctx: ParseContext) -> None:
-    taken = {e.line for e in ctx.facts.oom_events}
+    # lines another family read (a kill's line holds no allocation failure: a launcher's
+    # warning glued to the same physical line as one is another message)
+    taken = {e.line for e in ctx.facts.oom_events if e.kind != "host_oom_killer"}
     # a side another family already read is its: the words there echo that failure
     read = {"host" if e.kind in HOST_KINDS else "device" for e in ctx.facts.oom_events}
     seen: dict[tuple, OomEvent] = {}
