@@ -905,3 +905,20 @@ def test_a_launchers_kill_glued_to_the_line_of_an_allocation_failure_leaves_that
                "multiprocessing.api:Sending process 22093 closing signal SIGTERM\n")
     assert "device_runtime" in [ev["kind"] for ev in d["oom_events"]]
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
+
+
+_LOSS_SCALE = (
+    '  File "/usr/local/lib/python3.8/dist-packages/deepspeed/runtime/fp16/loss_scaler.py", line 175, in update_scale\n'
+    "    raise Exception(\n"
+    "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n"
+    "[2023-07-26 15:19:24,960] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 45098\n"
+    "[2023-07-26 15:19:27,802] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 45099\n")
+
+
+def test_a_bare_exception_is_a_ranks_own_failure_and_the_launchers_kills_follow_it():
+    # a paste that starts inside the traceback: no header, only the frame and a bare Exception
+    d = report(_LOSS_SCALE)
+    assert not d["diagnoses"] and d["oom_events"] == []
+    assert [f["kind"] for f in d["failures"]] == ["python_exception"]
+    # DeepSpeed's fp16 loss scaler runs in the optimizer step
+    assert d["phase"] == "optimizer_step"

@@ -125,7 +125,7 @@ _CAUGHT_SIGNAL = lazy(r"[Cc]aught signal (?:[1-8]|1[0-9]) \(")
 
 # Lines that say a Python-level failure happened (a launcher kill after them is a cascade).
 _TRACEBACK = lazy(r"Traceback \(most recent call last\)")
-_EXC_LINE = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception))(?::|\s*$)")
+_EXC_LINE = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}(?:[A-Za-z_]\w{0,60}(?:Error|Exception)|Exception))(?::|\s*$)")
 _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "ActorDiedError",
                 "WorkerCrashedError", "RaySystemError")
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",

@@ -96,9 +96,10 @@ _OOM_EXPLAINED = {"nccl_error"}
 # with several evidence lines; only python_exception keeps one failure per distinct line.
 _ONE_PER_LOG = {kind for kind, _lits, _pat in _RULES}
 
-# The last line of a traceback: "ValueError: ...", "torch.distributed.DistBackendError: ...".
+# The last line of a traceback: "ValueError: ...", "torch.distributed.DistBackendError: ...",
+# and the bare "Exception: ..." that libraries raise (DeepSpeed's loss scaler).
 _EXCEPTION_LINE = lazy(
-    r"^(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)|KeyboardInterrupt|SystemExit|StopIteration)"
+    r"^(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}(?:[A-Za-z_]\w{0,60}(?:Error|Exception)|Exception)|KeyboardInterrupt|SystemExit|StopIteration)"
     r"(?::\s?(?P<msg>[^\n]{0,2000}))?\s*$")
 # Messages of the memory families: never a python_exception even when no event took them.
 _MEMORY_WORDS = lazy(

@@ -166,8 +166,9 @@ _STEP = (
         r"optim/\w+\.py|optimizer\.py:(?:step|wrapper)|:_init_group\b|_multi_tensor_adam|_fused_adam|_single_tensor_adam|:_optimizer_step\b"
         r"|stage_1_and_2\.py:step\b|stage3\.py:step\b|unscale_and_clip_grads|_take_model_step|initialize_optimizer_states|_create_fp32_partitions"
         r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer"
-        # AMP's GradScaler unscales the gradients as the optimizer step begins
-        r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b")),
+        # AMP's GradScaler unscales the gradients as the optimizer step begins; DeepSpeed's fp16
+        # optimizers update their loss scale in step() (an overflow at the minimum scale raises there)
+        r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b|loss_scaler\.py:update_scale\b|:_update_scale\b")),
     ("backward", lazy(r"backward|_bwd(?:_kernel)?\b|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
     ("forward", lazy(r"\bforward\b|_fwd(?:_kernel)?\b|[/\\]activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
