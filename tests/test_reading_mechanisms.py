@@ -922,3 +922,21 @@ def test_a_bare_exception_is_a_ranks_own_failure_and_the_launchers_kills_follow_
     assert [f["kind"] for f in d["failures"]] == ["python_exception"]
     # DeepSpeed's fp16 loss scaler runs in the optimizer step
     assert d["phase"] == "optimizer_step"
+
+
+def test_the_cuda_malloc_async_backends_message_and_its_table():
+    d = report("RuntimeError: Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+               "Currently allocated     : 16.66 GiB\n"
+               "Requested               : 31.27 MiB\n"
+               "Device limit            : 22.13 GiB\n"
+               "Free (according to CUDA): 4.62 MiB\n"
+               "PyTorch limit (set by user-supplied memory fraction)\n"
+               "                        : 11.00 GiB\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["message_format"], ev["device_index"]) == ("cuda_caching_allocator", "cuda-malloc-async", 0)
+    sizes = {k: round(ev[k] / 2**20, 2) for k in ("tried_to_allocate_bytes", "free_bytes", "allocated_by_pytorch_bytes",
+                                                   "total_capacity_bytes")}
+    assert sizes == {"tried_to_allocate_bytes": 31.27, "free_bytes": 4.62, "allocated_by_pytorch_bytes": 16.66 * 1024,
+                     "total_capacity_bytes": round(22.13 * 1024, 2)}
+    assert ev["allowed_bytes"] == 11 * 2**30   # a limit below the device's
+    assert d["diagnoses"]

@@ -227,7 +227,8 @@ def pattern_covered(rx, matcher: prefilter.Matcher = ANCHORS) -> bool:
 # line already found (sizes, hints, frames, the rest of a message), or they are checked
 # through the messages they match, as libraries print them.
 DETAIL = {
-    "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS"},
+    # _ASYNC_ROW reads the table below the cudaMallocAsync message (its "out of memory" is the anchor)
+    "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS", "_ASYNC_ROW"},
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE"},
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
                      "_TF_HINT", "_DEVICE_IN_NAME"},

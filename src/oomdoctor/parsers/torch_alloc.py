@@ -224,6 +224,46 @@ def _process_in_use(f: dict) -> Optional[int]:
 
 
 _KIND = {"HIP": "hip", "NPU": "npu", "XPU": "xpu"}
+
+# The cudaMallocAsync backend's message (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync):
+# "Allocation on device 0 would exceed allowed memory. (out of memory)", then a table,
+# "Currently allocated     : 16.66 GiB", "Requested : ...", "Device limit : ...",
+# "Free (according to CUDA): ...", "PyTorch limit (set by user-supplied memory fraction)" / ": ..."
+_ASYNC_QUICK = "would exceed allowed memory"
+_ASYNC = lazy(r"Allocation on device (?P<dev>\d{1,3}) would exceed allowed memory\. \(out of memory\)")
+_ASYNC_ROWS = {"Currently allocated": "allocated_by_pytorch_bytes", "Requested": "tried_to_allocate_bytes",
+               "Device limit": "total_capacity_bytes", "Free (according to CUDA)": "free_bytes",
+               "PyTorch limit": "allowed_bytes"}
+_ASYNC_ROW = lazy(r"^\s*(?P<name>Currently allocated|Requested|Device limit|Free \(according to CUDA\)|PyTorch limit[^:]{0,60})?"
+                  r"\s*:\s*" + _S + r"\s*$")
+
+
+def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
+    """The cudaMallocAsync backend's OOM and the figures of its table (the lines below it)."""
+    ln = ctx.lines[i]
+    m = _ASYNC.search(ln.text)
+    if m is None:
+        return None
+    f: dict = {}
+    pending = None   # "PyTorch limit (set by ...)" prints its figure on the line below its name
+    for j in range(i + 1, min(len(ctx.lines), i + 8)):
+        text = ctx.lines[j].text
+        row = _ASYNC_ROW.match(text)
+        if row is None:
+            if text.lstrip().startswith("PyTorch limit"):
+                pending = "PyTorch limit"
+                continue
+            break
+        name, pending = row.group("name") or pending, None
+        if name:
+            f[_ASYNC_ROWS[name.split(" (set")[0].strip()]] = to_bytes(row.group(2), row.group(3))
+    total, allowed = f.get("total_capacity_bytes"), f.pop("allowed_bytes", None)
+    return OomEvent(kind="cuda_caching_allocator", backend="CUDA", message_format="cuda-malloc-async",
+                    exception=_exception_before(ln.text[:m.start()]), device_index=int(m.group("dev")),
+                    allowed_bytes=allowed if allowed and total and allowed < total else None,
+                    ranks=[ln.rank] if ln.rank is not None else [], line=ln.no, evidence=[ctx.evidence(ln)], **f)
+
+
 _COMPARE = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "allocated_by_pytorch_bytes",
             "reserved_unallocated_bytes", "already_allocated_bytes", "reserved_total_bytes")
 
@@ -326,6 +366,9 @@ def parse(ctx: ParseContext) -> None:
                                        message_format="cut (figures not in the log)",
                                        ranks=[ln.rank] if ln.rank is not None else [],
                                        line=ln.no, evidence=[ctx.evidence(ln)]))
+                continue
+            if _ASYNC_QUICK in ln.text and (ev := _async_event(ctx, i)) is not None:
+                events.append(ev)
                 continue
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
