@@ -940,3 +940,13 @@ def test_the_cuda_malloc_async_backends_message_and_its_table():
                      "total_capacity_bytes": round(22.13 * 1024, 2)}
     assert ev["allowed_bytes"] == 11 * 2**30   # a limit below the device's
     assert d["diagnoses"]
+
+
+def test_a_cuda_driver_result_2_is_out_of_memory():
+    line = ("(WorkerDict pid=60511) [torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp "
+            "func=cu_mem_create line=103\n")
+    d = report(line * 2)
+    assert [(ev["kind"], ev["count"]) for ev in d["oom_events"]] == [("cuda_runtime_error", 2)]
+    assert d["diagnoses"][0]["incident"] == "unknown-oom"
+    # another result code is another failure
+    assert report(line.replace("result=2", "result=1"))["oom_events"] == []

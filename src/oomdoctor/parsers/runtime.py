@@ -35,6 +35,10 @@ _CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r")?CUDA_ERROR_OUT_OF_MEM
 # hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
 _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
+# a CUDA driver call's result printed as a number by a library that calls the driver itself
+# (torch_memory_saver: "CUresult error  result=2 ... func=cu_mem_create"): 2 is
+# CUDA_ERROR_OUT_OF_MEMORY, memory outside PyTorch's allocator
+_CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?\bresult\s*=\s*2\b")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
 
@@ -60,6 +64,8 @@ _FIXED_CUDA_SIGNS = (
     (_CUDNN_NO_ALGO, "cublas_alloc", "cudnn-no-algorithm", "weak",
      "cuDNN found no algorithm; workspaces that cannot be allocated are dropped silently"),
     (_CUDA_ENUM, "cuda_runtime_error", "cudaErrorMemoryAllocation", "certain", "cudaErrorMemoryAllocation"),
+    (_CU_RESULT_OOM, "cuda_runtime_error", "curesult-2", "certain",
+     "CUresult 2 (CUDA_ERROR_OUT_OF_MEMORY) from a direct CUDA driver call: memory outside PyTorch's allocator"),
     (_CUDNN_INTERNAL, "cublas_alloc", "cudnn-internal", "weak",
      "CUDNN_STATUS_INTERNAL_ERROR: cuDNN's catch-all error, most often memory it could not allocate"),
     (_NVML_RESOURCES, "cuda_runtime_error", "nvml-insufficient", "likely",
@@ -111,7 +117,8 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
-          "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU")
+          "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
+          "CUresult")
 
 
 
