@@ -950,3 +950,10 @@ def test_a_cuda_driver_result_2_is_out_of_memory():
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
     # another result code is another failure
     assert report(line.replace("result=2", "result=1"))["oom_events"] == []
+
+
+@pytest.mark.parametrize("code", ["result = torch.relu(input)", "x = F.conv2d(x, self.weight)", "h = F.layer_norm(h, shape)"])
+def test_a_layers_functional_op_above_a_frameless_oom_is_the_forward_pass(code):
+    d = report(f"{code}\nRuntimeError: CUDA out of memory. Tried to allocate 92.00 MiB (GPU 0; 5.80 GiB total capacity; "
+               "4.45 GiB already allocated; 40.94 MiB free; 4.52 GiB reserved in total by PyTorch)\n")
+    assert d["phase"] == "forward"

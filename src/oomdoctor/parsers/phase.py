@@ -567,7 +567,10 @@ _CODE = (
     ("optimizer_step", lazy(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
     ("backward", lazy(r"\.backward\(|autograd\.grad\(|run_backward\(")),
     ("forward", lazy(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|functional\.linear\("
-                     r"|self\.(?:attn|mlp|lm_head)\(|logits|cross_entropy")),
+                     r"|self\.(?:attn|mlp|lm_head)\(|logits|cross_entropy"
+                     # a layer's functional op: activations, convolutions, norms ("result = torch.relu(input)")
+                     r"|\b(?:torch|F|functional)\.(?:relu|gelu|silu|sigmoid|tanh|conv[123]d|layer_norm|group_norm"
+                     r"|batch_norm|interpolate|embedding|bmm|baddbmm|einsum)\(")),
 )
 
 
