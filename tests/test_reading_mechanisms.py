@@ -957,3 +957,20 @@ def test_a_layers_functional_op_above_a_frameless_oom_is_the_forward_pass(code):
     d = report(f"{code}\nRuntimeError: CUDA out of memory. Tried to allocate 92.00 MiB (GPU 0; 5.80 GiB total capacity; "
                "4.45 GiB already allocated; 40.94 MiB free; 4.52 GiB reserved in total by PyTorch)\n")
     assert d["phase"] == "forward"
+
+
+_WARNED = ("[W906 15:02:06.204334026 CUDACachingAllocator.cpp:3934] memory allocation failed with OOM on device 0 while "
+           "trying to allocate 1000341504 bytes (free: {free}, total: 25243287552).\n")
+
+
+def test_the_caching_allocators_warning_as_it_fails_is_an_oom_event():
+    d = report(_WARNED.format(free=916848640) + _WARNED.format(free=421920768))
+    evs = d["oom_events"]
+    assert [(ev["message_format"], ev["device_index"], ev["tried_to_allocate_bytes"], ev["free_bytes"]) for ev in evs] == [
+        ("caching-allocator-warning", 0, 1000341504, 916848640), ("caching-allocator-warning", 0, 1000341504, 421920768)]
+    assert evs[0]["total_capacity_bytes"] == 25243287552 and d["diagnoses"]
+    # with the message raised for the same request, the warning is that event's evidence
+    d = report(_WARNED.format(free=421920768) + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 954.00 MiB. "
+               "GPU 0 has a total capacity of 23.51 GiB of which 402.38 MiB is free.\n")
+    assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-2.1+"]
+    assert [e["line"] for e in d["oom_events"][0]["evidence"]] == [2, 1]

@@ -31,7 +31,7 @@ _S = r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTPE]i?B)"  # a size, unit maybe glued (
 ANCHOR = lazy(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*Tried\s*to\s*allocate\s*(?!more\s*than\s*1EB)")
 # a cheap per-line test before the real anchor search
 # a line holding none of these starts no event (one str.find each over the whole log)
-_QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError")
+_QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError", "allocation failed with OOM")
 # The exception class with its message lost: IPython's "OutOfMemoryError   Traceback (most
 # recent call last)" header of a truncated paste, or "torch.OutOfMemoryError:" alone at the
 # end of a log. torch.OutOfMemoryError is raised only by the caching allocator.
@@ -238,6 +238,27 @@ _ASYNC_ROW = lazy(r"^\s*(?P<name>Currently allocated|Requested|Device limit|Free
                   r"\s*:\s*" + _S + r"\s*$")
 
 
+# The warning the caching allocator logs when a request fails (torch >= 2.7), before it
+# raises OutOfMemoryError: "[W906 15:02:06.204334026 CUDACachingAllocator.cpp:3934] memory
+# allocation failed with OOM on device 0 while trying to allocate 1000341504 bytes (free:
+# 916848640, total: 25243287552)."
+_WARNED_QUICK = "allocation failed with OOM"
+_WARNED = lazy(r"memory allocation failed with OOM on device (?P<dev>\d{1,3}) while trying to allocate (?P<req>\d{1,20}) bytes"
+               r"(?: \(free: (?P<free>\d{1,20}), total: (?P<total>\d{1,20})\))?")
+
+
+def _warned_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
+    ln = ctx.lines[i]
+    m = _WARNED.search(ln.text)
+    if m is None:
+        return None
+    num = lambda g: int(m.group(g)) if m.group(g) else None  # noqa: E731
+    return OomEvent(kind="cuda_caching_allocator", backend="CUDA", message_format="caching-allocator-warning",
+                    device_index=int(m.group("dev")), tried_to_allocate_bytes=int(m.group("req")),
+                    free_bytes=num("free"), total_capacity_bytes=num("total"),
+                    ranks=[ln.rank] if ln.rank is not None else [], line=ln.no, evidence=[ctx.evidence(ln)])
+
+
 def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
     """The cudaMallocAsync backend's OOM and the figures of its table (the lines below it)."""
     ln = ctx.lines[i]
@@ -350,10 +371,18 @@ class _Twins:
 def parse(ctx: ParseContext) -> None:
     events: list[OomEvent] = []
     twins = _Twins()
+    warned: list[OomEvent] = []
     seen_lines: set[int] = set()
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
         if i in seen_lines:
+            continue
+        # the forms of other allocator backends and of the warning logged before the message
+        if _ASYNC_QUICK in ln.text and (ev := _async_event(ctx, i)) is not None:
+            events.append(ev)
+            continue
+        if _WARNED_QUICK in ln.text and (ev := _warned_event(ctx, i)) is not None:
+            warned.append(ev)
             continue
         if not ANCHOR.search(ln.text) and i + 1 < len(ctx.lines) and ANCHOR.search(ln.text + ctx.lines[i + 1].text):
             pass  # the anchor itself is hard-wrapped ("Tried t" / "o allocate"): the window rejoins it
@@ -366,9 +395,6 @@ def parse(ctx: ParseContext) -> None:
                                        message_format="cut (figures not in the log)",
                                        ranks=[ln.rank] if ln.rank is not None else [],
                                        line=ln.no, evidence=[ctx.evidence(ln)]))
-                continue
-            if _ASYNC_QUICK in ln.text and (ev := _async_event(ctx, i)) is not None:
-                events.append(ev)
                 continue
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
@@ -427,4 +453,17 @@ def parse(ctx: ParseContext) -> None:
             else:
                 events.append(ev)
                 twins.add(ev)
+    for ev in warned:
+        # the warning the allocator logs as it fails joins the message raised for the same request
+        req = ev.tried_to_allocate_bytes
+        same = next((e for e in events if e.message_format != ev.message_format and e.device_index == ev.device_index
+                     and e.tried_to_allocate_bytes and abs(e.tried_to_allocate_bytes - req) <= req // 100), None)
+        if same is not None:
+            if len(same.evidence) < 8:
+                same.evidence.append(ev.evidence[0])
+        elif (twin := twins.find(ev)) is not None:
+            _merge(twin, ev, ev.evidence[0])
+        else:
+            events.append(ev)
+            twins.add(ev)
     ctx.facts.oom_events.extend(events)
