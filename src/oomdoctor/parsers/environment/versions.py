@@ -31,7 +31,10 @@ _PKG_FRAMEWORK = {
 _ENV_ROW = lazy(
     r"^[\s\-*]{0,6}`?(?P<pkg>[A-Za-z][\w-]{0,30}(?: [A-Za-z][\w-]{0,20}){0,2})`?\s+version"
     r"(?P<paren>\s*\([^)]{0,20}\))?\s*:\s*" + _V + r"(?:\s*\((?P<what>[^)]{1,20})\))?")
-_PIN = lazy(r"(?<![\w.-])(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms-swift|unsloth|torchtune|llama-recipes|llama-cookbook|megatron-core)==" + _V)
+# "torch==2.1.0": a pin, a pip freeze row, a console script's distribution (_ENTRY_POINT)
+_PINNED = (r"(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms-swift|unsloth"
+           r"|torchtune|llama-recipes|llama-cookbook|megatron-core)==" + _V)
+_PIN = lazy(r"(?<![\w.-])" + _PINNED)
 _CONDA = lazy(r"^\[conda\]\s+(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl)\s+" + _V + r"\s")
 _WHEEL = lazy(r"(?<![\w.-])(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms_swift|unsloth|torchtune)-" + _V + r"(?=-cp|-py|\.tar|\s|$|,)")
 _REQ = lazy(r"Requirement already satisfied: (?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl)\b[^(\n]{0,300}\(" + _V + r"\)")
@@ -97,7 +100,7 @@ def _version(col: Collector, pkg: str, raw: str, line: int, prio: int) -> None:
 
 # setuptools' console-script wrapper names the installed distribution it starts:
 # "sys.exit(load_entry_point('torch==2.1.0a0+fe05266', 'console_scripts', 'torchrun')())"
-_ENTRY_POINT = lazy(r"load_entry_point\(['\"](?P<pkg>[A-Za-z][\w.-]{0,60})==(?P<ver>[^'\"\s]{1,60})['\"]")
+_ENTRY_POINT = lazy(r"load_entry_point\(['\"]" + _PINNED + r"['\"]")
 
 
 def entry_point(col: Collector, text: str, line: int) -> None:
