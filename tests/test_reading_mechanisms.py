@@ -87,6 +87,11 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... and by a trainer, to a device named by an attribute
     ([("/env/site-packages/optuna/_optimize.py", "_run_trial", "value_or_values = func(trial)"),
       ("/env/site-packages/transformers/trainer.py", "train", "self.model = model.to(self.args.device)")], "model_load"),
+    # DistributedDataParallel's constructor allocating its gradient buckets
+    ([("train.py", "main", "model = torch.nn.parallel.DistributedDataParallel("),
+      ("/env/site-packages/torch/nn/parallel/distributed.py", "__init__", "self._ddp_init_helper("),
+      ("/env/site-packages/torch/nn/parallel/distributed.py", "_ddp_init_helper", "self.reducer = dist.Reducer(")],
+     "model_load"),
 ])
 def test_phase_from_function_names_and_code_lines(frames, phase):
     assert report(_tb(*frames))["phase"] == phase
@@ -950,6 +955,9 @@ def test_a_cuda_driver_result_2_is_out_of_memory():
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
     # another result code is another failure
     assert report(line.replace("result=2", "result=1"))["oom_events"] == []
+    # the later wording
+    d = report("[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h func=cu_mem_create line=187\n")
+    assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_runtime_error"]
 
 
 @pytest.mark.parametrize("code", ["result = torch.relu(input)", "x = F.conv2d(x, self.weight)", "h = F.layer_norm(h, shape)"])
@@ -974,3 +982,11 @@ def test_the_caching_allocators_warning_as_it_fails_is_an_oom_event():
                "GPU 0 has a total capacity of 23.51 GiB of which 402.38 MiB is free.\n")
     assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-2.1+"]
     assert [e["line"] for e in d["oom_events"][0]["evidence"]] == [2, 1]
+
+
+def test_mlxs_allocator_refusing_a_buffer_is_a_device_oom():
+    d = report("libc++abi: terminating due to uncaught exception of type std::runtime_error: [malloc_or_wait] Unable to "
+               "allocate 12 bytes.\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["backend"], ev["tried_to_allocate_bytes"]) == ("mps", "MLX", 12)
+    assert d["diagnoses"]

@@ -443,10 +443,22 @@ def _buffer_assignment(ctx: ParseContext, events: _Events, i: int) -> None:
 _METAL_OOM = "kIOGPUCommandBufferCallbackErrorOutOfMemory"
 
 
+# MLX's allocator refusing a buffer on Apple silicon ("libc++abi: terminating due to uncaught
+# exception of type std::runtime_error: [malloc_or_wait] Unable to allocate 12 bytes."):
+# the unified memory the GPU draws on is full
+_MLX_MALLOC = lazy(r"\[(?:malloc_or_wait|metal::malloc)\] Unable to allocate (?P<n>\d{1,20}) bytes")
+
+
 def _parse_metal(ctx: ParseContext, events: _Events) -> None:
     for i in ctx.lines_with((_METAL_OOM,)):
         events.add(("metal",), i, lambda: OomEvent(kind="mps", backend="Metal", line=0,
                                                    message_format="metal-command-buffer"))
+    for i in ctx.lines_with(("] Unable to allocate",)):
+        m = ctx.search(_MLX_MALLOC, ctx.lines[i].text)
+        if m:
+            n = int(m.group("n"))
+            events.add(("mlx", n), i, lambda: OomEvent(kind="mps", backend="MLX", line=0, message_format="mlx-malloc",
+                                                       tried_to_allocate_bytes=n))
 
 
 def parse(ctx: ParseContext) -> None:

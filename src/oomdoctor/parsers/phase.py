@@ -158,7 +158,9 @@ _MODEL_LOAD = lazy(
     # accelerate's prepare() places the model; DeepSpeed builds its (ZeRO) optimizer in initialize()
     r"|accelerator\.py:(?:prepare|_prepare_one|_prepare_deepspeed)\b|_configure_optimizer|_configure_zero_optimizer"
     # an OOM inside a trainer's constructor is the model being placed on the device
-    r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model")
+    r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model"
+    # DistributedDataParallel's constructor: its reducer allocates the gradient buckets
+    r"|parallel[/\\]distributed\.py:(?:__init__|_ddp_init_helper)\b")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz")
 # innermost first
 _STEP = (

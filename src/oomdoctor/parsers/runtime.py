@@ -36,9 +36,10 @@ _CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r")?CUDA_ERROR_OUT_OF_MEM
 _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 # a CUDA driver call's result printed as a number by a library that calls the driver itself
-# (torch_memory_saver: "CUresult error  result=2 ... func=cu_mem_create"): 2 is
+# (torch_memory_saver: "CUresult error  result=2 ... func=cu_mem_create", later "CUresult
+# error: 2 (out of memory)"): 2 is
 # CUDA_ERROR_OUT_OF_MEMORY, memory outside PyTorch's allocator
-_CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?\bresult\s*=\s*2\b")
+_CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
 
