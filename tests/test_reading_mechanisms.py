@@ -990,3 +990,24 @@ def test_mlxs_allocator_refusing_a_buffer_is_a_device_oom():
     ev = d["oom_events"][0]
     assert (ev["kind"], ev["backend"], ev["tried_to_allocate_bytes"]) == ("mps", "MLX", 12)
     assert d["diagnoses"]
+
+
+_RECOVERING = "2020-11-05 19:30:05 | WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass\n"
+
+
+def test_a_trainers_notice_that_it_recovers_from_an_oom_is_that_oom():
+    d = report(_RECOVERING + "Traceback (most recent call last):\n  File \"train.py\", line 8, in main\n    cli_main()\n"
+               "Exception: \n")
+    assert [(ev["message_format"], ev["survived"]) for ev in d["oom_events"]] == [
+        ("recovery notice (message not in the log)", False)]
+    assert d["diagnoses"][0]["incident"] == "unknown-oom"
+    # the run went on: a recovered OOM, no failure
+    going_on = "".join(f"2020-11-05 19:3{k}:00 | INFO | train_inner | epoch 001:  {k}0 / 356 loss=9.44, ups=0.07\n"
+                       for k in range(1, 4))
+    d = report(_RECOVERING + going_on)
+    assert [ev["survived"] for ev in d["oom_events"]] == [True] and not d["diagnoses"]
+    # with the message it caught just above, one event
+    d = report("OOM: Ran out of memory with exception: CUDA out of memory. Tried to allocate 28.00 MiB (GPU 1; 10.92 GiB "
+               "total capacity; 10.13 GiB already allocated; 7.38 MiB free; 10.18 GiB reserved in total by PyTorch)\n"
+               + _RECOVERING)
+    assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0"]

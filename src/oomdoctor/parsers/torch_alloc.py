@@ -259,6 +259,23 @@ def _warned_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
                     ranks=[ln.rank] if ln.rank is not None else [], line=ln.no, evidence=[ctx.evidence(ln)])
 
 
+# A trainer that catches the allocator's OOM and retries says so (fairseq: "attempting to
+# recover from OOM in forward/backward pass"); a paste may hold that notice without the
+# message it caught.
+_RECOVERING = lazy(r"\battempting to recover from OOM\b")
+
+
+def _recovery_notices(ctx: ParseContext, events: list[OomEvent]) -> None:
+    """A recovery notice with no allocator message in the 30 lines above it: the OOM it caught."""
+    for i in ctx.lines_with(("recover from OOM",)):
+        ln = ctx.lines[i]
+        if not _RECOVERING.search(ln.text) or any(ln.no - 30 <= e.line <= ln.no for e in events):
+            continue
+        events.append(OomEvent(kind="cuda_caching_allocator", strength="likely", message_format="recovery notice "
+                               "(message not in the log)", ranks=[ln.rank] if ln.rank is not None else [],
+                               line=ln.no, evidence=[ctx.evidence(ln)]))
+
+
 def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
     """The cudaMallocAsync backend's OOM and the figures of its table (the lines below it)."""
     ln = ctx.lines[i]
@@ -453,6 +470,7 @@ def parse(ctx: ParseContext) -> None:
             else:
                 events.append(ev)
                 twins.add(ev)
+    _recovery_notices(ctx, events)
     for ev in warned:
         # the warning the allocator logs as it fails joins the message raised for the same request
         req = ev.tried_to_allocate_bytes
