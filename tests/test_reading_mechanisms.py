@@ -87,6 +87,11 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... and by a trainer, to a device named by an attribute
     ([("/env/site-packages/optuna/_optimize.py", "_run_trial", "value_or_values = func(trial)"),
       ("/env/site-packages/transformers/trainer.py", "train", "self.model = model.to(self.args.device)")], "model_load"),
+    # an optimizer's state read back by a script's own "load_model" is a resume
+    ([("lm/main.py", "load_model", "optimizer.load_state_dict(torch.load(optimizer_path))"),
+      ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)"),
+      ("/env/site-packages/torch/serialization.py", "_cuda_deserialize", "return storage_type(obj.size())")],
+     "checkpoint_load"),
     # DistributedDataParallel's constructor allocating its gradient buckets
     ([("train.py", "main", "model = torch.nn.parallel.DistributedDataParallel("),
       ("/env/site-packages/torch/nn/parallel/distributed.py", "__init__", "self._ddp_init_helper("),

@@ -208,6 +208,7 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
 _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
                    r"(?:_[^/\\]*)?\.py$")
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
+_OPTIMIZER_STATE = lazy(r"\b\w*(?:optim|scheduler|scaler)\w*\.load_state_dict\(")
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 
@@ -229,6 +230,10 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     training = any(_TRAINING.search(t) for t, _ in (library or texts))
     reads = [fr for text, fr in texts if _TENSOR_READ.search(text)]
     if reads:
+        # an optimizer's state read back is a resume, whatever the script's functions are
+        # called ("def load_model(): optimizer.load_state_dict(torch.load(path))")
+        if any(fr.code and _OPTIMIZER_STATE.search(fr.code) for fr in frames):
+            return "checkpoint_load", reads[-1]
         # library frames decide over the user's function names: tensors read from disk under
         # from_pretrained are the model's weights, under a training loop a checkpoint
         loading_model = any(_MODEL_LOAD.search(t) for t, _ in texts)
