@@ -92,6 +92,9 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)"),
       ("/env/site-packages/torch/serialization.py", "_cuda_deserialize", "return storage_type(obj.size())")],
      "checkpoint_load"),
+    # a trainer preparing its datasets
+    ([("/env/site-packages/axolotl/cli/train.py", "do_cli", "dataset_meta = load_datasets(cfg=parsed_cfg)"),
+      ("/env/site-packages/axolotl/utils/data.py", "prepare_dataset", "raise ValueError(")], "data_loading"),
     # DistributedDataParallel's constructor allocating its gradient buckets
     ([("train.py", "main", "model = torch.nn.parallel.DistributedDataParallel("),
       ("/env/site-packages/torch/nn/parallel/distributed.py", "__init__", "self._ddp_init_helper("),
@@ -1016,3 +1019,12 @@ def test_a_trainers_notice_that_it_recovers_from_an_oom_is_that_oom():
                "total capacity; 10.13 GiB already allocated; 7.38 MiB free; 10.18 GiB reserved in total by PyTorch)\n"
                + _RECOVERING)
     assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0"]
+
+
+def test_mmcvs_task_bar_after_training_marks_evaluation():
+    train = ("2023-02-12 11:51:16,618 - mmdet - INFO - Epoch [2][250/267]\tlr: 7.813e-06, eta: 12:37:28, time: 0.835, "
+             "memory: 5608, loss: 1.7\n")
+    d = report(train + "[>>>>>>>>>>>>>                    ] 6/15, 0.6 task/s, elapsed: 10s, ETA:    15s\n"
+               "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; "
+               "12.10 GiB already allocated; 1.20 GiB free; 13.50 GiB reserved in total by PyTorch)\n")
+    assert d["phase"] == "eval"

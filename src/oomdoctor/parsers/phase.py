@@ -50,7 +50,9 @@ MARKERS = {
                                # "Initializing nuScenes detection evaluation"
                                r"|(?m:^)Evaluating\b|Initializing \w+(?: \w+)? evaluation\b"
                                # a progress bar named for the evaluation pass, not finished ("Val:  21%|███")
-                               r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"),
+                               r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"
+                               # mmcv's task bar, which its test loops draw ("[>>>>    ] 6/15, 0.6 task/s")
+                               r"|(?m:^)\[>*\s*\] \d+/\d+, [\d.]+ task/s"),
     # ... and finished: its stage is over (a later marker than its own earlier updates)
     "evaluation_finished": lazy(_EVAL_BAR + r"100%\|"),
     "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
@@ -78,7 +80,7 @@ MARKER_GATES = {
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
-    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating") + _EVAL_BAR_GATES,
+    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "task/s") + _EVAL_BAR_GATES,
     "evaluation_finished": _EVAL_BAR_GATES,
     "running_prediction": ("running prediction", "predict_with_generate"),
     "ref_model_created": ("reference model", "ref_model"),
@@ -161,7 +163,9 @@ _MODEL_LOAD = lazy(
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model"
     # DistributedDataParallel's constructor: its reducer allocates the gradient buckets
     r"|parallel[/\\]distributed\.py:(?:__init__|_ddp_init_helper)\b")
-_DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz")
+_DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
+             # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
+             r"|:\w*(?:prepare|load|build|get|make)_\w*datasets?$")
 # innermost first
 _STEP = (
     ("optimizer_step", lazy(

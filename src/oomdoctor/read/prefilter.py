@@ -120,6 +120,8 @@ MARKER_LITERALS = (
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
     # progress bars named for their pass ("Val:  21%|", "Train:  51%|")
     "Val:", "Valid:", "Validation:", "Validating:", "Eval:", "Evaluation:", "Train:", "Training:",
+    # mmcv's task bar, drawn by its test loops ("[>>>>    ] 6/15, 0.6 task/s")
+    " task/s",
     "predict_with_generate", "reference model", "Reference model", "ref_model", "initializing optimizer states",
     "initialize_optimizer_states", "ZeRO stage", "DeepSpeedZeRoOffload initialize", "Stage 3 initialize beginning",
     "creating fp16 partitions", "creating fp32 partitions", "Creating ZeRO Offload", "finished initializing model",
