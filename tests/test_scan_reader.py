@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oomdoctor.read import prefilter
+from oomdoctor.read.regions import MARKER_REACH
 from oomdoctor.read import reader
 from oomdoctor.read.reader import Regions
 
@@ -45,6 +46,12 @@ def reference(data: bytes, r: Regions) -> list[tuple[int, str]]:
         keep |= {i + 1 for i, ln in enumerate(lines) if context.search(ln)}
     for a in anchors:
         keep |= set(range(max(1, a - r.before), min(n, a + r.after) + 1))
+    if r.markers and anchors:
+        # phase markers, looked for from MARKER_REACH lines before the first anchor to the last
+        # (the generated logs are shorter than the reach)
+        marker = prefilter.trie_pattern(prefilter.MARKER_LITERALS)
+        keep |= {i + 1 for i, ln in enumerate(lines)
+                 if max(1, anchors[0] - MARKER_REACH) <= i + 1 <= anchors[-1] and marker.search(ln)}
     keep |= set(range(max(1, n - r.tail_lines + 1), n + 1))
     return [(no, reader._decode(lines[no - 1])) for no in sorted(keep)]
 

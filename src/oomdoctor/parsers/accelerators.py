@@ -16,7 +16,7 @@ import regex as re
 from ..facts.models import OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
-from .base import ParseContext
+from .base import EXCEPTION_CLASS, ParseContext
 
 # A size as these stacks print it: "9.48 GiB", "375.40 MB", "256 bytes", "1.52GiB", "6.48G", "0B".
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
@@ -25,8 +25,8 @@ _SIZE = rf"{_NUM}\s*{_UNIT}"
 _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 
 # Exception class printed before the message on the same line ("RuntimeError: ...").
-_EXC_AT_END = lazy(r"((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):\s*$")
-_EXC_AT_START = lazy(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
+_EXC_AT_END = lazy(r"(" + EXCEPTION_CLASS + r"):\s*$")
+_EXC_AT_START = lazy(r"^\s*(" + EXCEPTION_CLASS + r"):")
 
 # -- MPS -------------------------------------------------------------------------------
 _MPS_START = lazy(r"MPS\s*backend\s*out\s*of\s*memory", re.I)

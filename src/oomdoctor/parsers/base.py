@@ -18,6 +18,11 @@ from ..read.normalise import Line, join_lines
 # Every regex applied to log text must be bounded: user input can be hostile.
 REGEX_TIMEOUT = 0.5  # seconds, per search over one window
 
+# An exception class as a traceback's last line names it: dotted ("torch.cuda.OutOfMemoryError",
+# "torch.distributed.DistBackendError") or the bare "Exception" libraries raise (DeepSpeed's
+# loss scaler). Pattern text for the families' own patterns.
+EXCEPTION_CLASS = r"(?:[A-Za-z_]\w{0,60}\.){0,8}(?:[A-Za-z_]\w{0,60}(?:Error|Exception)|Exception)"
+
 
 class ParseContext:
     def __init__(self, lines: list[Line], source: Optional[str] = None):

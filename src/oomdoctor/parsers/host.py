@@ -21,7 +21,7 @@ import regex as re
 from ..facts.models import Failure, OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
-from .base import ParseContext
+from .base import EXCEPTION_CLASS, ParseContext
 
 _STRENGTH_ORDER = {"certain": 0, "likely": 1, "weak": 2}
 # A SIGKILL with nothing saying why (a scheduler's kill -9 looks the same) is only
@@ -125,7 +125,7 @@ _CAUGHT_SIGNAL = lazy(r"[Cc]aught signal (?:[1-8]|1[0-9]) \(")
 
 # Lines that say a Python-level failure happened (a launcher kill after them is a cascade).
 _TRACEBACK = lazy(r"Traceback \(most recent call last\)")
-_EXC_LINE = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}(?:[A-Za-z_]\w{0,60}(?:Error|Exception)|Exception))(?::|\s*$)")
+_EXC_LINE = lazy(r"^\s*(?P<exc>" + EXCEPTION_CLASS + r")(?::|\s*$)")
 _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "ActorDiedError",
                 "WorkerCrashedError", "RaySystemError")
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",

@@ -14,7 +14,7 @@ import regex as re
 
 from ..facts.models import Failure
 from ..read.patterns import lazy
-from .base import ParseContext
+from .base import EXCEPTION_CLASS, ParseContext
 from .host import KILL_EXIT_CODES, SILENT_DEATH_FORMATS
 
 _MAX_EVIDENCE = 12
@@ -99,7 +99,7 @@ _ONE_PER_LOG = {kind for kind, _lits, _pat in _RULES}
 # The last line of a traceback: "ValueError: ...", "torch.distributed.DistBackendError: ...",
 # and the bare "Exception: ..." that libraries raise (DeepSpeed's loss scaler).
 _EXCEPTION_LINE = lazy(
-    r"^(?P<exc>(?:[A-Za-z_]\w{0,60}\.){0,8}(?:[A-Za-z_]\w{0,60}(?:Error|Exception)|Exception)|KeyboardInterrupt|SystemExit|StopIteration)"
+    r"^(?P<exc>" + EXCEPTION_CLASS + r"|KeyboardInterrupt|SystemExit|StopIteration)"
     r"(?::\s?(?P<msg>[^\n]{0,2000}))?\s*$")
 # Messages of the memory families: never a python_exception even when no event took them.
 _MEMORY_WORDS = lazy(

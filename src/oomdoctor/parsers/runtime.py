@@ -17,12 +17,12 @@ import regex as re
 from ..facts.models import OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
-from .base import ParseContext
+from .base import EXCEPTION_CLASS, ParseContext
 
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
 _UNIT = r"(?:[KMGTPE]i?B|bytes?|B|[KMGTPE])(?![A-Za-z])"
 _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
-_EXC_AT_START = lazy(r"^\s*((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception)):")
+_EXC_AT_START = lazy(r"^\s*(" + EXCEPTION_CLASS + r"):")
 
 # -- CUDA runtime / driver -----------------------------------------------------------------
 # "CUDA Error: out of memory at .../cumem_allocator.cpp" (vLLM's allocator) capitalises it

@@ -205,7 +205,7 @@ def _contiguous(ctx: ParseContext, hdrs: list[int], idx: int) -> bool:
     return hdrs[-1] - hdrs[0] < 200 and idx - hdrs[0] < 400
 
 
-_EXC_LINE = lazy(r"^\s*(?:[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)|Exception)\b:?")
+_EXC_LINE = lazy(r"^\s*(?:[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?|Exception(?::|\s*$))")
 
 
 def _traceback_end(ctx: ParseContext, first_frame: int) -> int:
