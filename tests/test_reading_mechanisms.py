@@ -92,9 +92,16 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)"),
       ("/env/site-packages/torch/serialization.py", "_cuda_deserialize", "return storage_type(obj.size())")],
      "checkpoint_load"),
+    # ... but a model's own weights read by it are the model's
+    ([("lm/main.py", "load_model", "optimized_model.load_state_dict(torch.load(path))"),
+      ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)")],
+     "model_load"),
     # a trainer preparing its datasets
     ([("/env/site-packages/axolotl/cli/train.py", "do_cli", "dataset_meta = load_datasets(cfg=parsed_cfg)"),
       ("/env/site-packages/axolotl/utils/data.py", "prepare_dataset", "raise ValueError(")], "data_loading"),
+    # ... not one building its DataLoader for the step (the step's own frames decide)
+    ([("/env/site-packages/transformers/trainer.py", "get_train_dataloader", "return DataLoader(train_dataset)")],
+     None),
     # DistributedDataParallel's constructor allocating its gradient buckets
     ([("train.py", "main", "model = torch.nn.parallel.DistributedDataParallel("),
       ("/env/site-packages/torch/nn/parallel/distributed.py", "__init__", "self._ddp_init_helper("),
@@ -953,6 +960,8 @@ def test_the_cuda_malloc_async_backends_message_and_its_table():
                      "total_capacity_bytes": round(22.13 * 1024, 2)}
     assert ev["allowed_bytes"] == 11 * 2**30   # a limit below the device's
     assert d["diagnoses"]
+    # a line that only talks about the allowed memory is no event
+    assert report("INFO: allocation on device 0 stays within the allowed memory\n")["oom_events"] == []
 
 
 def test_a_cuda_driver_result_2_is_out_of_memory():
@@ -985,6 +994,11 @@ def test_the_caching_allocators_warning_as_it_fails_is_an_oom_event():
     assert [(ev["message_format"], ev["device_index"], ev["tried_to_allocate_bytes"], ev["free_bytes"]) for ev in evs] == [
         ("caching-allocator-warning", 0, 1000341504, 916848640), ("caching-allocator-warning", 0, 1000341504, 421920768)]
     assert evs[0]["total_capacity_bytes"] == 25243287552 and d["diagnoses"]
+    assert {ev["strength"] for ev in evs} == {"likely"}
+    # the allocator retried and the run went on: survived, nothing to diagnose
+    going_on = "".join(f"{{'loss': 1.{k}, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.{k}}}\n" for k in range(5))
+    d = report(_WARNED.format(free=916848640) + going_on)
+    assert [ev["survived"] for ev in d["oom_events"]] == [True] and not d["diagnoses"]
     # with the message raised for the same request, the warning is that event's evidence
     d = report(_WARNED.format(free=421920768) + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 954.00 MiB. "
                "GPU 0 has a total capacity of 23.51 GiB of which 402.38 MiB is free.\n")
@@ -998,6 +1012,13 @@ def test_mlxs_allocator_refusing_a_buffer_is_a_device_oom():
     ev = d["oom_events"][0]
     assert (ev["kind"], ev["backend"], ev["tried_to_allocate_bytes"]) == ("mps", "MLX", 12)
     assert d["diagnoses"]
+    d = report("libc++abi: terminating due to uncaught exception of type std::runtime_error: [malloc] Unable to allocate "
+               "4096 bytes.\n")
+    assert [(ev["kind"], ev["backend"]) for ev in d["oom_events"]] == [("mps", "MLX")]
+    # numpy's own wording stays a host allocation
+    d = report("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 1.00 GiB for an array with shape "
+               "(1024, 1024, 256) and data type float32\n")
+    assert [ev["kind"] for ev in d["oom_events"]] == ["cpu_allocator"]
 
 
 _RECOVERING = "2020-11-05 19:30:05 | WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass\n"
@@ -1006,8 +1027,8 @@ _RECOVERING = "2020-11-05 19:30:05 | WARNING | fairseq.trainer | attempting to r
 def test_a_trainers_notice_that_it_recovers_from_an_oom_is_that_oom():
     d = report(_RECOVERING + "Traceback (most recent call last):\n  File \"train.py\", line 8, in main\n    cli_main()\n"
                "Exception: \n")
-    assert [(ev["message_format"], ev["survived"]) for ev in d["oom_events"]] == [
-        ("recovery notice (message not in the log)", False)]
+    assert [(ev["kind"], ev["message_format"], ev["survived"]) for ev in d["oom_events"]] == [
+        ("device_runtime", "recovery notice (message not in the log)", False)]
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
     # the run went on: a recovered OOM, no failure
     going_on = "".join(f"2020-11-05 19:3{k}:00 | INFO | train_inner | epoch 001:  {k}0 / 356 loss=9.44, ups=0.07\n"
@@ -1019,6 +1040,11 @@ def test_a_trainers_notice_that_it_recovers_from_an_oom_is_that_oom():
                "total capacity; 10.13 GiB already allocated; 7.38 MiB free; 10.18 GiB reserved in total by PyTorch)\n"
                + _RECOVERING)
     assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0"]
+    # ... and with a runtime error and a memory summary per device between them (fairseq's _log_oom)
+    summary = "".join(f"|  Allocated memory      |   {k} MiB |\n" for k in range(45))
+    d = report("2020-11-05 19:30:04 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA error: "
+               "out of memory\n" + summary + _RECOVERING)
+    assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_runtime_error"]
 
 
 def test_mmcvs_task_bar_after_training_marks_evaluation():
@@ -1028,3 +1054,9 @@ def test_mmcvs_task_bar_after_training_marks_evaluation():
                "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; "
                "12.10 GiB already allocated; 1.20 GiB free; 13.50 GiB reserved in total by PyTorch)\n")
     assert d["phase"] == "eval"
+    # a finished bar ends the evaluation: the training that follows is not evaluation
+    d = report(train + "[>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>] 15/15, 3.0 task/s, elapsed: 5s, ETA:     0s\n"
+               + train.replace("[2][250/267]", "[3][50/267]") * 3
+               + "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; "
+               "12.10 GiB already allocated; 1.20 GiB free; 13.50 GiB reserved in total by PyTorch)\n")
+    assert d["phase"] != "eval"

@@ -444,9 +444,10 @@ _METAL_OOM = "kIOGPUCommandBufferCallbackErrorOutOfMemory"
 
 
 # MLX's allocator refusing a buffer on Apple silicon ("libc++abi: terminating due to uncaught
-# exception of type std::runtime_error: [malloc_or_wait] Unable to allocate 12 bytes."):
+# exception of type std::runtime_error: [malloc_or_wait] Unable to allocate 12 bytes.", "[malloc]
+# Unable to allocate N bytes." from mlx/allocator.cpp):
 # the unified memory the GPU draws on is full
-_MLX_MALLOC = lazy(r"\[(?:malloc_or_wait|metal::malloc)\] Unable to allocate (?P<n>\d{1,20}) bytes")
+_MLX_MALLOC = lazy(r"\[(?:malloc|malloc_or_wait|metal::malloc)\] Unable to allocate (?P<n>\d{1,20}) bytes")
 
 
 def _parse_metal(ctx: ParseContext, events: _Events) -> None:

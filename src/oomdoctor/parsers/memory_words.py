@@ -11,6 +11,7 @@ no other family has read. A line that names neither side is left alone: guessing
 would guess the fix.
 
 Its events are ``likely``, never ``certain``: the wording is clear, the context is not.
+A trainer's notice that it recovers from an OOM whose error the log lacks is read here too.
 """
 from __future__ import annotations
 
@@ -96,4 +97,26 @@ def parse(ctx: ParseContext) -> None:
         ev.evidence.append(ctx.evidence(i))
         seen[key] = ev
         ctx.facts.oom_events.append(ev)
+    _recovery_notices(ctx)
 
+
+# A trainer that catches an OOM and retries says so (fairseq: "attempting to recover from
+# OOM in forward/backward pass", after the error and a memory summary per device); a paste
+# may hold the notice without the error it caught.
+_RECOVERING = lazy(r"\battempting to recover from OOM\b")
+
+
+def _recovery_notices(ctx: ParseContext) -> None:
+    """A recovery notice that no event since the previous notice explains: the OOM it caught."""
+    previous = 0
+    for i in ctx.lines_with(("recover from OOM",)):
+        ln = ctx.lines[i]
+        if not ctx.search(_RECOVERING, ln.text):
+            continue
+        if not any(previous < e.line <= ln.no for e in ctx.facts.oom_events):
+            ev = OomEvent(kind="device_runtime", strength="likely", line=ln.no,
+                          message_format="recovery notice (message not in the log)",
+                          detail=f"a trainer caught an OOM and retried: {ln.text.strip()[:160]}",
+                          ranks=[ln.rank] if ln.rank is not None else [], evidence=[ctx.evidence(i)])
+            ctx.facts.oom_events.append(ev)
+        previous = ln.no

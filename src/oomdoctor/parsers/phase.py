@@ -18,6 +18,7 @@ from ..facts.derived import HOST_KINDS, MARKER_PHASE, primary_event
 from ..facts.models import Frame
 from ..read.patterns import lazy
 from .base import ParseContext
+from .torch_alloc import RETRIED_FORMAT
 from .traceback import ARROW, RICH_CODE, frames_for
 
 # a progress bar named for the evaluation pass: "Val:  21%|███" (its name and colon)
@@ -52,9 +53,9 @@ MARKERS = {
                                # a progress bar named for the evaluation pass, not finished ("Val:  21%|███")
                                r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"
                                # mmcv's task bar, which its test loops draw ("[>>>>    ] 6/15, 0.6 task/s")
-                               r"|(?m:^)\[>*\s*\] \d+/\d+, [\d.]+ task/s"),
+                               r"|(?m:^)\[>*\s*\] (?!(\d+)/\1,)\d+/\d+, [\d.]+ task/s"),
     # ... and finished: its stage is over (a later marker than its own earlier updates)
-    "evaluation_finished": lazy(_EVAL_BAR + r"100%\|"),
+    "evaluation_finished": lazy(_EVAL_BAR + r"100%\||(?m:^)\[>+\] (\d+)/\1, [\d.]+ task/s"),
     "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
     "ref_model_created": lazy(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
     "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
@@ -81,7 +82,7 @@ MARKER_GATES = {
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
     "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "task/s") + _EVAL_BAR_GATES,
-    "evaluation_finished": _EVAL_BAR_GATES,
+    "evaluation_finished": _EVAL_BAR_GATES + ("task/s",),
     "running_prediction": ("running prediction", "predict_with_generate"),
     "ref_model_created": ("reference model", "ref_model"),
     "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),
@@ -212,7 +213,7 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
 _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
                    r"(?:_[^/\\]*)?\.py$")
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
-_OPTIMIZER_STATE = lazy(r"\b\w*(?:optim|scheduler|scaler)\w*\.load_state_dict\(")
+_OPTIMIZER_STATE = lazy(r"\b(?:\w*_)?(?:optim(?:izer)?s?|scheduler|scaler)(?:_\w+)?\.load_state_dict\(")
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 
@@ -425,7 +426,8 @@ def _survived_events(ctx: ParseContext) -> None:
         after = [n for n in going_on if n > end]
         if len(after) < 2:
             continue
-        recovered = _recovered(ctx, ev, after[0])
+        # an allocator's warning is followed by its own retry: the run going on says it worked
+        recovered = ev.message_format == RETRIED_FORMAT or _recovered(ctx, ev, after[0])
         later_fatal = any(n > after[1] for n in fatal)
         if recovered or later_fatal or any(n > end for n in completed):
             ev.survived = True

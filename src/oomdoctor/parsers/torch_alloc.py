@@ -238,10 +238,18 @@ _ASYNC_ROW = lazy(r"^\s*(?P<name>Currently allocated|Requested|Device limit|Free
                   r"\s*:\s*" + _S + r"\s*$")
 
 
-# The warning the caching allocator logs when a request fails (torch >= 2.7), before it
-# raises OutOfMemoryError: "[W906 15:02:06.204334026 CUDACachingAllocator.cpp:3934] memory
-# allocation failed with OOM on device 0 while trying to allocate 1000341504 bytes (free:
-# 916848640, total: 25243287552)."
+def _at(ctx: ParseContext, ln) -> dict:
+    """The fields every event takes from its line: the rank that printed it, its number,
+    its evidence."""
+    return {"ranks": [ln.rank] if ln.rank is not None else [], "line": ln.no, "evidence": [ctx.evidence(ln)]}
+
+
+# The warning the caching allocator logs when a request fails (torch >= 2.7): "[W906
+# 15:02:06.204334026 CUDACachingAllocator.cpp:3934] memory allocation failed with OOM on
+# device 0 while trying to allocate 1000341504 bytes (free: 916848640, total: 25243287552)."
+# The message it raises follows unless a retry succeeds: alone the warning is likely, and a
+# run that goes on after it survived it (parsers/phase.py).
+RETRIED_FORMAT = "caching-allocator-warning"
 _WARNED_QUICK = "allocation failed with OOM"
 _WARNED = lazy(r"memory allocation failed with OOM on device (?P<dev>\d{1,3}) while trying to allocate (?P<req>\d{1,20}) bytes"
                r"(?: \(free: (?P<free>\d{1,20}), total: (?P<total>\d{1,20})\))?")
@@ -253,27 +261,9 @@ def _warned_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
     if m is None:
         return None
     num = lambda g: int(m.group(g)) if m.group(g) else None  # noqa: E731
-    return OomEvent(kind="cuda_caching_allocator", backend="CUDA", message_format="caching-allocator-warning",
+    return OomEvent(kind="cuda_caching_allocator", backend="CUDA", message_format=RETRIED_FORMAT,
                     device_index=int(m.group("dev")), tried_to_allocate_bytes=int(m.group("req")),
-                    free_bytes=num("free"), total_capacity_bytes=num("total"),
-                    ranks=[ln.rank] if ln.rank is not None else [], line=ln.no, evidence=[ctx.evidence(ln)])
-
-
-# A trainer that catches the allocator's OOM and retries says so (fairseq: "attempting to
-# recover from OOM in forward/backward pass"); a paste may hold that notice without the
-# message it caught.
-_RECOVERING = lazy(r"\battempting to recover from OOM\b")
-
-
-def _recovery_notices(ctx: ParseContext, events: list[OomEvent]) -> None:
-    """A recovery notice with no allocator message in the 30 lines above it: the OOM it caught."""
-    for i in ctx.lines_with(("recover from OOM",)):
-        ln = ctx.lines[i]
-        if not _RECOVERING.search(ln.text) or any(ln.no - 30 <= e.line <= ln.no for e in events):
-            continue
-        events.append(OomEvent(kind="cuda_caching_allocator", strength="likely", message_format="recovery notice "
-                               "(message not in the log)", ranks=[ln.rank] if ln.rank is not None else [],
-                               line=ln.no, evidence=[ctx.evidence(ln)]))
+                    free_bytes=num("free"), total_capacity_bytes=num("total"), strength="likely", **_at(ctx, ln))
 
 
 def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
@@ -299,7 +289,7 @@ def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
     return OomEvent(kind="cuda_caching_allocator", backend="CUDA", message_format="cuda-malloc-async",
                     exception=_exception_before(ln.text[:m.start()]), device_index=int(m.group("dev")),
                     allowed_bytes=allowed if allowed and total and allowed < total else None,
-                    ranks=[ln.rank] if ln.rank is not None else [], line=ln.no, evidence=[ctx.evidence(ln)], **f)
+                    **_at(ctx, ln), **f)
 
 
 _COMPARE = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "allocated_by_pytorch_bytes",
@@ -410,16 +400,14 @@ def parse(ctx: ParseContext) -> None:
                 events.append(OomEvent(kind=_KIND.get(backend or "", "cuda_caching_allocator"), backend=backend,
                                        exception=_exception_before(ln.text[:cut.start()]),
                                        message_format="cut (figures not in the log)",
-                                       ranks=[ln.rank] if ln.rank is not None else [],
-                                       line=ln.no, evidence=[ctx.evidence(ln)]))
+                                       **_at(ctx, ln)))
                 continue
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
                     and not _message_later(ctx, i):
                 events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
                                        message_format="class only (message not in the log)",
-                                       ranks=[ln.rank] if ln.rank is not None else [],
-                                       line=ln.no, evidence=[ctx.evidence(ln)]))
+                                       **_at(ctx, ln)))
             continue
         window = _message_window(ctx, i)
         anchors = list(ANCHOR.finditer(window))
@@ -460,9 +448,7 @@ def parse(ctx: ParseContext) -> None:
                 allowed_bytes=f.get("allowed_bytes"),
                 processes=f["processes"],
                 hint=f["hint"],
-                ranks=[ln.rank] if ln.rank is not None else [],
-                line=ln.no,
-                evidence=[ctx.evidence(ln)],
+                **_at(ctx, ln),
             )
             twin = twins.find(ev)
             if twin is not None:
@@ -470,7 +456,6 @@ def parse(ctx: ParseContext) -> None:
             else:
                 events.append(ev)
                 twins.add(ev)
-    _recovery_notices(ctx, events)
     for ev in warned:
         # the warning the allocator logs as it fails joins the message raised for the same request
         req = ev.tried_to_allocate_bytes
