@@ -1060,3 +1060,14 @@ def test_mmcvs_task_bar_after_training_marks_evaluation():
                + "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; "
                "12.10 GiB already allocated; 1.20 GiB free; 13.50 GiB reserved in total by PyTorch)\n")
     assert d["phase"] != "eval"
+
+
+@pytest.mark.parametrize("held, own", [("78.89 GiB", 78.89), ("8.00 GiB", None)])
+def test_a_listed_process_that_must_hold_pytorchs_memory_is_this_process(held, own):
+    # in a container NVML names this process by a pid; one that holds more than could sit
+    # beside PyTorch's 70.9 GiB on a 79.1 GiB device is this process, with 8 GiB outside PyTorch
+    d = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 132.00 MiB. GPU 3 has a total capacity of "
+               f"79.10 GiB of which 98.00 MiB is free. Process 387746 has {held} memory in use. Of the allocated memory "
+               "70.12 GiB is allocated by PyTorch, and 765.81 MiB is reserved by PyTorch but unallocated.\n")
+    got = d["oom_events"][0]["process_in_use_bytes"]
+    assert (round(got / 2**30, 2) if got else None) == own

@@ -212,13 +212,21 @@ def parse_message(body: str, backend: Optional[str]) -> dict:
 
 def _process_in_use(f: dict) -> Optional[int]:
     """This process's memory: stated ("this process has"), or in a container the
-    ``Process N has`` entry that matches what PyTorch holds plus a context's worth."""
+    ``Process N has`` entry that must hold PyTorch's memory, or that matches it plus a
+    context's worth."""
     own = next((p.bytes for p in f["processes"] if p.is_self), None)
     pytorch = (f.get("allocated_by_pytorch_bytes") or 0) + (f.get("reserved_unallocated_bytes") or 0)
     if own is not None:
         return own
     if not pytorch or not f["processes"]:
         return None
+    # a process holding so much that PyTorch's memory could not sit beside it on the device
+    # holds PyTorch's memory: it is this process, whatever else it holds
+    total = f.get("total_capacity_bytes")
+    if total:
+        holding = [p.bytes for p in f["processes"] if p.bytes >= pytorch and p.bytes + pytorch > total]
+        if len(holding) == 1:
+            return holding[0]
     candidates = [p.bytes for p in f["processes"] if pytorch <= p.bytes <= pytorch + 4 * 2**30]
     return min(candidates, key=lambda b: b - pytorch) if candidates else None
 
