@@ -93,6 +93,9 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("/env/site-packages/torch/serialization.py", "_cuda_deserialize", "return storage_type(obj.size())")],
      "checkpoint_load"),
     # ... but a model's own weights read by it are the model's
+    ([("lm/main.py", "load_model", "optim_model.load_state_dict(torch.load(path))"),
+      ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)")],
+     "model_load"),
     ([("lm/main.py", "load_model", "optimized_model.load_state_dict(torch.load(path))"),
       ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)")],
      "model_load"),
@@ -975,6 +978,15 @@ def test_a_cuda_driver_result_2_is_out_of_memory():
     # the later wording
     d = report("[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h func=cu_mem_create line=187\n")
     assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_runtime_error"]
+    # the same error and notice printed twice (two ranks, or a second try): copies, no extra event
+    caught = ("2020-11-05 19:30:04 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA out of "
+              "memory. Tried to allocate 28.00 MiB (GPU 1; 10.92 GiB total capacity; 10.13 GiB already allocated; "
+              "7.38 MiB free; 10.18 GiB reserved in total by PyTorch)\n")
+    d = report((caught + _RECOVERING) * 2)
+    assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0"]
+    # an error far above (another episode) does not explain a notice
+    d = report(caught + "x = 1\n" * 1200 + _RECOVERING)
+    assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0", "recovery notice (message not in the log)"]
 
 
 @pytest.mark.parametrize("code", ["result = torch.relu(input)", "x = F.conv2d(x, self.weight)", "h = F.layer_norm(h, shape)"])
@@ -1071,3 +1083,22 @@ def test_a_listed_process_that_must_hold_pytorchs_memory_is_this_process(held, o
                "70.12 GiB is allocated by PyTorch, and 765.81 MiB is reserved by PyTorch but unallocated.\n")
     got = d["oom_events"][0]["process_in_use_bytes"]
     assert (round(got / 2**30, 2) if got else None) == own
+
+
+def test_a_bare_exception_before_a_runtime_oom_is_its_class():
+    d = report("Exception: CUDA error: out of memory\n")
+    assert [(ev["kind"], ev["exception"]) for ev in d["oom_events"]] == [("cuda_runtime_error", "Exception")]
+
+
+def test_exception_ignored_in_does_not_end_a_traceback():
+    from oomdoctor.read.normalise import normalise
+    from oomdoctor.parsers import traceback
+    from oomdoctor.parsers.base import ParseContext
+    ctx = ParseContext(normalise(
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 10, in main\n    trainer.train()\n'
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>\n"
+        '  File "/env/site-packages/transformers/trainer.py", line 1539, in train\n    return inner_training_loop(\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"))
+    traceback.parse(ctx)
+    assert traceback._traceback_end(ctx, ctx.frame_index[0]) == 6

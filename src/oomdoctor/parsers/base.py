@@ -134,6 +134,11 @@ class ParseContext:
         return out
 
     # -- evidence ---------------------------------------------------------------
+    def at(self, line: Line) -> dict:
+        """The fields an event takes from the line it was read on: the rank that printed
+        it, its number, its evidence."""
+        return {"ranks": [line.rank] if line.rank is not None else [], "line": line.no, "evidence": [self.evidence(line)]}
+
     def evidence(self, line: Line | int) -> Evidence:
         if isinstance(line, int):
             line = self.lines[line]

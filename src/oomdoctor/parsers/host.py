@@ -577,10 +577,11 @@ def _host_events(s: _Scan) -> None:
     # the kernel killing a DataLoader worker that the main process reports killed (the same
     # pid, in the same episode): one event, the worker's (its kill line and the victim's RSS
     # join it in _dataloader_events)
-    s.worker_kills = [k for k in s.kills if k.source == "kernel" and k.pid in s.dl_killed
-                      and abs(k.idx - s.dl_killed[k.pid]) <= _EPISODE_GAP]
-    taken = {id(k) for k in s.worker_kills}
-    for ep in _episodes([k for k in s.kills if id(k) not in taken]):
+    rest: list[_Kill] = []
+    for k in s.kills:
+        worker = k.source == "kernel" and k.pid in s.dl_killed and abs(k.idx - s.dl_killed[k.pid]) <= _EPISODE_GAP
+        (s.worker_kills if worker else rest).append(k)
+    for ep in _episodes(rest):
         best = min(ep, key=lambda k: (_STRENGTH_ORDER[k.strength], _SOURCE_RANK.get(k.source, 9)))
         # one phrase per source, the kernel's victim first: "kernel oom-killer killed python
         # (41235); local_rank 3 (pid 41235) received SIGKILL (exit -9)"

@@ -15,6 +15,8 @@ A trainer's notice that it recovers from an OOM whose error the log lacks is rea
 """
 from __future__ import annotations
 
+import bisect
+
 import regex as re
 
 from ..facts.derived import HOST_KINDS
@@ -106,17 +108,24 @@ def parse(ctx: ParseContext) -> None:
 _RECOVERING = lazy(r"\battempting to recover from OOM\b")
 
 
+# how far above its notice the error it caught may be (a memory summary per device between)
+_NOTICE_REACH = 1000
+
+
 def _recovery_notices(ctx: ParseContext) -> None:
-    """A recovery notice that no event since the previous notice explains: the OOM it caught."""
+    """A recovery notice that no error since the previous notice (and within reach)
+    explains: the OOM it caught. Copies of one message fold into one event, so every line
+    an event holds as evidence counts."""
+    read = sorted({x.line for e in ctx.facts.oom_events for x in e.evidence} | {e.line for e in ctx.facts.oom_events})
     previous = 0
     for i in ctx.lines_with(("recover from OOM",)):
         ln = ctx.lines[i]
         if not ctx.search(_RECOVERING, ln.text):
             continue
-        if not any(previous < e.line <= ln.no for e in ctx.facts.oom_events):
-            ev = OomEvent(kind="device_runtime", strength="likely", line=ln.no,
-                          message_format="recovery notice (message not in the log)",
-                          detail=f"a trainer caught an OOM and retried: {ln.text.strip()[:160]}",
-                          ranks=[ln.rank] if ln.rank is not None else [], evidence=[ctx.evidence(i)])
-            ctx.facts.oom_events.append(ev)
+        lo = max(previous, ln.no - _NOTICE_REACH)
+        k = bisect.bisect_right(read, lo)
+        if k == len(read) or read[k] > ln.no:
+            ctx.facts.oom_events.append(OomEvent(
+                kind="device_runtime", strength="likely", message_format="recovery notice (message not in the log)",
+                detail=f"a trainer caught an OOM and retried: {ln.text.strip()[:160]}", **ctx.at(ln)))
         previous = ln.no

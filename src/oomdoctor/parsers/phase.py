@@ -53,9 +53,11 @@ MARKERS = {
                                # a progress bar named for the evaluation pass, not finished ("Val:  21%|███")
                                r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"
                                # mmcv's task bar, which its test loops draw ("[>>>>    ] 6/15, 0.6 task/s")
-                               r"|(?m:^)\[>*\s*\] (?!(\d+)/\1,)\d+/\d+, [\d.]+ task/s"),
+                               # (it draws the bar for other work too, such as a data-preparation script's:
+                               # read in a training log, it is the evaluation)
+                               r"|(?m:^)\[>*\s*\] (?!(?P<done>\d+)/(?P=done),)\d+/\d+, [\d.]+ task/s"),
     # ... and finished: its stage is over (a later marker than its own earlier updates)
-    "evaluation_finished": lazy(_EVAL_BAR + r"100%\||(?m:^)\[>+\] (\d+)/\1, [\d.]+ task/s"),
+    "evaluation_finished": lazy(_EVAL_BAR + r"100%\||(?m:^)\[>+\] (?P<n>\d+)/(?P=n), [\d.]+ task/s"),
     "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
     "ref_model_created": lazy(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
     "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
@@ -213,7 +215,7 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
 _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
                    r"(?:_[^/\\]*)?\.py$")
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
-_OPTIMIZER_STATE = lazy(r"\b(?:\w*_)?(?:optim(?:izer)?s?|scheduler|scaler)(?:_\w+)?\.load_state_dict\(")
+_OPTIMIZER_STATE = lazy(r"\b(?:optim(?:izer)?s?|(?:lr_)?scheduler|(?:grad_)?scaler)(?:_\d+)?\.load_state_dict\(")
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 

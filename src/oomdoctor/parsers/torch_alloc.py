@@ -246,12 +246,6 @@ _ASYNC_ROW = lazy(r"^\s*(?P<name>Currently allocated|Requested|Device limit|Free
                   r"\s*:\s*" + _S + r"\s*$")
 
 
-def _at(ctx: ParseContext, ln) -> dict:
-    """The fields every event takes from its line: the rank that printed it, its number,
-    its evidence."""
-    return {"ranks": [ln.rank] if ln.rank is not None else [], "line": ln.no, "evidence": [ctx.evidence(ln)]}
-
-
 # The warning the caching allocator logs when a request fails (torch >= 2.7): "[W906
 # 15:02:06.204334026 CUDACachingAllocator.cpp:3934] memory allocation failed with OOM on
 # device 0 while trying to allocate 1000341504 bytes (free: 916848640, total: 25243287552)."
@@ -271,7 +265,7 @@ def _warned_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
     num = lambda g: int(m.group(g)) if m.group(g) else None  # noqa: E731
     return OomEvent(kind="cuda_caching_allocator", backend="CUDA", message_format=RETRIED_FORMAT,
                     device_index=int(m.group("dev")), tried_to_allocate_bytes=int(m.group("req")),
-                    free_bytes=num("free"), total_capacity_bytes=num("total"), strength="likely", **_at(ctx, ln))
+                    free_bytes=num("free"), total_capacity_bytes=num("total"), strength="likely", **ctx.at(ln))
 
 
 def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
@@ -297,7 +291,7 @@ def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
     return OomEvent(kind="cuda_caching_allocator", backend="CUDA", message_format="cuda-malloc-async",
                     exception=_exception_before(ln.text[:m.start()]), device_index=int(m.group("dev")),
                     allowed_bytes=allowed if allowed and total and allowed < total else None,
-                    **_at(ctx, ln), **f)
+                    **ctx.at(ln), **f)
 
 
 _COMPARE = ("tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes", "allocated_by_pytorch_bytes",
@@ -408,14 +402,14 @@ def parse(ctx: ParseContext) -> None:
                 events.append(OomEvent(kind=_KIND.get(backend or "", "cuda_caching_allocator"), backend=backend,
                                        exception=_exception_before(ln.text[:cut.start()]),
                                        message_format="cut (figures not in the log)",
-                                       **_at(ctx, ln)))
+                                       **ctx.at(ln)))
                 continue
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
                     and not _message_later(ctx, i):
                 events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
                                        message_format="class only (message not in the log)",
-                                       **_at(ctx, ln)))
+                                       **ctx.at(ln)))
             continue
         window = _message_window(ctx, i)
         anchors = list(ANCHOR.finditer(window))
@@ -456,7 +450,7 @@ def parse(ctx: ParseContext) -> None:
                 allowed_bytes=f.get("allowed_bytes"),
                 processes=f["processes"],
                 hint=f["hint"],
-                **_at(ctx, ln),
+                **ctx.at(ln),
             )
             twin = twins.find(ev)
             if twin is not None:
