@@ -1102,3 +1102,17 @@ def test_exception_ignored_in_does_not_end_a_traceback():
         "RuntimeError: CUDA error: an illegal memory access was encountered\n"))
     traceback.parse(ctx)
     assert traceback._traceback_end(ctx, ctx.frame_index[0]) == 6
+
+
+def test_a_kill_right_after_zero3_set_up_its_parameter_offload_is_in_model_setup():
+    d = report("Time to load utils op: 0.2017381191253662 seconds\n"
+               "Parameter Offload: Total persistent parameters: 414720 in 81 params\n"
+               "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 53037) "
+               "of binary: /usr/bin/python\n")
+    assert d["phase"] == "model_load"
+    # ... not once training has gone on since
+    d = report("Parameter Offload: Total persistent parameters: 414720 in 81 params\n"
+               "***** Running training *****\n"
+               "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 53037) "
+               "of binary: /usr/bin/python\n")
+    assert d["phase"] != "model_load"

@@ -63,7 +63,9 @@ MARKERS = {
     "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
     # DeepSpeed building the engine: partitioning (and offloading) the freshly loaded model
     "engine_init": lazy(r"DeepSpeedZeRoOffload initialize|Stage 3 initialize beginning|(?:Before|After) creating fp(?:16|32) partitions"
-                              r"|Creating ZeRO Offload|finished initializing model|DeepSpeed Final Optimizer|Before creating fp16 partitions"),
+                              r"|Creating ZeRO Offload|finished initializing model|DeepSpeed Final Optimizer|Before creating fp16 partitions"
+                              # ZeRO-3's parameter offload, set up: the last line of its initialisation
+                              r"|Parameter Offload: Total persistent parameters"),
     # a launcher, Ray or the shell saying a process ended badly, whatever printed (or not) before
     "process_died": lazy(
         r"ActorDiedError|WorkerCrashedError|RayActorError|OwnerDiedError|died unexpectedly|The actor died"
@@ -89,7 +91,7 @@ MARKER_GATES = {
     "ref_model_created": ("reference model", "ref_model"),
     "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),
     "engine_init": ("deepspeedzerooffload", "initialize beginning", "partitions", "creating zero offload",
-                    "finished initializing", "deepspeed final optimizer"),
+                    "finished initializing", "deepspeed final optimizer", "parameter offload"),
     "process_died": ("actordiederror", "workercrashederror", "rayactorerror", "ownerdiederror", "died unexpectedly",
                      "the actor died", "worker exit type", "killing subprocess", "return code", "exitcode",
                      "childfailederror", "terminated with signal", "non-zero exit status", "exited with",

@@ -123,7 +123,7 @@ MARKER_LITERALS = (
     # mmcv's task bar, drawn by its test loops ("[>>>>    ] 6/15, 0.6 task/s")
     " task/s",
     "predict_with_generate", "reference model", "Reference model", "ref_model", "initializing optimizer states",
-    "initialize_optimizer_states", "ZeRO stage", "DeepSpeedZeRoOffload initialize", "Stage 3 initialize beginning",
+    "initialize_optimizer_states", "ZeRO stage", "DeepSpeedZeRoOffload initialize", "Stage 3 initialize beginning", "Parameter Offload: Total",
     "creating fp16 partitions", "creating fp32 partitions", "Creating ZeRO Offload", "finished initializing model",
     "DeepSpeed Final Optimizer", "Running tokenizer on dataset", "Converting format of dataset", "Map:",
     "Map (num_proc=", "Tokenizing train", "Tokenizing dataset", "Generating train split",
