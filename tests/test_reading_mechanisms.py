@@ -105,6 +105,12 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... not one building its DataLoader for the step (the step's own frames decide)
     ([("/env/site-packages/transformers/trainer.py", "get_train_dataloader", "return DataLoader(train_dataset)")],
      None),
+    # apex's amp.scale_loss context around the backward pass
+    ([("train.py", "train_epoch", "with amp.scale_loss(loss, optimizer) as scaled_loss:"),
+      ("/opt/conda/lib/python3.6/contextlib.py", "__exit__", "next(self.gen)"),
+      ("/opt/conda/lib/python3.6/site-packages/apex/amp/handle.py", "scale_loss", "loss_scaler.update_scale()"),
+      ("/opt/conda/lib/python3.6/site-packages/apex/amp/scaler.py", "update_scale", "self._overflow_buf.item()")],
+     "backward"),
     # DistributedDataParallel's constructor allocating its gradient buckets
     ([("train.py", "main", "model = torch.nn.parallel.DistributedDataParallel("),
       ("/env/site-packages/torch/nn/parallel/distributed.py", "__init__", "self._ddp_init_helper("),

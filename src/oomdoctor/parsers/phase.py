@@ -180,7 +180,9 @@ _STEP = (
         # AMP's GradScaler unscales the gradients as the optimizer step begins; DeepSpeed's fp16
         # optimizers update their loss scale in step() (an overflow at the minimum scale raises there)
         r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b|loss_scaler\.py:update_scale\b|:_update_scale\b")),
-    ("backward", lazy(r"backward|_bwd(?:_kernel)?\b|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward")),
+    # (apex's amp.scale_loss context wraps the backward pass: its exit unscales and updates the scale)
+    ("backward", lazy(r"backward|_bwd(?:_kernel)?\b|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward"
+                      r"|apex[/\\]amp[/\\]handle\.py:scale_loss\b")),
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
     ("forward", lazy(r"\bforward\b|_fwd(?:_kernel)?\b|[/\\]activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
 )
