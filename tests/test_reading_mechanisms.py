@@ -1122,3 +1122,17 @@ def test_a_kill_right_after_zero3_set_up_its_parameter_offload_is_in_model_setup
                "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 53037) "
                "of binary: /usr/bin/python\n")
     assert d["phase"] != "model_load"
+
+
+@pytest.mark.parametrize("sizes_mib, siblings", [
+    ([414, 414], 2),            # other ranks' CUDA contexts: one size
+    ([414, 416, 420], 3),       # ... within a few MiB
+    ([384, 516], 0),            # two small processes of different sizes are not copies of one context
+    ([284, 3482], 0),
+])
+def test_sibling_contexts_are_equal_sized(sizes_mib, siblings):
+    from oomdoctor.facts.derived import sibling_processes
+    from oomdoctor.facts.models import OomEvent, ProcessUse
+    ev = OomEvent(kind="cuda_caching_allocator", line=1, processes=[
+        ProcessUse(pid=1000 + k, bytes=m * 2**20) for k, m in enumerate(sizes_mib)])
+    assert sibling_processes(ev) == siblings

@@ -97,10 +97,10 @@ def sibling_processes(ev: OomEvent) -> int:
 
 
 def _equal_small(sizes: list[int]) -> int:
-    """How many of these are CUDA-context-sized (at most 1.5 GiB) and about equal: two or
-    more, else 0."""
+    """How many of these are CUDA-context-sized (at most 1.5 GiB) and about equal (within
+    32 MiB or a tenth: one job's ranks load the same libraries): two or more, else 0."""
     small = [b for b in sizes if b <= 1536 * 2**20]
-    if len(small) >= 2 and len({round(b / 2**20 / 16) for b in small}) <= 2:
+    if len(small) >= 2 and max(small) - min(small) <= max(32 * 2**20, max(small) // 10):
         return len(small)
     return 0
 
