@@ -1136,3 +1136,14 @@ def test_sibling_contexts_are_equal_sized(sizes_mib, siblings):
     ev = OomEvent(kind="cuda_caching_allocator", line=1, processes=[
         ProcessUse(pid=1000 + k, bytes=m * 2**20) for k, m in enumerate(sizes_mib)])
     assert sibling_processes(ev) == siblings
+
+
+def test_a_process_listed_twice_is_one_process():
+    d = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of "
+               "95.62 GiB of which 773.41 MiB is free. Process 895189 has 95.61 GiB memory in use. Process 895189 has "
+               "95.61 GiB memory in use. Of the allocated memory 76.80 GiB is allocated by PyTorch, and 189.91 MiB is "
+               "reserved by PyTorch but unallocated.\n")
+    ev = d["oom_events"][0]
+    assert [p["pid"] for p in ev["processes"]] == [895189]
+    # ... and, holding PyTorch's memory, it is this process: no other process holds the GPU
+    assert d["diagnoses"][0]["incident"] != "stale-gpu-process"

@@ -201,8 +201,12 @@ def parse_message(body: str, backend: Optional[str]) -> dict:
     m = get("self")
     if m:
         procs.append(ProcessUse(pid=None, bytes=_bytes(m) or 0, is_self=True))
+    listed: set[int] = set()
     for pm in _F["proc"].finditer(body, timeout=0.5):
-        procs.append(ProcessUse(pid=int(pm.group("pid")), bytes=_bytes(pm, 2, 3) or 0))
+        pid = int(pm.group("pid"))
+        if pid not in listed:   # a process NVML lists twice is one process
+            listed.add(pid)
+            procs.append(ProcessUse(pid=pid, bytes=_bytes(pm, 2, 3) or 0))
     f["processes"] = [p for p in procs if p.bytes < _ABSURD]
     f["dropped_processes"] = len(procs) - len(f["processes"])
     h = get("hint")
