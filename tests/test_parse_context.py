@@ -39,7 +39,7 @@ def test_gated_grep_finds_what_the_whole_log_search_finds():
 
 def _fixture_lines() -> list[str]:
     out = []
-    for path in sorted(FIXTURES.rglob("*.log")):
+    for path in sorted(FIXTURES.rglob("*.log")) + sorted((FIXTURES.parent / "real").glob("*.log")):
         out.extend(path.read_text(encoding="utf-8", errors="replace").splitlines())
     return out
 
@@ -48,6 +48,7 @@ def test_every_marker_match_holds_one_of_its_gate_literals():
     assert set(phase.MARKER_GATES) == set(phase.MARKERS)
     samples = _fixture_lines() + [
         "Saving model checkpoint to /out/checkpoint-500", "saving checkpoint to /scratch/run",
+        "Initializing nuScenes detection evaluation",
         "Loading checkpoint shards: 100%", "Instantiating LlamaForCausalLM model under default dtype torch.bfloat16.",
         "Continuing training from checkpoint, will skip to saved global_step", "Resuming from step 400",
         "{'train_runtime': 1234.5, 'train_samples_per_second': 3.2}", "***** Running training *****",

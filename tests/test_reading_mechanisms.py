@@ -190,6 +190,15 @@ def test_a_host_nearly_out_of_memory_in_a_run_that_stops_is_a_host_oom_warning()
     assert [(x["incident"], x["warning"]) for x in d["diagnoses"]] == [("host-oom", True)]
 
 
+
+def test_a_statistics_fact_cites_the_readings_it_reads():
+    # the host's use at 95 % is the evidence; tcmalloc's host allocations below its threshold are not
+    tcmalloc = "tcmalloc: large alloc 1073741824 bytes == 0x447fa000 @  0x7f3438dcc1e7 0x59221c\n"
+    d = report("[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  "
+               "used = 29.71 GB, percent = 95.3%\n" + tcmalloc * 3 + "Killed\n")
+    assert [e["line"] for e in d["diagnoses"][0]["evidence"]] == [1, 5]
+
+
 @pytest.mark.parametrize("line", ["ERROR: error code -9", "Process finished with exit code -9"])
 def test_an_exit_or_error_code_of_minus_9_is_a_sigkill(line: str):
     d = report(line + "\n")

@@ -25,13 +25,21 @@ from ..facts.sizes import format_size
 from ..read.literals import required_literals
 from ..read.normalise import Line, join_lines
 from ..read.patterns import lazy
-from .diagnosis import Diagnosis, Knob, Remediation
+from .diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
 from .frameworks import DEFAULT_PREFERENCE, PREFERENCE, canonical_framework
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
 from .table import fact_table
 
-# the words of a pattern's timeout note; the report finds the note by them (report/common.py)
-TIMED_OUT = "timed out on this log"
+# the reading fields each statistics fact reads (the others read the use figures)
+_DEVICE_AND_HOST_USE = ("allocated_bytes", "max_allocated_bytes", "reserved_bytes", "max_reserved_bytes", "used_bytes",
+                        "alloc_retries", "num_ooms", "host_used_bytes", "host_percent")
+_STATS_FIELDS = {
+    "stats.host_percent_max": ("host_percent",), "stats.host_percent_high": ("host_percent",),
+    "stats.host_request_max": ("host_request_bytes",), "stats.host_request_large": ("host_request_bytes",),
+    "stats.host_pressure": ("host_percent", "host_request_bytes"),
+    "stats.allocated_growing": ("allocated_bytes",), "stats.reserved_growing": ("reserved_bytes",),
+    "stats.alloc_retries": ("alloc_retries",),
+}
 
 REGEX_TIMEOUT = 0.2
 CONFIDENT = 5.0          # a real cause scoring this much pushes the fallback out
@@ -103,7 +111,10 @@ class Evaluator:
         if name.startswith("marker."):
             return self.facts.markers.get(name[7:], [])[-1:]
         if name.startswith("stats."):
-            return [s.line for s in self.facts.memory_samples][-3:]
+            # the latest readings that carry what the fact reads (a host allocation tcmalloc
+            # reported is no evidence of how full the host or the device was)
+            fields = _STATS_FIELDS.get(name, _DEVICE_AND_HOST_USE)
+            return [s.line for s in self.facts.memory_samples if any(getattr(s, f) is not None for f in fields)][-3:]
         return []
 
     # -- evaluation -------------------------------------------------------------

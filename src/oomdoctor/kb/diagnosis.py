@@ -12,6 +12,10 @@ from pydantic import Field
 from ..facts.models import Evidence, Model
 from ..memory.models import Fit
 
+# the words of a pattern's timeout note (kb/classify.py writes it); the report finds the note
+# by them (report/common.py) without importing the classifier
+TIMED_OUT = "timed out on this log"
+
 
 class Knob(Model):
     """One way to apply a remediation, in one framework's syntax."""

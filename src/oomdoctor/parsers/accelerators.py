@@ -16,7 +16,7 @@ import regex as re
 from ..facts.models import OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
-from .base import EXCEPTION_CLASS, ParseContext
+from .base import EXC_AT_START as _EXC_AT_START, EXCEPTION_CLASS, ParseContext
 
 # A size as these stacks print it: "9.48 GiB", "375.40 MB", "256 bytes", "1.52GiB", "6.48G", "0B".
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
@@ -26,7 +26,6 @@ _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 
 # Exception class printed before the message on the same line ("RuntimeError: ...").
 _EXC_AT_END = lazy(r"(" + EXCEPTION_CLASS + r"):\s*$")
-_EXC_AT_START = lazy(r"^\s*(" + EXCEPTION_CLASS + r"):")
 
 # -- MPS -------------------------------------------------------------------------------
 _MPS_START = lazy(r"MPS\s*backend\s*out\s*of\s*memory", re.I)
@@ -256,7 +255,7 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _bfc_event(ctx, events, i, m)
     for i in buffer_dumps:
         _buffer_assignment(ctx, events, i)
-    if not _tf_events(ctx):
+    if not any(e.kind in ("xla", "tensorflow") or e.backend == "TF" for e in ctx.facts.oom_events):
         _hint_alone(ctx, events)
 
 
@@ -371,10 +370,10 @@ def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     _attach_hint(ctx, ev, i)
 
 
-def _on_host(device: str, alloc: Optional[str]) -> bool:
+def _on_host(device: Optional[str], alloc: Optional[str]) -> bool:
     """TensorFlow's CPU device and its CPU allocators ("cpu", "mklcpu") hand out host memory:
     their OOM is the host's, whatever the job runs on otherwise."""
-    return ":CPU:" in device.upper() or (alloc or "").lower().startswith(("cpu", "mklcpu"))
+    return ":CPU:" in (device or "").upper() or (alloc or "").lower().startswith(("cpu", "mklcpu"))
 
 
 def _tf_events(ctx: ParseContext) -> list:
@@ -405,7 +404,7 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
         return
     raw = ctx.lines[i].raw
     tf = "tensorflow/core" in raw or any(e.backend == "TF" for e in ctx.facts.oom_events)
-    host = tf and _on_host("", m.group("alloc"))
+    host = tf and _on_host(None, m.group("alloc"))
     dev = _DEVICE_IN_NAME.search(m.group("alloc"))
     op = (m.group("op") or "").strip()
     events.add(("bfc", m.group("alloc"), rounded), i, lambda: OomEvent(

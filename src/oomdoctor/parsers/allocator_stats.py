@@ -283,17 +283,6 @@ def _add(ctx: ParseContext, s: MemorySample) -> None:
 _TCMALLOC = lazy(r"tcmalloc: large alloc (?P<n>\d{1,20}) bytes")
 
 
-def _tcmalloc(ctx: ParseContext) -> None:
-    found = False
-    for i in ctx.lines_with(("tcmalloc: large alloc",)):
-        m = ctx.search(_TCMALLOC, ctx.lines[i].text)
-        if m:
-            _add(ctx, MemorySample(source="tcmalloc", line=ctx.lines[i].no, host_request_bytes=int(m.group("n"))))
-            found = True
-    if found:
-        ctx.facts.memory_samples.sort(key=lambda s: s.line)   # in log order, as the evidence cites them
-
-
 def parse(ctx: ParseContext) -> None:
     state: dict = {}
     i, n = 0, len(ctx.lines)
@@ -327,6 +316,10 @@ def parse(ctx: ParseContext) -> None:
             if m:
                 _add(ctx, MemorySample(source="mmengine", line=ln.no, label=" ".join(m.group("label").split()),
                                        max_allocated_bytes=int(m.group("mib")) * 2**20))
+        if "tcmalloc: large alloc" in text:
+            m = _TCMALLOC.search(text)
+            if m:
+                _add(ctx, MemorySample(source="tcmalloc", line=ln.no, host_request_bytes=int(m.group("n"))))
         if "cache flushes" in text:
             m = _FLUSH.search(text)
             if m:
@@ -344,7 +337,6 @@ def parse(ctx: ParseContext) -> None:
         if "memory" in low or "num_" in low or "_bytes.all." in low or "retries" in low or "mem_" in low:
             _user_prints(ctx, i, text, state)
         i += 1
-    _tcmalloc(ctx)
 
 
 def _axolotl(ctx: ParseContext, i: int, m) -> None:

@@ -14,6 +14,7 @@ import regex as re
 from ..read import literal_index
 from ..facts.models import Evidence, Facts
 from ..read.normalise import Line, join_lines
+from ..read.patterns import lazy
 
 # Every regex applied to log text must be bounded: user input can be hostile.
 REGEX_TIMEOUT = 0.5  # seconds, per search over one window
@@ -22,6 +23,8 @@ REGEX_TIMEOUT = 0.5  # seconds, per search over one window
 # "torch.distributed.DistBackendError") or the bare "Exception" libraries raise (DeepSpeed's
 # loss scaler). Pattern text for the families' own patterns.
 EXCEPTION_CLASS = r"(?:[A-Za-z_]\w{0,60}\.){0,8}(?:[A-Za-z_]\w{0,60}(?:Error|Exception)|Exception)"
+# ... printed before the message on the same line ("RuntimeError: ...")
+EXC_AT_START = lazy(r"^\s*(" + EXCEPTION_CLASS + r"):")
 
 
 class ParseContext:

@@ -120,7 +120,8 @@ _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 
                r"|[Cc]aught signal 7 \(Bus error")
 
 # exit codes of a process killed by SIGKILL or SIGBUS (negative from Python, 128 + N from a shell)
-KILL_EXIT_CODES = (-9, 137, -7, 135)
+SIGKILL_EXIT_CODES = (-9, 137)
+KILL_EXIT_CODES = SIGKILL_EXIT_CODES + (-7, 135)
 _CAUGHT_SIGNAL = lazy(r"[Cc]aught signal (?:[1-8]|1[0-9]) \(")
 
 # Lines that say a Python-level failure happened (a launcher kill after them is a cascade).
@@ -489,7 +490,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         if m:
             code = int(m.group("code"))
             s.exit_code(code)
-            if code in (137, -9):   # 128 + SIGKILL as a shell reports it, -9 as Python's subprocess does
+            if code in SIGKILL_EXIT_CODES:   # 128 + SIGKILL as a shell reports it, -9 as Python's subprocess does
                 s.exit_sigkill.append(i)
 
 

@@ -86,17 +86,14 @@ def parse(ctx: ParseContext) -> None:
         message = text.strip()[:160]
         exc = err.group("exc")
         if host:
-            ev = OomEvent(kind="cpu_allocator", backend="host", strength="likely", line=ln.no, host_bytes=n,
+            ev = OomEvent(kind="cpu_allocator", backend="host", strength="likely", host_bytes=n,
                           tried_to_allocate_bytes=n, message_format="generic-host-allocation", exception=exc,
-                          detail=f"an allocation of host memory failed: {message}")
+                          detail=f"an allocation of host memory failed: {message}", **ctx.at(ln))
         else:
             backend = _BACKEND.get(device.group("w").lower())
-            ev = OomEvent(kind="device_runtime", backend=backend, strength="likely", line=ln.no,
+            ev = OomEvent(kind="device_runtime", backend=backend, strength="likely",
                           tried_to_allocate_bytes=n, message_format="generic-device-allocation", exception=exc,
-                          detail=f"an allocation of device memory failed: {message}")
-        if ln.rank is not None:
-            ev.ranks.append(ln.rank)
-        ev.evidence.append(ctx.evidence(i))
+                          detail=f"an allocation of device memory failed: {message}", **ctx.at(ln))
         seen[key] = ev
         ctx.facts.oom_events.append(ev)
     _recovery_notices(ctx)

@@ -22,8 +22,9 @@ from .torch_alloc import RETRIED_FORMAT
 from .traceback import ARROW, RICH_CODE, frames_for
 
 # a progress bar named for the evaluation pass: "Val:  21%|███" (its name and colon)
-_EVAL_BAR = r"(?m:^)(?:Val|Valid|Validation|Validating|Eval|Evaluation):\s+"
-_EVAL_BAR_GATES = ("val:", "valid:", "validation:", "validating:", "eval:", "evaluation:")
+_EVAL_BAR_NAMES = ("Val", "Valid", "Validation", "Validating", "Eval", "Evaluation")
+_EVAL_BAR = r"(?m:^)(?:" + "|".join(_EVAL_BAR_NAMES) + r"):\s+"
+_EVAL_BAR_GATES = tuple(name.lower() + ":" for name in _EVAL_BAR_NAMES)
 
 MARKERS = {
     "saving_checkpoint": lazy(
@@ -85,7 +86,8 @@ MARKER_GATES = {
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
-    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "task/s") + _EVAL_BAR_GATES,
+    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "task/s")
+                          + _EVAL_BAR_GATES,
     "evaluation_finished": _EVAL_BAR_GATES + ("task/s",),
     "running_prediction": ("running prediction", "predict_with_generate"),
     "ref_model_created": ("reference model", "ref_model"),
@@ -218,8 +220,9 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
                   r"|\bin\s+(?:self\.)?(?:val|valid|validation|eval|test)_?(?:data_?)?loader\b")
 _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
                    r"(?:_[^/\\]*)?\.py$")
-# reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
+# an optimizer's (or its schedule's, its loss scaler's) state loaded on a code line: a resume
 _OPTIMIZER_STATE = lazy(r"\b(?:optim(?:izer)?s?|(?:lr_)?scheduler|(?:grad_)?scaler)(?:_\d+)?\.load_state_dict\(")
+# reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 
@@ -270,8 +273,9 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
                 return phase, fr
     # nothing in the stack names a phase: a script named for evaluation or inference
     # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too
+    in_library = {id(fr) for _t, fr in library}
     for fr in frames:
-        if not _LIBRARY.search(fr.file) and _EVAL_SCRIPT.search(fr.file):
+        if id(fr) not in in_library and _EVAL_SCRIPT.search(fr.file):
             return "eval", fr
     return None, None
 
@@ -628,15 +632,14 @@ def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None
     """No frames: the last progress marker before the failure decides."""
     ph = ctx.facts.phase
     best: Optional[tuple[int, str]] = None
-    order = MARKER_PHASE
-    for name, phase in order.items():
+    for name, phase in MARKER_PHASE.items():
         for n in ctx.facts.markers.get(name, []):
             if n <= line and (best is None or n > best[0]):
                 best = (n, name)
     if best is None:
         return
     n, name = best
-    phase = order[name]
+    phase = MARKER_PHASE[name]
     if phase is None:
         return
     # a marker far above the failure says little: training went on after it

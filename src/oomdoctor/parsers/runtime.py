@@ -17,12 +17,11 @@ import regex as re
 from ..facts.models import OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
-from .base import EXCEPTION_CLASS, ParseContext
+from .base import EXC_AT_START as _EXC_AT_START, ParseContext
 
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
 _UNIT = r"(?:[KMGTPE]i?B|bytes?|B|[KMGTPE])(?![A-Za-z])"
 _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
-_EXC_AT_START = lazy(r"^\s*(" + EXCEPTION_CLASS + r"):")
 
 # -- CUDA runtime / driver -----------------------------------------------------------------
 # "CUDA Error: out of memory at .../cumem_allocator.cpp" (vLLM's allocator) capitalises it
@@ -37,8 +36,7 @@ _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 # a CUDA driver call's result printed as a number by a library that calls the driver itself
 # (torch_memory_saver: "CUresult error  result=2 ... func=cu_mem_create", later "CUresult
-# error: 2 (out of memory)"): 2 is
-# CUDA_ERROR_OUT_OF_MEMORY, memory outside PyTorch's allocator
+# error: 2 (out of memory)"): 2 is CUDA_ERROR_OUT_OF_MEMORY, memory outside PyTorch's allocator
 _CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")

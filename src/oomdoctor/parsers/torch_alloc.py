@@ -17,6 +17,7 @@ whole message. Identical copies (two ranks, a logger echo) fold into one event.
 """
 from __future__ import annotations
 
+import bisect
 from typing import Optional
 
 import regex as re
@@ -236,6 +237,7 @@ def _process_in_use(f: dict) -> Optional[int]:
 
 
 _KIND = {"HIP": "hip", "NPU": "npu", "XPU": "xpu"}
+_MAX_EVIDENCE = 8   # evidence lines kept per event
 
 # The cudaMallocAsync backend's message (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync):
 # "Allocation on device 0 would exceed allowed memory. (out of memory)", then a table,
@@ -246,8 +248,7 @@ _ASYNC = lazy(r"Allocation on device (?P<dev>\d{1,3}) would exceed allowed memor
 _ASYNC_ROWS = {"Currently allocated": "allocated_by_pytorch_bytes", "Requested": "tried_to_allocate_bytes",
                "Device limit": "total_capacity_bytes", "Free (according to CUDA)": "free_bytes",
                "PyTorch limit": "allowed_bytes"}
-_ASYNC_ROW = lazy(r"^\s*(?P<name>Currently allocated|Requested|Device limit|Free \(according to CUDA\)|PyTorch limit[^:]{0,60})?"
-                  r"\s*:\s*" + _S + r"\s*$")
+_ASYNC_ROW = lazy(r"^\s*(?:(?P<name>" + "|".join(map(re.escape, _ASYNC_ROWS)) + r")[^:]{0,60})?\s*:\s*" + _S + r"\s*$")
 
 
 # The warning the caching allocator logs when a request fails (torch >= 2.7): "[W906
@@ -290,7 +291,7 @@ def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
             break
         name, pending = row.group("name") or pending, None
         if name:
-            f[_ASYNC_ROWS[name.split(" (set")[0].strip()]] = to_bytes(row.group(2), row.group(3))
+            f[_ASYNC_ROWS[name]] = to_bytes(row.group(2), row.group(3))
     total, allowed = f.get("total_capacity_bytes"), f.pop("allowed_bytes", None)
     return OomEvent(kind="cuda_caching_allocator", backend="CUDA", message_format="cuda-malloc-async",
                     exception=_exception_before(ln.text[:m.start()]), device_index=int(m.group("dev")),
@@ -322,7 +323,7 @@ def _merge(into: OomEvent, new: OomEvent, ev: Evidence) -> None:
     for r in new.ranks:
         if r not in into.ranks:
             into.ranks.append(r)
-    if len(into.evidence) < 8:
+    if len(into.evidence) < _MAX_EVIDENCE:
         into.evidence.append(ev)
 
 
@@ -379,6 +380,29 @@ class _Twins:
     def add(self, ev: OomEvent) -> None:
         self.buckets.setdefault(self._key(ev), []).append(ev)
         self.exact.setdefault(self._full(ev), ev)
+
+
+class _Raised:
+    """The messages raised, by device and request: the first (in log order) of a device
+    whose request is within 1 % of a given one (a message rounds its figure), found by
+    bisection, not by a scan of every message for every warning."""
+
+    def __init__(self, events: list[OomEvent]) -> None:
+        self.by_device: dict[Optional[int], list[tuple[int, int, OomEvent]]] = {}
+        for order, e in enumerate(events):
+            if e.tried_to_allocate_bytes:
+                self.by_device.setdefault(e.device_index, []).append((e.tried_to_allocate_bytes, order, e))
+        for rows in self.by_device.values():
+            rows.sort(key=lambda r: r[:2])
+        self.keys = {d: [r[0] for r in rows] for d, rows in self.by_device.items()}
+
+    def find(self, device: Optional[int], req: int) -> Optional[OomEvent]:
+        rows = self.by_device.get(device)
+        if not rows:
+            return None
+        keys = self.keys[device]
+        near = rows[bisect.bisect_left(keys, req - req // 100):bisect.bisect_right(keys, req + req // 100)]
+        return min(near, key=lambda r: r[1])[2] if near else None
 
 
 def parse(ctx: ParseContext) -> None:
@@ -462,13 +486,12 @@ def parse(ctx: ParseContext) -> None:
             else:
                 events.append(ev)
                 twins.add(ev)
+    raised = _Raised(events) if warned else None
     for ev in warned:
         # the warning the allocator logs as it fails joins the message raised for the same request
-        req = ev.tried_to_allocate_bytes
-        same = next((e for e in events if e.message_format != ev.message_format and e.device_index == ev.device_index
-                     and e.tried_to_allocate_bytes and abs(e.tried_to_allocate_bytes - req) <= req // 100), None)
+        same = raised.find(ev.device_index, ev.tried_to_allocate_bytes)
         if same is not None:
-            if len(same.evidence) < 8:
+            if len(same.evidence) < _MAX_EVIDENCE:
                 same.evidence.append(ev.evidence[0])
         elif (twin := twins.find(ev)) is not None:
             _merge(twin, ev, ev.evidence[0])

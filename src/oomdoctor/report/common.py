@@ -20,8 +20,7 @@ import yaml
 from ..facts.derived import HOST_KINDS, allocated_of, sibling_processes, unallocated_of
 from ..facts.models import Evidence, OomEvent, ProcessUse
 from ..facts.sizes import format_size
-from ..kb.classify import TIMED_OUT
-from ..kb.diagnosis import Diagnosis, Knob, Remediation
+from ..kb.diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
 from ..read.patterns import lazy
 
 if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
