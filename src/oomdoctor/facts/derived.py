@@ -131,6 +131,8 @@ MARKER_PHASE = {"saving_checkpoint": "checkpoint_save", "training_completed": "c
                 "loading_checkpoint_shards": "model_load", "resuming": "checkpoint_load", "engine_init": "model_load",
                 "optimizer_init": "model_load", "preprocessing": "data_loading", "running_training": None,
                 "evaluation_finished": None}
+# the markers that begin (or, for a finished evaluation bar, end) a stage of the run: a later
+# one supersedes an earlier one's stage
 STAGE_MARKERS = tuple(name for name in MARKER_PHASE if name != "epoch_boundary")
 
 

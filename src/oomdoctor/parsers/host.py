@@ -135,7 +135,6 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "rror code -", "MEM(GB)", "aught signal") + KILLED_LOCALISED
 
 
-
 @dataclass
 class _Kill:
     """One line saying a process was killed (or why); the kills of one episode make one event."""

@@ -112,7 +112,6 @@ _WRAPPERS = lazy(r"ChildFailedError|CalledProcessError|Caught \w{1,60} in (?:Dat
                        r"|ActorDiedError|WorkerCrashedError|RayActorError|OwnerDiedError|ActorUnavailableError")
 
 
-
 class _Failures:
     def __init__(self, ctx: ParseContext):
         self.ctx = ctx

@@ -120,7 +120,6 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "CUresult")
 
 
-
 def _size(text: Optional[str]) -> Optional[int]:
     if not text:
         return None

@@ -13,13 +13,11 @@ because only they know where their message ends.
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional
-
 import functools
 import itertools
 import re as stdlib_re
+from dataclasses import dataclass, replace
+from typing import Iterable, Iterator, Optional
 
 import regex as re
 
@@ -308,7 +306,7 @@ def restore_lost_case(lines: list[Line]) -> list[Line]:
             text = lines[j].text
             if not text.islower() or (j > i and not text.strip()):
                 break
-            lines[j] = dataclasses.replace(lines[j], raw=lines[j].raw or text, text=_recase(text))
+            lines[j] = replace(lines[j], raw=lines[j].raw or text, text=_recase(text))
     return lines
 
 
@@ -317,7 +315,7 @@ def normalise(text: str, start: int = 1) -> list[Line]:
     lines: list[Line] = []
     for no, physical in split_physical(text, start):
         lines.extend(normalise_line(no, physical))
-    return restore_lost_case(lines)
+    return restore_lost_case(lines) if _CASE_LOST in text else lines
 
 
 def normalise_pairs(pairs: Iterable[tuple[int, str]]) -> list[Line]:

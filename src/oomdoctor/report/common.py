@@ -220,8 +220,6 @@ def primary_event(report: Report) -> Optional[OomEvent]:
     return min(report.oom_events, key=lambda e: (order.get(e.strength, 3), e.line))
 
 
-
-
 def timeout_warning(report: Report) -> str | None:
     """One line for the one-screen report when knowledge-base searches ran out of time on
     this log (each is a note): what was not read is never silently "no match"."""

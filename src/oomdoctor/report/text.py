@@ -160,7 +160,6 @@ def _draw(out: _Out, b: Block) -> None:
         raise TypeError(f"unknown block {type(b).__name__}")
 
 
-
 def _evidence_lines(out: _Out, evidence: list) -> None:
     """Each evidence line with its reference, cut to the width (the log line is in the log)."""
     if not evidence:

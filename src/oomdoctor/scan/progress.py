@@ -102,7 +102,6 @@ class Progress:
             bar.stop()
 
 
-
 def _clock(seconds: float) -> str:
     seconds = int(max(0, seconds))
     h, rest = divmod(seconds, 3600)

@@ -49,7 +49,6 @@ def has_magic(path: str) -> bool:
     return globmod.has_magic(path)
 
 
-
 def wanted(relpath: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
     """--include/--exclude: a glob matches the path below the scanned root or the file name."""
     rel = relpath.replace(os.sep, "/").lstrip("/")
