@@ -2,6 +2,7 @@
 Python path does."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from oomdoctor.read import literal_index
 from oomdoctor.read.normalise import Line, join_lines, normalise
 from oomdoctor.parsers import FAMILIES
 from oomdoctor.parsers.base import ParseContext
+from real_corpus import REAL
 
 BACKENDS = {name: cls for name, module, cls in (("hyperscan", "hyperscan", literal_index.LiteralIndex),
                                                 ("ahocorasick", "ahocorasick_rs", literal_index.AhoCorasickIndex))
@@ -143,7 +145,12 @@ def test_an_empty_literal_is_left_to_the_python_path():
     assert got == {(("b",), False): [1]}
 
 
-REAL = Path(__file__).parent / "fixtures" / "real"
+
+@functools.cache
+def _every_log() -> list[tuple[str, list[Line]]]:
+    """(name, normalised lines) of every fixture and real log, read once for the tests below."""
+    return [(path.name, normalise(path.read_text(encoding="utf-8", errors="replace")))
+            for path in sorted(LOGS.glob("*.log")) + sorted(REAL.glob("*.log"))]
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
@@ -165,15 +172,14 @@ def test_the_word_gate_changes_no_configuration(monkeypatch, backend):
         gated += literals == environment.VOCABULARY and got is not None
         return got
 
-    for path in sorted(LOGS.glob("*.log")) + sorted(REAL.glob("*.log")):
-        lines = normalise(path.read_text(encoding="utf-8", errors="replace"))
+    for name, lines in _every_log():
         with monkeypatch.context() as m:
             m.setattr(ParseContext, "indexed_lines_with", counted)
             with_gate = extract(lines, families=ENVIRONMENT_ONLY).environment
         with monkeypatch.context() as m:
             m.setattr(ParseContext, "indexed_lines_with", lambda self, literals, fold=False: None)
             without = extract(lines, families=ENVIRONMENT_ONLY).environment
-        assert with_gate == without, path.name
+        assert with_gate == without, name
     assert gated > 400, "the gate was taken"
 
 
@@ -203,18 +209,18 @@ def _recorded(fn, text, state, words):
     return col.prio, col.parts, extra
 
 
-@pytest.mark.parametrize("name, needs, call", _sub_parser_calls(), ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize("name, needs, call", [pytest.param(*c, id=c[0]) for c in _sub_parser_calls()])
 def test_a_gated_sub_parser_records_nothing_from_a_line_without_its_literals(name, needs, call):
     """The environment family calls hardware(), world() and runtime_misc() only on the lines the
     index says hold one of their NEEDS: on every other line of every fixture and real log they
     must record nothing, and on some lines that hold one they do record."""
     _empty, _parts, fresh = call("")
     recorded = 0
-    for path in sorted(LOGS.glob("*.log")) + sorted(REAL.glob("*.log")):
-        for ln in normalise(path.read_text(encoding="utf-8", errors="replace")):
+    for log, lines in _every_log():
+        for ln in lines:
             prio, parts, state = call(ln.text)
             if not any(n in ln.text.lower() for n in needs):
-                assert not prio and not parts and state == fresh, (name, path.name, ln.text[:120])
+                assert not prio and not parts and state == fresh, (name, log, ln.text[:120])
             else:
                 recorded += bool(prio or parts or state != fresh)
     assert recorded > 20

@@ -96,9 +96,6 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("lm/main.py", "load_model", "optim_model.load_state_dict(torch.load(path))"),
       ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)")],
      "model_load"),
-    ([("lm/main.py", "load_model", "optimized_model.load_state_dict(torch.load(path))"),
-      ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)")],
-     "model_load"),
     # a trainer preparing its datasets
     ([("/env/site-packages/axolotl/cli/train.py", "do_cli", "dataset_meta = load_datasets(cfg=parsed_cfg)"),
       ("/env/site-packages/axolotl/utils/data.py", "prepare_dataset", "raise ValueError(")], "data_loading"),
@@ -126,7 +123,9 @@ def test_phase_from_function_names_and_code_lines(frames, phase):
 def test_a_script_named_for_evaluation_is_evaluating_when_nothing_else_tells(script, phase):
     frames = [(script, "my_app", "outputs = {k: torch.cat(v, dim=0) for k, v in outputs.items()}")]
     assert report(_tb(*frames))["phase"] == phase
-    # a frame that names a phase still decides
+
+
+def test_a_frame_that_names_a_phase_decides_over_an_evaluation_scripts_name():
     frames = [("eval_segmentation.py", "main", "model = AutoModel.from_pretrained(path)"),
               ("/env/site-packages/transformers/modeling_utils.py", "from_pretrained", "model = cls(config)")]
     assert report(_tb(*frames))["phase"] == "model_load"
@@ -722,6 +721,9 @@ def test_phase_from_the_call_in_progress_and_native_save_frames():
            ' 93:   File "<unknown>", line 0, in caffe2::serialize::PyTorchStreamWriter::writeRecord(std::string const&, '
            'void const*, unsigned long, bool)\n')
     assert report(seg)["phase"] == "checkpoint_save"
+    # other native frames in a crash say nothing of a save
+    other = seg.replace("caffe2::serialize::PyTorchStreamWriter::writeRecord", "at::native::copy_")
+    assert report(other)["phase"] != "checkpoint_save"
 
 
 @pytest.mark.parametrize("flag, offload", [("'--adam_offload']", "optimizer"), ("'--zero_stage', '3']", None)])
@@ -851,16 +853,19 @@ def test_ipython_8_frames_take_their_code_from_the_arrow_not_the_context_lines()
     assert [x["incident"] for x in d["diagnoses"]][:1] == ["pinned-memory"]
 
 
+# a traceback cut after its first frame: where the run was comes from what came before
+_CUT_SFT = ("Traceback (most recent call last):\n"
+            '  File "/x/swift/cli/sft.py", line 5, in <module>\n'
+            "    sft_main()\n")
+
+
 @pytest.mark.parametrize("bar, phase", [
     ("Val:  21%|█████▊          | 90/428 [01:53<04:33,  1.24it/s]", "eval"),    # the evaluation pass under way
     ("Val: 100%|████████████████| 428/428 [08:53<00:00,  1.24it/s]", None),     # finished: its stage is over
     ("Train:   3%|█               | 60/1938 [3:14:25<100:20:25, 186.2s/it]", None),
 ])
 def test_a_progress_bar_named_for_evaluation_marks_the_evaluation_pass(bar, phase):
-    log = (bar + "\nTraceback (most recent call last):\n"
-           '  File "/x/swift/cli/sft.py", line 5, in <module>\n'
-           "    sft_main()\n")
-    assert report(log)["phase"] == phase
+    assert report(bar + "\n" + _CUT_SFT)["phase"] == phase
 
 
 def test_an_ipython_frame_without_source_takes_no_other_frames_arrow():
@@ -877,9 +882,7 @@ def test_an_ipython_frame_without_source_takes_no_other_frames_arrow():
 
 
 def test_an_evaluation_bar_on_lines_of_its_own_ends_with_its_stage():
-    tb = ("Traceback (most recent call last):\n"
-          '  File "/x/swift/cli/sft.py", line 5, in <module>\n'
-          "    sft_main()\n")
+    tb = _CUT_SFT
     val = "".join(f"Val: {p:3d}%|███ | {p}/100 [00:10<00:10,  1.24it/s]\n" for p in (20, 50, 100))
     assert report(val + tb)["phase"] is None                                        # finished
     assert report(val[:-len(val.splitlines()[-1]) - 1] + tb)["phase"] == "eval"     # under way
@@ -901,11 +904,13 @@ def test_a_tensorflow_oom_on_the_cpu_device_is_a_host_allocation(device, alloc, 
     assert (d["diagnoses"][0]["incident"] == "host-oom") == host
 
 
-def test_a_tensorflow_cpu_allocator_running_out_is_a_host_allocation():
-    d = report("2019-03-01 10:00:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:267] Allocator (cpu) "
+@pytest.mark.parametrize("alloc, host", [("cpu", True), ("GPU_0_bfc", False)])
+def test_a_tensorflow_cpu_allocator_running_out_is_a_host_allocation(alloc, host):
+    d = report(f"2019-03-01 10:00:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:267] Allocator ({alloc}) "
                "ran out of memory trying to allocate 4.00GiB.  Current allocation summary follows.\n")
     ev = d["oom_events"][0]
-    assert ev["kind"] == "cpu_allocator" and ev["host_bytes"] == 4 * 2**30
+    assert ev["kind"] == ("cpu_allocator" if host else "tensorflow")
+    assert ev["host_bytes"] == (4 * 2**30 if host else None)
 
 
 def test_the_kernel_killing_a_dataloader_worker_is_that_workers_event():
@@ -930,7 +935,9 @@ def test_cuda_out_of_memory_without_the_allocators_figures_is_still_a_device_oom
     d = report(line + "\n")
     assert [(ev["kind"], ev["strength"]) for ev in d["oom_events"]] == [("device_runtime", "likely")]
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
-    # the allocator's own message is read by its family, once
+
+
+def test_the_allocators_own_message_is_read_once_by_its_family():
     d = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
                "79.15 GiB of which 6.75 MiB is free.\n")
     assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_caching_allocator"]
@@ -993,15 +1000,6 @@ def test_a_cuda_driver_result_2_is_out_of_memory():
     # the later wording
     d = report("[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h func=cu_mem_create line=187\n")
     assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_runtime_error"]
-    # the same error and notice printed twice (two ranks, or a second try): copies, no extra event
-    caught = ("2020-11-05 19:30:04 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA out of "
-              "memory. Tried to allocate 28.00 MiB (GPU 1; 10.92 GiB total capacity; 10.13 GiB already allocated; "
-              "7.38 MiB free; 10.18 GiB reserved in total by PyTorch)\n")
-    d = report((caught + _RECOVERING) * 2)
-    assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0"]
-    # an error far above (another episode) does not explain a notice
-    d = report(caught + "x = 1\n" * 1200 + _RECOVERING)
-    assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0", "recovery notice (message not in the log)"]
 
 
 @pytest.mark.parametrize("code", ["result = torch.relu(input)", "x = F.conv2d(x, self.weight)", "h = F.layer_norm(h, shape)"])
@@ -1049,6 +1047,9 @@ def test_mlxs_allocator_refusing_a_buffer_is_a_device_oom():
 
 
 _RECOVERING = "2020-11-05 19:30:05 | WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass\n"
+_CAUGHT = ("2020-11-05 19:30:04 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA out of memory. "
+           "Tried to allocate 28.00 MiB (GPU 1; 10.92 GiB total capacity; 10.13 GiB already allocated; 7.38 MiB free; "
+           "10.18 GiB reserved in total by PyTorch)\n")
 
 
 def test_a_trainers_notice_that_it_recovers_from_an_oom_is_that_oom():
@@ -1063,15 +1064,19 @@ def test_a_trainers_notice_that_it_recovers_from_an_oom_is_that_oom():
     d = report(_RECOVERING + going_on)
     assert [ev["survived"] for ev in d["oom_events"]] == [True] and not d["diagnoses"]
     # with the message it caught just above, one event
-    d = report("OOM: Ran out of memory with exception: CUDA out of memory. Tried to allocate 28.00 MiB (GPU 1; 10.92 GiB "
-               "total capacity; 10.13 GiB already allocated; 7.38 MiB free; 10.18 GiB reserved in total by PyTorch)\n"
-               + _RECOVERING)
+    d = report(_CAUGHT + _RECOVERING)
     assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0"]
     # ... and with a runtime error and a memory summary per device between them (fairseq's _log_oom)
     summary = "".join(f"|  Allocated memory      |   {k} MiB |\n" for k in range(45))
     d = report("2020-11-05 19:30:04 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA error: "
                "out of memory\n" + summary + _RECOVERING)
     assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_runtime_error"]
+    # the same error and notice printed twice (two ranks, or a second try): copies, no extra event
+    d = report((_CAUGHT + _RECOVERING) * 2)
+    assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0"]
+    # an error far above (another episode) does not explain a notice
+    d = report(_CAUGHT + "x = 1\n" * 1200 + _RECOVERING)
+    assert [ev["message_format"] for ev in d["oom_events"]] == ["torch-1.4-2.0", "recovery notice (message not in the log)"]
 
 
 def test_mmcvs_task_bar_after_training_marks_evaluation():
