@@ -1,7 +1,7 @@
 """Out-of-memory output captured from a real PyTorch on a real GPU, read back by the CLI.
 
 Each ``fixtures/device/<name>.log`` is what ``fixtures/device/scripts/<name>.py`` printed
-(stdout and stderr together) on an NVIDIA H100 80GB HBM3 with torch 2.11.0+cu130; see
+(stdout and stderr together) on an NVIDIA H100 80GB HBM3 or an H200 with torch 2.11.0+cu130; see
 ``fixtures/device/README.md``. The expected numbers are parsed here from the log's own
 text with a regex of this file's (independent of the project's parsers) and compared
 with ``oomdoctor diagnose --format json``: a printed ``"55.66 GiB"`` must come back as
@@ -40,7 +40,8 @@ def _bytes(printed: str) -> int:
 
 
 def _log_lines(name: str) -> list[str]:
-    return (DEVICE / f"{name}.log").read_text(encoding="utf-8").splitlines()
+    # lines as the CLI numbers them: a progress bar's \r (read_text would make it a line end) is none
+    return (DEVICE / f"{name}.log").read_bytes().decode("utf-8").split("\n")
 
 
 def _printed_ooms(name: str) -> list[dict]:
@@ -103,6 +104,15 @@ PHASES = {
     "two_processes": None,
     "pinned_memory": None,
     "batch_finder": "forward",                 # the fatal OOM: Sequential.forward -> GELU.forward
+    "async_backend": None,                     # module level, under the cudaMallocAsync backend
+    "cublas_full": None,                       # `a @ a` at module level
+    "nccl_full": None,                         # dist.all_reduce at module level
+    "two_ranks": None,                         # torch.empty at module level, rank 1
+    "device_assert": None,                     # not an OOM
+    "compiled_forward": "forward",             # a torch.compile'd module's call -> the inductor's generated code
+    "generate_kv": "eval",                     # generate() under no_grad
+    "hf_trainer": "forward",                   # Trainer.training_step -> compute_loss -> model(**inputs)
+    "lightning_fit": "forward",                # Lightning's training_step -> the module's forward
 }
 
 # the top incident, where the log leaves no doubt
@@ -118,6 +128,16 @@ INCIDENTS = {
     # the fatal request (16.00 GiB) is about what is reserved but unallocated (15.97 GiB) plus the
     # headroom under the memory fraction: a larger batch's activation, or a fragmented cache
     "batch_finder": {"activation-memory", "alloc-fragmentation"},
+    # torchrun's rank 1 fails; the other process on GPU 0 is rank 0 (the agent stops it by pid)
+    "two_ranks": {"ranks-share-gpu"},
+    "nccl_full": {"non-pytorch-memory"},
+    # cuBLAS could not create its handle on a device PyTorch had filled: where the memory went
+    # is PyTorch's own tensors, so the log does not settle between the two
+    "cublas_full": {"unknown-oom", "non-pytorch-memory"},
+    "compiled_forward": {"activation-memory"},
+    "generate_kv": {"eval-generation"},
+    "hf_trainer": {"activation-memory"},
+    "lightning_fit": {"activation-memory"},
 }
 
 def test_every_scenario_is_here():
@@ -214,3 +234,63 @@ def test_two_processes_listed():
     assert len(others) == 1
     event = next(e for e in _report("two_processes")["oom_events"] if e["line"] == fatal["line"])
     assert {p["pid"] for p in event["processes"] if not p["is_self"]} == {others[0]["pid"]}
+
+
+def _line_of(name: str, pattern: str) -> tuple[int, re.Match]:
+    """The first line of the log that the pattern matches (1-based), and the match."""
+    for no, text in enumerate(_log_lines(name), 1):
+        m = re.search(pattern, text)
+        if m:
+            return no, m
+    raise AssertionError(f"{name}: nothing matches {pattern!r}")
+
+
+def test_async_backend_table():
+    """cudaMallocAsync's message is a table, not the caching allocator's sentence."""
+    text = (DEVICE / "async_backend.log").read_text(encoding="utf-8")
+    assert "allocator backend: cudaMallocAsync" in text
+    row = {k.strip(): v for k, v in re.findall(r"^([A-Za-z ()]+?)\s*: (\d+(?:\.\d+)? [KMGT]iB)$", text, re.MULTILINE)}
+    line, _m = _line_of("async_backend", r"OutOfMemoryError: Allocation on device 0 would exceed allowed memory")
+    event = _report("async_backend")["oom_events"][0]
+    assert (event["line"], event["message_format"], event["device_index"]) == (line, "cuda-malloc-async", 0)
+    assert event["tried_to_allocate_bytes"] == _bytes(row["Requested"])
+    assert event["allocated_by_pytorch_bytes"] == _bytes(row["Currently allocated"])
+    assert event["total_capacity_bytes"] == _bytes(row["Device limit"])
+    assert event["free_bytes"] == _bytes(row["Free (according to CUDA)"])
+
+
+@pytest.mark.parametrize("name, kind, pattern", [
+    ("cublas_full", "cublas_alloc", r"CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate\(handle\)`"),
+    ("nccl_full", "nccl", r"NCCL WARN Cuda failure 2 'out of memory'"),
+])
+def test_library_allocation_failure(name, kind, pattern):
+    """A library's own allocation failing on a full device is an OOM event of that library,
+    at its first line, and a memory failure."""
+    line, _m = _line_of(name, pattern)
+    events = _report(name)["oom_events"]
+    assert [(e["kind"], e["line"]) for e in events][:1] == [(kind, line)]
+    assert _report(name)["diagnoses"][0]["memory_failure"]
+
+
+def test_device_assert_with_memory_summary_is_not_oom():
+    """A log that prints the allocator's memory summary and then fails on a device-side
+    assert has no OOM event and no memory diagnosis; its first failure is the assert."""
+    report = _report("device_assert")
+    assert "PyTorch CUDA memory summary" in (DEVICE / "device_assert.log").read_text(encoding="utf-8")
+    assert report["oom_events"] == []
+    assert not any(d["memory_failure"] for d in report["diagnoses"])
+    line, _m = _line_of("device_assert", r"Assertion `srcIndex < srcSelectDimSize` failed")
+    assert report["ranks"]["first_failure_line"] == line
+
+
+def test_two_ranks_other_process_is_the_sibling_rank():
+    """The process the OOM message lists beside rank 1 is the one torchrun's agent stops:
+    rank 0 of the same job, so the ranks share the GPU; no stale process."""
+    fatal = _fatal("two_ranks")
+    others = [p["pid"] for p in fatal["processes"] if not p["is_self"]]
+    _line, stopped = _line_of("two_ranks", r"Sending process (\d+) closing signal SIGTERM")
+    assert others == [int(stopped.group(1))]
+    report = _report("two_ranks")
+    assert report["environment"]["world_size"] == 2
+    assert int(stopped.group(1)) in report["ranks"]["worker_pids"]
+    assert "stale-gpu-process" not in [d["incident"] for d in report["diagnoses"]][:1]

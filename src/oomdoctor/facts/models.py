@@ -267,6 +267,8 @@ class RankSummary(Model):
     first_failure: Optional[str] = None
     cascade: list[Evidence] = Field(default_factory=list, description="NCCL timeouts, SIGTERMed survivors, ChildFailedError")
     exit_codes: list[int] = Field(default_factory=list)
+    worker_pids: list[int] = Field(default_factory=list, description="process ids a launcher names as this job's "
+                                                                   "workers (stopping them, or reporting one failed)")
 
 
 class Facts(Model):

@@ -90,6 +90,7 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             t["oom.non_pytorch"] = max(0, non_pt)
             t["oom.non_pytorch_share"] = ratio(max(0, non_pt), cap)
         siblings = sibling_processes(ev)
+        workers = set(facts.ranks.worker_pids)
         others = [p for p in ev.processes if not p.is_self]
         t["oom.process_count"] = len(ev.processes)
         t["oom.sibling_processes"] = siblings
@@ -102,6 +103,11 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             best = min(foreign, key=lambda p: abs(p.bytes - mine))
             if best.bytes >= mine * 0.9:
                 foreign.remove(best)
+        # a process the launcher names as one of this job's workers is a sibling rank, not foreign
+        job = [p for p in foreign if p.pid is not None and p.pid in workers]
+        t["oom.job_processes"] = len(job)
+        listed_others = bool(foreign)
+        foreign = [p for p in foreign if p not in job]
         t["oom.other_process_bytes"] = sum(p.bytes for p in foreign)
         t["oom.other_process_count"] = len(foreign)
         t["oom.other_process_share"] = ratio(sum(p.bytes for p in foreign), cap)
@@ -112,7 +118,7 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         own = self_use if self_use is not None else (
             ev.reserved_total_bytes if ev.reserved_total_bytes is not None
             else ((alloc + unalloc) if (alloc is not None and unalloc is not None) else None))
-        if cap and ev.free_bytes is not None and own is not None and not foreign:
+        if cap and ev.free_bytes is not None and own is not None and not listed_others:
             # the CUDA context (a few hundred MiB) is in no PyTorch figure: not another process
             context = CUDA_CONTEXT if self_use is None else 0
             t["oom.unaccounted"] = max(0, cap - ev.free_bytes - own - context)
