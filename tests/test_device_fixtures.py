@@ -113,6 +113,8 @@ PHASES = {
     "generate_kv": "eval",                     # generate() under no_grad
     "hf_trainer": "forward",                   # Trainer.training_step -> compute_loss -> model(**inputs)
     "lightning_fit": "forward",                # Lightning's training_step -> the module's forward
+    "hf_evaluate": "eval",                     # Trainer.evaluate -> evaluation_loop -> the model's forward
+    "dataloader_shm": "data_loading",          # a DataLoader worker collating into shared memory
 }
 
 # the top incident, where the log leaves no doubt
@@ -138,6 +140,9 @@ INCIDENTS = {
     "generate_kv": {"eval-generation"},
     "hf_trainer": {"activation-memory"},
     "lightning_fit": {"activation-memory"},
+    # the failing request is the logits' fp32 upcast (256 x 4096 x 32000 x 4 bytes) in the evaluation loop
+    "hf_evaluate": {"eval-generation", "large-vocab-logits"},
+    "dataloader_shm": {"shm-exhausted"},
 }
 
 def test_every_scenario_is_here():
