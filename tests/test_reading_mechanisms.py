@@ -81,6 +81,17 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("models/net.py", "forward", "x = x * y")], "eval"),
     # ... but not a function that trains and evaluates
     ([("train.py", "train_and_evaluate", "loss = model(batch)"), ("models/net.py", "forward", "x = x * y")], "forward"),
+    # the HF Trainer's _maybe_log_save_evaluate (it logs, evaluates and saves): its call in
+    # progress decides, not its name
+    ([("/env/site-packages/transformers/trainer.py", "_inner_training_loop", "self._maybe_log_save_evaluate(tr_loss, model)"),
+      ("/env/site-packages/transformers/trainer.py", "_maybe_log_save_evaluate", "self._save_checkpoint(model, trial, metrics=metrics)")],
+     "checkpoint_save"),
+    ([("/env/site-packages/transformers/trainer.py", "_inner_training_loop", "self._maybe_log_save_evaluate(tr_loss, model)"),
+      ("/env/site-packages/transformers/trainer.py", "_maybe_log_save_evaluate", "metrics = self.evaluate(ignore_keys=ignore_keys_for_eval)")],
+     "eval"),
+    ([("/env/site-packages/transformers/trainer.py", "_inner_training_loop", "self._maybe_log_save_evaluate(tr_loss, model)"),
+      ("/env/site-packages/transformers/trainer.py", "_maybe_log_save_evaluate", "self.log(logs)")],
+     None),
     # the model placed on the device inside a loader of the script's own
     ([("main.py", "<module>", "model = load_model_from_config(config, ckpt)"),
       ("main.py", "load_model_from_config", "model.cuda()")], "model_load"),
@@ -147,6 +158,16 @@ def test_the_tail_of_rays_memory_monitor_message_is_a_host_kill():
                "Refer to the documentation on how to address the out of memory issue: "
                "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory\n")
     assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+
+
+def test_rays_old_memory_monitor_error_is_a_host_oom():
+    # Ray 0.x-1.x raised RayOutOfMemoryError from its memory monitor instead of killing a worker
+    d = report("ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node node1 is used "
+               "(15.98 / 16.82 GB). The top 5 memory consumers are:\n")
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "certain")]
+    assert d["diagnoses"][0]["incident"] == "host-oom"
+    # a class of that name in a traceback's code, with no monitor message, is not one
+    assert not report("    except RayOutOfMemoryError as e:\n")["oom_events"]
 
 
 @pytest.mark.parametrize("word", ["已杀死", "強制終了", "Getötet", "Terminado (killed)"])

@@ -51,7 +51,10 @@ _SLURM_STATE = lazy(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
 _K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
-                  r"|ray\.exceptions\.OutOfMemoryError|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
+                  r"|ray\.exceptions\.OutOfMemoryError"
+                  # Ray 0.x-1.x's memory monitor (ray/memory_monitor.py) raised on the driver instead
+                  r"|RayOutOfMemoryError: More than \d{1,3}% of the memory on node"
+                  r"|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
                   # the tail of the memory monitor's kill message, when its head was cut off
                   r"|how to address the out of memory issue: https://docs\.ray\.io")
 # Hosted notebooks and Kubernetes evictions say it in words.
@@ -281,7 +284,8 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         s.kill(i, "certain", "kubernetes", "Kubernetes: container OOMKilled")
         return True
     if ("emory" in text or "OutOfMemoryError" in text) and ctx.search(_RAY, text):
-        s.kill(i, "certain", "ray", "Ray memory monitor killed a worker: the node ran low on memory")
+        s.kill(i, "certain", "ray", "Ray's memory monitor raised RayOutOfMemoryError: the node ran low on memory"
+               if "RayOutOfMemoryError" in text else "Ray memory monitor killed a worker: the node ran low on memory")
         return True
     if "MEM(GB)" in text and ctx.search(_RAY_TABLE, text):
         s.kill(i, "likely", "ray", "Ray's memory monitor listed its top memory users: the report it prints with a kill")

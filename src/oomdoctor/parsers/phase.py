@@ -133,7 +133,7 @@ _ANYWHERE = (
         r"|_load_best_model|load_sharded_checkpoint|_load_from_peft_checkpoint")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
-        r"|_maybe_log_save_evaluate.*evaluate|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
+        r"|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
         # a trainer's own test and validation loops (Lightning's trainer.test / trainer.validate)
         r"|trainer\.py:(?:test|validate|run_test|run_evaluation)$"
         # reinforcement learning's rollouts: the policy generating ("generate_sequences")
@@ -141,8 +141,9 @@ _ANYWHERE = (
         # TRL's and its forks' "unwrap_model_for_generation": the policy gathered to generate
         r"|_for_generation$"
         # a script's own evaluation function (validate(), run_eval(), val_epoch(), a trainer's
-        # private _eval_loop()), unless its name says it trains as well (train_and_evaluate)
-        r"|:_{0,2}(?![\w]*train)(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
+        # private _eval_loop()), unless its name says it trains or saves as well
+        # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
+        r"|:_{0,2}(?![\w]*(?:train|save))(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
         r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
 )
 _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b")
@@ -200,7 +201,9 @@ def _frame_text(fr: Frame) -> str:
 
 
 # the call in progress in the innermost frame (its code line), when it names the phase
-_CALL = (("checkpoint_save", lazy(r"\bsave\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
+_CALL = (("checkpoint_save", lazy(r"\b_{0,2}save\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
+         # a method of a trainer's evaluation ("metrics = self.evaluate(...)", "self._evaluate(...)")
+         ("eval", lazy(r"\.(?:_?evaluate|_?evaluation_loop|predict|prediction_loop)\(")),
          ("checkpoint_load", lazy(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
          ("model_load", lazy(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\("
                              # the model placed on the device: "model.cuda()", "self.model.to(device)",
