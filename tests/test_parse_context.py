@@ -66,3 +66,13 @@ def test_every_marker_match_holds_one_of_its_gate_literals():
                 checked += 1
                 assert any(w in text.lower() for w in gate), (name, text)
     assert checked >= 25
+
+
+def test_explained_lines_are_each_events_line_and_evidence():
+    from oomdoctor.facts.models import OomEvent
+    ctx = _ctx(["a", "b", "c", "d"])
+    ctx.facts.oom_events += [OomEvent(kind="cuda_caching_allocator", strength="certain", **ctx.at(ctx.lines[1])),
+                             OomEvent(kind="host_oom_killer", strength="certain", **ctx.at(ctx.lines[3]))]
+    ctx.facts.oom_events[0].evidence.append(ctx.evidence(2))
+    assert ctx.explained_lines() == {2, 3, 4}
+    assert ctx.explained_lines(skip_kinds=frozenset({"host_oom_killer"})) == {2, 3}

@@ -142,6 +142,16 @@ class ParseContext:
         it, its number, its evidence."""
         return {"ranks": [line.rank] if line.rank is not None else [], "line": line.no, "evidence": [self.evidence(line)]}
 
+    def explained_lines(self, skip_kinds: frozenset = frozenset()) -> set[int]:
+        """The original line numbers that the OOM events read so far explain: each one's own
+        line and its evidence (events of ``skip_kinds`` left out)."""
+        lines: set[int] = set()
+        for ev in self.facts.oom_events:
+            if ev.kind not in skip_kinds:
+                lines.add(ev.line)
+                lines.update(e.line for e in ev.evidence)
+        return lines
+
     def evidence(self, line: Line | int) -> Evidence:
         if isinstance(line, int):
             line = self.lines[line]

@@ -117,10 +117,7 @@ class _Failures:
         self.ctx = ctx
         self.by_key: dict[tuple, Failure] = {}
         self.named: set[int] = set()   # logical line indexes already given a kind
-        self.taken: set[int] = set()   # original line numbers an OOM event explains
-        for ev in ctx.facts.oom_events:
-            self.taken.add(ev.line)
-            self.taken.update(e.line for e in ev.evidence)
+        self.taken = ctx.explained_lines()   # original line numbers an OOM event explains
         # lines another family already named as a failure (shared memory, SIGBUS)
         self.failed: set[int] = {e.line for f in ctx.facts.failures for e in f.evidence}
 

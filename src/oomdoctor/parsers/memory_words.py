@@ -58,7 +58,7 @@ _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "X
 def parse(ctx: ParseContext) -> None:
     # lines another family read (a kill's line holds no allocation failure: a launcher's
     # warning glued to the same physical line as one is another message)
-    taken = {e.line for e in ctx.facts.oom_events if e.kind != "host_oom_killer"}
+    taken = ctx.explained_lines(skip_kinds=frozenset({"host_oom_killer"}))
     # a side another family already read is its: the words there echo that failure
     read = {"host" if e.kind in HOST_KINDS else "device" for e in ctx.facts.oom_events}
     seen: dict[tuple, OomEvent] = {}

@@ -137,10 +137,7 @@ class _Events:
         self.ctx = ctx
         self.by_key: dict[tuple, OomEvent] = {}
         # lines that earlier families (the allocator, accelerators) already explained
-        self.taken: set[int] = set()
-        for ev in ctx.facts.oom_events:
-            self.taken.add(ev.line)
-            self.taken.update(e.line for e in ev.evidence)
+        self.taken = ctx.explained_lines()
 
     def add(self, key: tuple, idx: int, make: Callable[[], OomEvent]) -> OomEvent:
         line = self.ctx.lines[idx]
