@@ -476,3 +476,18 @@ def test_fixes_sharing_a_reason_list_it_once():
     assert out.count(generic) == 1
     tail = out[out.index(generic):]
     assert all(f"FSDP fix {i}" in tail for i in range(3))
+
+
+def test_one_screen_keeps_the_other_processes_and_names_the_jobs_workers():
+    # more figures than the one screen shows: the processes holding the device stay on it
+    report = zero3_save_report()
+    ev = report.oom_events[0]
+    ev.processes = [ProcessUse(pid=None, bytes=gib("40.00 GiB"), is_self=True),
+                    ProcessUse(pid=925, bytes=gib("40.00 GiB")), ProcessUse(pid=1187, bytes=gib("2.00 GiB"))]
+    ev.allowed_bytes, ev.private_pool_bytes = gib("70.00 GiB"), gib("1.00 GiB")
+    report.ranks.worker_pids = [925, 926]
+    out = text(report)
+    numbers = out.split("The numbers", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert len(numbers) > 6
+    assert any("other processes" in ln and "PID 925 40.00 GiB" in ln for ln in numbers)
+    assert "1 of them this job's workers" in " ".join(ln.strip() for ln in numbers)

@@ -254,7 +254,7 @@ def number_rows(report: Report) -> list[Row]:
     ev = primary_event(report)
     if ev is None:
         return []
-    rows = _host_rows(report, ev) if ev.kind in HOST_KINDS else _device_rows(ev)
+    rows = _host_rows(report, ev) if ev.kind in HOST_KINDS else _device_rows(ev, set(report.ranks.worker_pids))
     if ev.strength != "certain":
         rows.append(Row("certainty", ev.strength,
                         "a kill signal alone is consistent with an OOM but does not prove one"
@@ -262,7 +262,7 @@ def number_rows(report: Report) -> list[Row]:
     return rows
 
 
-def _device_rows(ev: OomEvent) -> list[Row]:
+def _device_rows(ev: OomEvent, workers: set[int]) -> list[Row]:
     rows: list[Row] = []
     req, cap = ev.tried_to_allocate_bytes, ev.total_capacity_bytes
     if req is not None:
@@ -322,6 +322,12 @@ def _device_rows(ev: OomEvent) -> list[Row]:
         note = f"{format_size(total)} in all" if len(others) > 1 else None
         if sibling_processes(ev):
             note = ((note + "; ") if note else "") + "sized like other ranks' CUDA contexts"
+        job = [p.pid for p in others if p.pid in workers]
+        if job:
+            said = ("this job's worker (the launcher names it)" if len(others) == 1 else
+                    "all this job's workers (the launcher names them)" if len(job) == len(others) else
+                    f"{len(job)} of them this job's workers (the launcher names them)")
+            note = ((note + "; ") if note else "") + said
         rows.append(Row("other processes", shown, note))
     return rows
 

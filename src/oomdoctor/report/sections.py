@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 MAX_REFERENCES = 3      # a terminal shows the first few; markdown and JSON carry all
 SUMMARY_NUMBERS = 6     # rows of "The numbers" on the one screen
 SUMMARY_EVIDENCE = 3    # evidence lines on the one screen
+_ALWAYS_SHOWN = ("other processes", "certainty")   # rows of "The numbers" the one screen keeps
 HEAD, ALARM, DIM, KNOB = "head", "alarm", "dim", "knob"
 
 
@@ -183,7 +184,11 @@ def _summary(out: list[Block], report: Report, diagnoses: list[Diagnosis]) -> No
     """The one screen (about 30 lines at 100 columns): numbers, where, the strongest
     evidence, the first fix, the runner-ups."""
     d = diagnoses[0] if diagnoses else None
-    nums = number_rows(report)[:SUMMARY_NUMBERS]
+    nums = number_rows(report)
+    if len(nums) > SUMMARY_NUMBERS:
+        # who else holds the device, and how sure the event is, are never cut from the one screen
+        nums = [r for r in nums if r.label not in _ALWAYS_SHOWN][:SUMMARY_NUMBERS] + [
+            r for r in nums if r.label in _ALWAYS_SHOWN]
     if nums:
         out.append(Rows("The numbers", nums))
     where = where_rows(report)
