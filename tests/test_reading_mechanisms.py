@@ -1182,3 +1182,50 @@ def test_a_process_listed_twice_is_one_process():
     assert [p["pid"] for p in ev["processes"]] == [895189]
     # ... and, holding PyTorch's memory, it is this process: no other process holds the GPU
     assert d["diagnoses"][0]["incident"] != "stale-gpu-process"
+
+
+@pytest.mark.parametrize("line,size", [
+    # Intel Gaudi's PyTorch bridge, and its graph compiler's device-memory pool
+    ("RuntimeError: [Rank:7] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::469762048 (448)MB", 469762048),
+    ("RuntimeError: FATAL ERROR :: MODULE:DEVMEM Allocation failed for size::1646821376", 1646821376),
+])
+def test_gaudi_device_memory_allocation_failure(line: str, size: int):
+    d = report(line + "\n")
+    assert [(e["kind"], e["backend"], e["tried_to_allocate_bytes"]) for e in d["oom_events"]] == [
+        ("device_runtime", "HPU", size)]
+    assert d["diagnoses"][0]["memory_failure"]
+
+
+def test_gaudi_devmem_words_without_a_failure_are_not_one():
+    assert not report("INFO: MODULE:PT_DEVMEM pool created, size::469762048\n")["oom_events"]
+
+
+_XLA_ROWS = ("  14. Size: 688.00M\n"
+             "     Shape: f32[8,2048,11008]{2,1,0:T(8,128)}\n"
+             "     Unpadded size: 688.00M\n"
+             "     XLA label: fusion.1783.remat4 = fusion(fusion.974.remat7.1.remat, all-gather.456.remat2), kind=kOutput\n"
+             "     Allocation type: HLO temp\n"
+             "     ==========================\n")
+
+
+def test_rows_of_xlas_allocation_report_alone_are_a_likely_oom():
+    # the report XLA prints only under an out-of-memory error, pasted without its header
+    d = report(_XLA_ROWS)
+    assert [(e["kind"], e["strength"], e["line"]) for e in d["oom_events"]] == [("xla", "likely", 4)]
+
+
+def test_xlas_allocation_report_under_its_error_is_one_event():
+    d = report("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+               "721420288 bytes.\n" + _XLA_ROWS)
+    assert [(e["kind"], e["line"]) for e in d["oom_events"]] == [("xla", 1)]
+
+
+def test_launcher_kills_printed_before_the_childs_oom_follow_from_it():
+    # the children's stderr reached the log after the DeepSpeed launcher's own lines
+    kills = ("[2024-09-11 23:01:54,538] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 2831\n"
+             "[2024-09-11 23:01:54,700] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 2832\n")
+    oom = ("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 1 has a total "
+           "capacity of 79.15 GiB of which 3.00 MiB is free.\n")
+    assert [e["kind"] for e in report(kills + "\n" + oom)["oom_events"]] == ["cuda_caching_allocator"]
+    # ... but kills with no failure after them are a silent death, weak evidence of a host kill
+    assert [(e["kind"], e["strength"]) for e in report(kills)["oom_events"]] == [("host_oom_killer", "weak")]

@@ -59,6 +59,8 @@ _XLA_USED = lazy(
 # requirement 31.66G:", then "Largest program allocations in hbm:"): pasted without the
 # error line above it, it still says the program did not fit.
 _XLA_REPORT = lazy(r"^\s*Program (?P<space>hbm|vmem) requirement (?P<req>" + _SIZE + r"):")
+# one row of that report's entries, for the program's buffers
+_XLA_REPORT_ROW = lazy(r"^\s*(?:Allocation type: HLO (?:temp|param|output|constant)\b|XLA [Ll]abel: \S)")
 _XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted", re.I)
 _XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
@@ -257,6 +259,8 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _buffer_assignment(ctx, events, i)
     if not any(e.kind in ("xla", "tensorflow") or e.backend == "TF" for e in ctx.facts.oom_events):
         _hint_alone(ctx, events)
+    if not any(e.kind in ("xla", "tensorflow") or e.backend == "TF" for e in ctx.facts.oom_events):
+        _report_rows_alone(ctx, events)
 
 
 def _hint_alone(ctx: ParseContext, events: _Events) -> None:
@@ -272,6 +276,20 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> None:
                 kind="xla" if xla else "tensorflow", backend="XLA" if xla else None, line=0, strength="likely",
                 message_format="oom-hint", hint=hint,
                 detail="the end of a resource-exhausted error (its allocation hint); the error line was not pasted"))
+            return
+
+
+def _report_rows_alone(ctx: ParseContext, events: _Events) -> None:
+    """The rows of XLA's report of a program's largest allocations ("Allocation type: HLO
+    temp", "XLA label: fusion..."), which it prints only under an out-of-memory error: a
+    paste of the report whose header and error line were cut off still says the program
+    did not fit."""
+    for i in ctx.lines_with(("Allocation type: HLO", "XLA label: ", "XLA Label: ")):
+        if ctx.search(_XLA_REPORT_ROW, ctx.lines[i].text):
+            events.add(("xla", "report rows"), i, lambda: OomEvent(
+                kind="xla", backend="XLA", line=0, message_format="xla-memory-report", strength="likely",
+                detail="rows of XLA's report of the largest allocations, printed with an out-of-memory "
+                       "error; the error line was not pasted"))
             return
 
 

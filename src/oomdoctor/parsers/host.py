@@ -67,6 +67,8 @@ _RAY_TABLE = lazy(r"^\s*PID\s+MEM\(GB\)\s+COMMAND\s*$")
 _RAY_MAYBE = lazy(r"killed by SIGKILL by OOM killer due to high memory usage")
 
 # -- launchers and shells (§3.2) -------------------------------------------------------------
+# how far after a launcher's kills a child's error can still be the one they follow from
+_FLUSHED_AFTER = 30
 # the rank and pid are often cut off by a paste; the exit code alone says what happened
 _TORCHRUN_FAILED = lazy(r"failed \(exitcode: (?P<code>-?\d{1,4})\)(?: local_rank: (?P<lr>\d{1,5}) \(pid: (?P<pid>\d{1,9})\))?")
 _CFE_TITLE = lazy(r"^\s*\S[^\n]{0,300} FAILED\s*$")
@@ -183,10 +185,12 @@ class _Scan:
         self.exit_sigkill: list[int] = []   # an exit code that means SIGKILL (137, -9)
         self.cpu: dict[tuple, OomEvent] = {}
         self.first_failure: Optional[int] = None  # index of the first Python-level failure
+        self.earlier_ooms: list[int] = []   # indexes of the OOM events the families before this one read
         for ev in ctx.facts.oom_events:
             j = ctx.index_of(ev.line)
             if j is not None:
                 self.failure_at(j)
+                self.earlier_ooms.append(j)
 
     def failure_at(self, idx: int) -> None:
         if self.first_failure is None or idx < self.first_failure:
@@ -533,6 +537,10 @@ def _resolve_launchers(s: _Scan) -> None:
             continue
         if signalled:
             continue  # the launcher itself was stopped (Ctrl-C, scancel)
+        # the children's stderr can reach the log after the launcher's own lines: an OOM
+        # printed just after the kills is the death they follow from
+        if any(g[0] <= j <= g[-1] + _FLUSHED_AFTER for j in s.earlier_ooms):
+            continue
         if s.first_failure is None or s.first_failure > g[0]:
             for k in g:
                 s.kill(k, "weak", "deepspeed",

@@ -73,9 +73,11 @@ _FIXED_CUDA_SIGNS = (
 
 # Other runtimes' words for a failed device allocation: AWS Neuron's runtime ("nrt") prints
 # "Failed to alloc DEVICE memory: 1073741824"; generic C++ runtimes "failed to allocate N
-# bytes of device memory".
+# bytes of device memory"; Intel Gaudi's PyTorch bridge "FATAL ERROR :: MODULE:PT_DEVMEM
+# Allocation failed for size::469762048 (448)MB" (its graph compiler's pool: "MODULE:DEVMEM").
 _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20}))?"
-                           r"|[Ff]ailed to allocate (?P<n2>\d{1,20}) bytes (?:of|on) (?:the )?device memory")
+                           r"|[Ff]ailed to allocate (?P<n2>\d{1,20}) bytes (?:of|on) (?:the )?device memory"
+                           r"|MODULE:(?P<gaudi>PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
@@ -117,7 +119,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
           "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
-          "CUresult")
+          "CUresult", "DEVMEM Allocation failed")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -321,8 +323,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     m = ctx.search(_DEVICE_ALLOC, text)
     if m:
-        n = m.group("n") or m.group("n2")
-        backend = "Neuron" if ctx.search(_NEURON, text) else None
+        n = m.group("n") or m.group("n2") or m.group("n3")
+        backend = "HPU" if m.group("n3") else "Neuron" if ctx.search(_NEURON, text) else None
         events.add(("device_runtime", backend, n), i, lambda: OomEvent(
             kind="device_runtime", backend=backend, exception=exc, line=0,
             tried_to_allocate_bytes=int(n) if n else None, detail=text[m.start():m.start() + 200].strip()))
