@@ -1214,6 +1214,14 @@ def test_rows_of_xlas_allocation_report_alone_are_a_likely_oom():
     assert [(e["kind"], e["strength"], e["line"]) for e in d["oom_events"]] == [("xla", "likely", 4)]
 
 
+@pytest.mark.parametrize("text", [
+    "the report's rows say XLA label: fusion.12 and Allocation type: HLO temp\n",   # inside a sentence
+    "     Allocation type: preallocated temp\n",                                      # another row
+])
+def test_words_of_xlas_report_that_are_not_its_rows_are_not_an_oom(text: str):
+    assert not report(text)["oom_events"]
+
+
 def test_xlas_allocation_report_under_its_error_is_one_event():
     d = report("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
                "721420288 bytes.\n" + _XLA_ROWS)
@@ -1229,3 +1237,12 @@ def test_launcher_kills_printed_before_the_childs_oom_follow_from_it():
     assert [e["kind"] for e in report(kills + "\n" + oom)["oom_events"]] == ["cuda_caching_allocator"]
     # ... but kills with no failure after them are a silent death, weak evidence of a host kill
     assert [(e["kind"], e["strength"]) for e in report(kills)["oom_events"]] == [("host_oom_killer", "weak")]
+
+
+def test_worker_pids_only_from_one_hosts_launcher():
+    # pids repeat across nodes: a worker pid named on another host says nothing of this one's
+    one = ("W1126 04:47:37.491000 4390 torch/distributed/elastic/multiprocessing/api.py:1012] "
+           "Sending process 4411 closing signal SIGTERM\n")
+    assert report(one)["ranks"]["worker_pids"] == [4411]
+    two = "node1: " + one + "node2: " + one.replace("4411", "5522")
+    assert report(two)["ranks"]["worker_pids"] == []

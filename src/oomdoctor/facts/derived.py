@@ -96,6 +96,13 @@ def sibling_processes(ev: OomEvent) -> int:
     return 0
 
 
+def job_processes(others: list, worker_pids: list[int]) -> list:
+    """The other processes an OOM message lists that a launcher names as this job's
+    workers (``ranks.worker_pids``): sibling ranks, not foreign processes."""
+    workers = set(worker_pids)
+    return [p for p in others if p.pid in workers]
+
+
 def _equal_small(sizes: list[int]) -> int:
     """How many of these are CUDA-context-sized (at most 1.5 GiB) and about equal (within
     32 MiB or a tenth: one job's ranks load the same libraries): two or more, else 0."""

@@ -64,7 +64,7 @@ class OomEvent(Model):
 
     kind: OomKind
     strength: Strength = "certain"
-    backend: Optional[str] = Field(default=None, description="CUDA, HIP, NPU, XPU, MPS, MLU, GCU, XLA, TF, host, shm (shared memory, /dev/shm)")
+    backend: Optional[str] = Field(default=None, description="CUDA, HIP, NPU, XPU, HPU (Intel Gaudi), MPS, MLU, GCU, XLA, TF, host, shm (shared memory, /dev/shm)")
     exception: Optional[str] = Field(default=None, description="exception class as printed, e.g. torch.OutOfMemoryError")
     message_format: Optional[str] = Field(default=None, description="which version's wording the message uses")
     device_index: Optional[int] = None
@@ -180,7 +180,7 @@ class Environment(Model):
     cuda_version: Optional[str] = None
     python_version: Optional[str] = None
     framework_version: Optional[str] = None
-    accelerator: Optional[str] = Field(default=None, description="cuda, rocm, npu, xpu, mps, xla, mlu, gcu, musa, cpu")
+    accelerator: Optional[str] = Field(default=None, description="cuda, rocm, npu, xpu, hpu, mps, xla, mlu, gcu, musa, cpu")
     gpu_name: Optional[str] = None
     gpu_capacity_bytes: Optional[int] = None
     compute_capability: Optional[str] = Field(default=None, description="e.g. 7.0 for V100; from the GPU name when not printed")

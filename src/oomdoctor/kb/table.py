@@ -13,6 +13,7 @@ from ..facts.derived import (
     HOST_KINDS,
     allocated_of,
     capability_of,
+    job_processes,
     primary_event,
     ratio,
     sibling_processes,
@@ -90,7 +91,6 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             t["oom.non_pytorch"] = max(0, non_pt)
             t["oom.non_pytorch_share"] = ratio(max(0, non_pt), cap)
         siblings = sibling_processes(ev)
-        workers = set(facts.ranks.worker_pids)
         others = [p for p in ev.processes if not p.is_self]
         t["oom.process_count"] = len(ev.processes)
         t["oom.sibling_processes"] = siblings
@@ -104,10 +104,10 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             if best.bytes >= mine * 0.9:
                 foreign.remove(best)
         # a process the launcher names as one of this job's workers is a sibling rank, not foreign
-        job = [p for p in foreign if p.pid is not None and p.pid in workers]
+        job = job_processes(foreign, facts.ranks.worker_pids)
         t["oom.job_processes"] = len(job)
         listed_others = bool(foreign)
-        foreign = [p for p in foreign if p not in job]
+        foreign = [p for p in foreign if all(p is not j for j in job)]
         t["oom.other_process_bytes"] = sum(p.bytes for p in foreign)
         t["oom.other_process_count"] = len(foreign)
         t["oom.other_process_share"] = ratio(sum(p.bytes for p in foreign), cap)

@@ -258,12 +258,11 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
     for i in buffer_dumps:
         _buffer_assignment(ctx, events, i)
     if not any(e.kind in ("xla", "tensorflow") or e.backend == "TF" for e in ctx.facts.oom_events):
-        _hint_alone(ctx, events)
-    if not any(e.kind in ("xla", "tensorflow") or e.backend == "TF" for e in ctx.facts.oom_events):
-        _report_rows_alone(ctx, events)
+        # the parts of such an error that are printed only with it, when its line is missing
+        _hint_alone(ctx, events) or _report_rows_alone(ctx, events)
 
 
-def _hint_alone(ctx: ParseContext, events: _Events) -> None:
+def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
     """TensorFlow's and XLA's hint ("... when OOM happens, add report_tensor_allocations_upon_oom")
     ends their resource-exhausted error and nothing else: the tail of an out-of-memory
     message whose head was not pasted."""
@@ -276,10 +275,11 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> None:
                 kind="xla" if xla else "tensorflow", backend="XLA" if xla else None, line=0, strength="likely",
                 message_format="oom-hint", hint=hint,
                 detail="the end of a resource-exhausted error (its allocation hint); the error line was not pasted"))
-            return
+            return True
+    return False
 
 
-def _report_rows_alone(ctx: ParseContext, events: _Events) -> None:
+def _report_rows_alone(ctx: ParseContext, events: _Events) -> bool:
     """The rows of XLA's report of a program's largest allocations ("Allocation type: HLO
     temp", "XLA label: fusion..."), which it prints only under an out-of-memory error: a
     paste of the report whose header and error line were cut off still says the program
@@ -290,7 +290,8 @@ def _report_rows_alone(ctx: ParseContext, events: _Events) -> None:
                 kind="xla", backend="XLA", line=0, message_format="xla-memory-report", strength="likely",
                 detail="rows of XLA's report of the largest allocations, printed with an out-of-memory "
                        "error; the error line was not pasted"))
-            return
+            return True
+    return False
 
 
 def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:

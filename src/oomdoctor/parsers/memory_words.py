@@ -113,7 +113,7 @@ def _recovery_notices(ctx: ParseContext) -> None:
     """A recovery notice that no error since the previous notice (and within reach)
     explains: the OOM it caught. Copies of one message fold into one event, so every line
     an event holds as evidence counts."""
-    read = sorted({x.line for e in ctx.facts.oom_events for x in e.evidence} | {e.line for e in ctx.facts.oom_events})
+    read = sorted(ctx.explained_lines())
     previous = 0
     for i in ctx.lines_with(("recover from OOM",)):
         ln = ctx.lines[i]

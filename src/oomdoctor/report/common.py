@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
 import yaml
 
-from ..facts.derived import HOST_KINDS, allocated_of, sibling_processes, unallocated_of
+from ..facts.derived import HOST_KINDS, allocated_of, job_processes, sibling_processes, unallocated_of
 from ..facts.models import Evidence, OomEvent, ProcessUse
 from ..facts.sizes import format_size
 from ..kb.diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
@@ -254,7 +254,7 @@ def number_rows(report: Report) -> list[Row]:
     ev = primary_event(report)
     if ev is None:
         return []
-    rows = _host_rows(report, ev) if ev.kind in HOST_KINDS else _device_rows(ev, set(report.ranks.worker_pids))
+    rows = _host_rows(report, ev) if ev.kind in HOST_KINDS else _device_rows(ev, report.ranks.worker_pids)
     if ev.strength != "certain":
         rows.append(Row("certainty", ev.strength,
                         "a kill signal alone is consistent with an OOM but does not prove one"
@@ -262,7 +262,7 @@ def number_rows(report: Report) -> list[Row]:
     return rows
 
 
-def _device_rows(ev: OomEvent, workers: set[int]) -> list[Row]:
+def _device_rows(ev: OomEvent, workers: list[int]) -> list[Row]:
     rows: list[Row] = []
     req, cap = ev.tried_to_allocate_bytes, ev.total_capacity_bytes
     if req is not None:
@@ -322,7 +322,7 @@ def _device_rows(ev: OomEvent, workers: set[int]) -> list[Row]:
         note = f"{format_size(total)} in all" if len(others) > 1 else None
         if sibling_processes(ev):
             note = ((note + "; ") if note else "") + "sized like other ranks' CUDA contexts"
-        job = [p.pid for p in others if p.pid in workers]
+        job = job_processes(others, workers)
         if job:
             said = ("this job's worker (the launcher names it)" if len(others) == 1 else
                     "all this job's workers (the launcher names them)" if len(job) == len(others) else

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .model import Report
 
 MAX_REFERENCES = 3      # a terminal shows the first few; markdown and JSON carry all
-SUMMARY_NUMBERS = 6     # rows of "The numbers" on the one screen
+SUMMARY_NUMBERS = 6     # rows of "The numbers" on the one screen, besides _ALWAYS_SHOWN
 SUMMARY_EVIDENCE = 3    # evidence lines on the one screen
 _ALWAYS_SHOWN = ("other processes", "certainty")   # rows of "The numbers" the one screen keeps
 HEAD, ALARM, DIM, KNOB = "head", "alarm", "dim", "knob"

@@ -32,7 +32,7 @@ _ACCEL_HINTS = (
 ACCEL_WORDS = frozenset(n for n, _a, _p in _ACCEL_HINTS if n.isidentifier())
 _ACCEL_SUBSTRINGS = tuple(n for n, _a, _p in _ACCEL_HINTS if not n.isidentifier())
 BACKEND_ACCEL = {"CUDA": "cuda", "HIP": "rocm", "NPU": "npu", "XPU": "xpu", "MPS": "mps", "XLA": "xla",
-                  "MLU": "mlu", "GCU": "gcu", "MUSA": "musa"}
+                  "MLU": "mlu", "GCU": "gcu", "MUSA": "musa", "HPU": "hpu"}
 
 
 def _gpu_name(col: Collector, name: str, line: int, prio: int) -> None:

@@ -108,8 +108,10 @@ def launcher_world(ctx, col: Collector) -> None:
             first = ln.no if first is None else first
     if len(workers) > 1:
         col.set("world_size", len(workers), first, WEAK - 1)
-    # the processes of this job: an OOM message that lists one of them lists a sibling rank
-    ctx.facts.ranks.worker_pids = sorted({int(pid) for _host, pid in workers})
+    # the processes of this job: an OOM message that lists one of them lists a sibling rank.
+    # Only from one host: pids repeat across nodes, and an OOM message lists its own node's.
+    if len({host for host, _pid in workers}) == 1:
+        ctx.facts.ranks.worker_pids = sorted({int(pid) for _host, pid in workers})
     ranks_world(ctx, col)
     for i in ctx.lines_with(("parallel size:",), fold=True):
         text, _offsets = ctx.join(i, max_lines=3, sep=" ")
