@@ -79,6 +79,19 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("train.py", "train_epoch", "self.validate()"), ("train.py", "validate", "result = self.model(batch)"),
       ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input)"),
       ("models/net.py", "forward", "x = x * y")], "eval"),
+    # a runner that builds its model inside train() (mmengine's FlexibleRunner)
+    ([("/env/site-packages/mmengine/runner/_flexible_runner.py", "train", "self.strategy.prepare(self.model)"),
+      ("/env/site-packages/mmengine/_strategy/base.py", "build_model", "model = MODELS.build(model)"),
+      ("/env/site-packages/mmengine/registry/build_functions.py", "build_from_cfg", "obj = obj_cls(**args)")],
+     "model_load"),
+    # ... but a training step under train() is not one
+    ([("/env/site-packages/mmengine/runner/_flexible_runner.py", "train", "self.train_loop.run()"),
+      ("models/net.py", "forward", "x = x * y")], "forward"),
+    # an optimizer's own load_state_dict (a checkpoint restored at the end of training)
+    ([("pythia/trainers/base_trainer.py", "finalize", "self.checkpoint.restore()"),
+      ("pythia/utils/checkpoint.py", "restore", 'self.trainer.optimizer.load_state_dict(ckpt["optimizer"])'),
+      ("/env/site-packages/torch/optim/optimizer.py", "load_state_dict", "state_dict = deepcopy(state_dict)")],
+     "checkpoint_load"),
     # ... but not a function that trains and evaluates
     ([("train.py", "train_and_evaluate", "loss = model(batch)"), ("models/net.py", "forward", "x = x * y")], "forward"),
     # the HF Trainer's _maybe_log_save_evaluate (it logs, evaluates and saves): its call in
@@ -1246,3 +1259,26 @@ def test_worker_pids_only_from_one_hosts_launcher():
     assert report(one)["ranks"]["worker_pids"] == [4411]
     two = "node1: " + one + "node2: " + one.replace("4411", "5522")
     assert report(two)["ranks"]["worker_pids"] == []
+
+
+def test_rays_note_on_pod_memory_limits_is_a_weak_host_kill():
+    # Ray's words for a worker that died with no exit code on Kubernetes
+    d = report("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+               "detail: Worker exits unexpectedly. Worker exits with an exit code None. The worker may have exceeded "
+               "K8s pod memory limits.\n")
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "weak")]
+
+
+_SUMMARY_ROWS = ("|            CUDA OOMs: {n}            |        cudaMalloc retries: 1         |\n"
+                 "|===========================================================================|\n")
+
+
+def test_a_memory_summary_that_counts_ooms_is_the_trace_of_one():
+    d = report(_SUMMARY_ROWS.format(n=2))
+    assert [(e["kind"], e["strength"], e["count"], e["line"]) for e in d["oom_events"]] == [
+        ("cuda_caching_allocator", "likely", 2, 1)]
+    assert not report(_SUMMARY_ROWS.format(n=0))["oom_events"]
+    # where the message itself is in the log, the count adds nothing
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity "
+           "of 79.15 GiB of which 3.00 MiB is free.\n")
+    assert len(report(oom + _SUMMARY_ROWS.format(n=1))["oom_events"]) == 1

@@ -19,7 +19,8 @@ from typing import Optional
 
 import regex as re
 
-from ..facts.models import MemorySample
+from ..facts.derived import DEVICE_KINDS
+from ..facts.models import MemorySample, OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
 from .base import ParseContext
@@ -296,6 +297,12 @@ def parse(ctx: ParseContext) -> None:
             if m:
                 i = _memory_summary(ctx, i, m)
                 continue
+            m = _SUMMARY_OOMS.match(text)
+            if m:   # the table pasted without its title row
+                _add(ctx, MemorySample(source="memory_summary", line=ln.no, num_ooms=int(m.group("ooms")),
+                                       alloc_retries=int(m.group("retries"))))
+                i += 1
+                continue
             if _nvidia_smi(ctx, i, text, state):
                 i += 1
                 continue
@@ -337,6 +344,24 @@ def parse(ctx: ParseContext) -> None:
         if "memory" in low or "num_" in low or "_bytes.all." in low or "retries" in low or "mem_" in low:
             _user_prints(ctx, i, text, state)
         i += 1
+    _counted_ooms(ctx)
+
+
+def _counted_ooms(ctx: ParseContext) -> None:
+    """PyTorch's memory summary counts the out-of-memory failures its allocator raised in
+    this process ("CUDA OOMs: 1"): where the log holds none of their messages, that count
+    is the trace of one (caught, or printed elsewhere)."""
+    if any(e.kind in DEVICE_KINDS for e in ctx.facts.oom_events):
+        return
+    counted = [s for s in ctx.facts.memory_samples if s.source == "memory_summary" and s.num_ooms]
+    if counted:
+        s = counted[0]
+        idx = ctx.index_of(s.line)
+        ctx.facts.oom_events.append(OomEvent(
+            kind="cuda_caching_allocator", strength="likely", backend="CUDA", message_format="memory-summary-count",
+            device_index=s.device_index, count=s.num_ooms,
+            detail=f"PyTorch's memory summary counts {s.num_ooms} out-of-memory failure(s) of its allocator; "
+                   "the message is not in the log", **ctx.at(ctx.lines[idx])))
 
 
 def _axolotl(ctx: ParseContext, i: int, m) -> None:

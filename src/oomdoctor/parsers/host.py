@@ -64,7 +64,9 @@ _NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
 # the memory monitor's report of its top memory users ("PID\tMEM(GB)\tCOMMAND"), printed
 # only with the kill it explains: pasted alone, it still says the node ran out
 _RAY_TABLE = lazy(r"^\s*PID\s+MEM\(GB\)\s+COMMAND\s*$")
-_RAY_MAYBE = lazy(r"killed by SIGKILL by OOM killer due to high memory usage")
+_RAY_MAYBE = lazy(r"killed by SIGKILL by OOM killer due to high memory usage"
+                  # a worker that died with no exit code (a signal), on Kubernetes
+                  r"|The worker may have exceeded K8s pod memory limits")
 
 # -- launchers and shells (§3.2) -------------------------------------------------------------
 # how far after a launcher's kills a child's error can still be the one they follow from
@@ -298,7 +300,7 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         s.kill(i, "certain", "kubernetes" if "node was low" in text else "notebook",
                "the host or container ran out of memory: " + text.strip()[:120])
         return True
-    if "OOM killer" in text and ctx.search(_RAY_MAYBE, text):
+    if ("OOM killer" in text or "pod memory" in text) and ctx.search(_RAY_MAYBE, text):
         if s.first_failure is None or s.first_failure >= i:
             s.kill(i, "weak", "ray", "Ray reports a worker died without an error; the OOM killer is one possible cause")
         return True

@@ -130,7 +130,9 @@ _ANYWHERE = (
         r"_load_optimizer_and_scheduler|_load_from_checkpoint|load_checkpoint\b|_load_zero_checkpoint|load_fsdp_optimizer|load_fsdp_model"
         r"|_load_rng_state|load_model_checkpoint|load_adapter|set_peft_model_state_dict|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer"
         # the Trainer reloading its best checkpoint at the end of training
-        r"|_load_best_model|load_sharded_checkpoint|_load_from_peft_checkpoint")),
+        r"|_load_best_model|load_sharded_checkpoint|_load_from_peft_checkpoint"
+        # an optimizer's own load_state_dict (it deep-copies the saved state): a checkpoint read back
+        r"|optim[/\\]optimizer\.py:(?:\w+\.)?load_state_dict\b")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         r"|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
@@ -171,6 +173,8 @@ _MODEL_LOAD = lazy(
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model"
     # DistributedDataParallel's constructor: its reducer allocates the gradient buckets
     r"|parallel[/\\]distributed\.py:(?:__init__|_ddp_init_helper)\b")
+# building or loading the model, by name, wherever it is called from
+_MODEL_BUILD = lazy(r"from_pretrained|_load_pretrained_model|:build_model\b|:build_model_from_cfg\b|:create_model\b|:get_model\b")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
              # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
              r"|:\w*(?:prepare|load|build|get|make)_\w*datasets?$")
@@ -262,6 +266,13 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     if not training:
         for text, fr in texts:
             if _MODEL_LOAD.search(text):
+                return "model_load", fr
+    else:
+        # a trainer that builds its model inside train() (mmengine's runners): the frames
+        # below the innermost training frame are the model being built
+        last = max(k for k, (t, _fr) in enumerate(texts) if _TRAINING.search(t))
+        for text, fr in texts[last + 1:]:
+            if _MODEL_BUILD.search(text):
                 return "model_load", fr
     for text, fr in reversed(texts[-6:]):
         if _DATA.search(text):
