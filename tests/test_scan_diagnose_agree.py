@@ -290,6 +290,16 @@ def test_each_line_of_a_wrapped_allocator_message_holds_an_anchor():
         assert anchored(line), line
 
 
+@pytest.mark.parametrize("line", [
+    # lines of healthy runs: DeepSpeed's environment report, wandb's step warning
+    "shared memory (/dev/shm) size .... 8.0 GB",
+    "wandb: WARNING Step only supports monotonically increasing values, use define_metric to set a custom x axis.",
+])
+def test_lines_every_healthy_run_prints_are_not_anchors(line: str):
+    # an anchor in a line that healthy runs print makes a scan parse every such log in full
+    assert not anchored(line), line
+
+
 def test_the_pattern_check_sees_a_missing_anchor():
     assert pattern_covered(re.compile(r"Killed process \d+"))
     assert not pattern_covered(re.compile(r"reaped process \d+"))

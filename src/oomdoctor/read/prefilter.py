@@ -50,14 +50,16 @@ ANCHOR_LITERALS = (
     "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
     "closed by remote host", "Torch: not enough", "Cannot allocate", "The paging file", "WinError 1455",
-    "Unexpected bus", "red memory", "m_open", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
+    # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
+    "Unexpected bus", "nsufficient shared memory", "out of shared memory", "shared memory segment",
+    "allocate shared memory", "m_open", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
     "me device", "IllegalAddress", "ILLEGAL_ADDRESS", "Memory access fault", "misaligned address",
     "MisalignedAddress", "MISALIGNED_ADDRESS", "ERROR_ASSERT", "Assertion `", "unspecified launch failure",
     "LaunchFailure", "LAUNCH_FAILED", "o kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",
     "invalid device function", "InvalidDeviceFunction", "ECC error", "ECCUncorrectable", "ECC_UNCORRECTABLE",
     "ot a failure", "reed_by_count", "out of resource", "Watchdog", "Some NCCL operations",
     "upport bf", "upport BF", "bf16 mixed precision requires", "upported on this", "upported on your",
-    "upported on the current", "only support", "recomputed metadata", "different metadata than during",
+    "upported on the current", "only supports Ampere", "only supported on", "only supports sm", "recomputed metadata", "different metadata than during",
     # an error that says memory could not be had, in words no other family knows (parsers/memory_words.py)
     "bad_alloc", "enough memory", "nsufficient memory", "ailed to alloc", "nable to alloc", "annot alloc",
     "ould not alloc", "ouldn't alloc", "an't alloc", "emory exhausted", "emory allocation",
