@@ -87,6 +87,16 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... but a training step under train() is not one
     ([("/env/site-packages/mmengine/runner/_flexible_runner.py", "train", "self.train_loop.run()"),
       ("models/net.py", "forward", "x = x * y")], "forward"),
+    # the HF Trainer placing the model inside train(): accelerate's prepare, DDP's constructor
+    ([("/env/site-packages/transformers/trainer.py", "_inner_training_loop",
+       "model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)"),
+      ("/env/site-packages/accelerate/accelerator.py", "prepare_model", "model = torch.nn.parallel.DistributedDataParallel("),
+      ("/env/site-packages/torch/nn/parallel/distributed.py", "_ddp_init_helper", "self.reducer = dist.Reducer(")],
+     "model_load"),
+    # Windows paths read like POSIX ones: a layer built on the host (nn.Embedding's __init__)
+    ([("D:\\user\\proj\\models.py", "__init__", "self.word_embed = nn.Embedding(n_vocab, emb_dim)"),
+      ("C:\\Anaconda3\\lib\\site-packages\\torch\\nn\\modules\\sparse.py", "__init__",
+       "self.weight = Parameter(torch.Tensor(num_embeddings, embedding_dim))")], "model_load"),
     # an optimizer's own load_state_dict (a checkpoint restored at the end of training)
     ([("pythia/trainers/base_trainer.py", "finalize", "self.checkpoint.restore()"),
       ("pythia/utils/checkpoint.py", "restore", 'self.trainer.optimizer.load_state_dict(ckpt["optimizer"])'),
@@ -1282,3 +1292,23 @@ def test_a_memory_summary_that_counts_ooms_is_the_trace_of_one():
     oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity "
            "of 79.15 GiB of which 3.00 MiB is free.\n")
     assert len(report(oom + _SUMMARY_ROWS.format(n=1))["oom_events"]) == 1
+
+
+def test_old_windows_cpu_allocator_message_with_its_format_string():
+    # torch 1.0-1.1 printed "%dGB" and glued the figure after it, in a unit it does not say
+    d = report("RuntimeError: [enforce fail at ..\\c10\\core\\CPUAllocator.cpp:62] data. DefaultCPUAllocator: not "
+               "enough memory: you tried to allocate %dGB. Buy new RAM!208096001\n")
+    assert [(e["kind"], e["host_bytes"]) for e in d["oom_events"]] == [("cpu_allocator", None)]
+    assert d["diagnoses"][0]["incident"] == "host-oom"
+
+
+def test_survivors_stopped_after_a_reported_death_are_not_a_silent_one():
+    # another node's agent stops its workers after the job's root cause (a SIGABRT) was reported
+    summary = ("Root Cause (first observed failure):\n[0]:\n  time      : 2024-07-26_10:59:45\n  host      : node1\n"
+               "  rank      : 10 (local_rank: 2)\n  exitcode  : -6 (pid: 214033)\n  error_file: <N/A>\n"
+               "  traceback : Signal 6 (SIGABRT) received by PID 214033\n")
+    stops = "".join(f"W0726 10:59:50.786825 140538811684672 torch/distributed/elastic/multiprocessing/api.py:858] "
+                    f"Sending process {p} closing signal SIGTERM\n" for p in (147865, 147866, 147867))
+    assert not report(summary + stops)["oom_events"]
+    # ... but the same stops with nothing reported before them are a rank that died silently
+    assert [(e["kind"], e["strength"]) for e in report(stops)["oom_events"]] == [("host_oom_killer", "weak")]

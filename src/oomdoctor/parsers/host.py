@@ -100,7 +100,10 @@ _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit 
                           r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
 
 # -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------
-_CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<n>\d{1,20}) bytes")
+# (torch 1.0-1.1 on Windows printed its format string: "you tried to allocate %dGB. Buy new
+# RAM!208096001", the figure glued after it in a unit the message does not say)
+_CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
+                  r"(?:(?P<n>\d{1,20}) bytes|%dGB\. Buy new RAM!)")
 _CPU_LEGACY = lazy(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
 _TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
 _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
@@ -315,7 +318,7 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     if "DefaultCPUAllocator" in text:
         m = ctx.search(_CPU_ALLOC, text) or ctx.rejoined(i, _CPU_ALLOC)
     if m:
-        n = int(m.group("n"))
+        n = int(m.group("n")) if m.group("n") else None
         found = (("alloc", n), n, "DefaultCPUAllocator", "PyTorch CPU allocator could not allocate host memory")
     elif "posix_memalign" in text and ctx.search(_CPU_LEGACY, text):
         found = (("legacy",), None, "CPUAllocator-legacy", "PyTorch CPU allocator (posix_memalign) failed")
@@ -556,7 +559,10 @@ def _resolve_launchers(s: _Scan) -> None:
     for g in _groups(s.sigterms, 50):
         after = [c for j, c in s.launcher_codes if g[0] <= j <= g[-1] + 100]
         stopped = [j for j in s.death_signals if g[0] - 20 <= j <= g[-1]]
-        if after or stopped or (s.first_failure is not None and s.first_failure < g[0]):
+        # a worker's death a launcher reported before (another node's "Root Cause ... exitcode:
+        # -6"): these survivors were stopped because of it
+        before = [c for j, c in s.launcher_codes if j < g[0]]
+        if after or stopped or before or (s.first_failure is not None and s.first_failure < g[0]):
             continue
         s.kill(g[0], "weak", "torchrun-survivors",
                "torchrun stopped the surviving ranks after one died without a Python exception")

@@ -166,15 +166,13 @@ _MODEL_LOAD = lazy(
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
     # a model built on the device: "with torch.device('cuda'):" routes its layers' parameter
     # allocations through torch/utils/_device.py, under a module's __init__
-    r"|utils/_device\.py:__torch_function__|nn/modules/\w+\.py:(?:__init__|reset_parameters)\b"
+    r"|utils[/\\]_device\.py:__torch_function__|nn[/\\]modules[/\\]\w+\.py:(?:__init__|reset_parameters)\b"
     # accelerate's prepare() places the model; DeepSpeed builds its (ZeRO) optimizer in initialize()
     r"|accelerator\.py:(?:prepare|_prepare_one|_prepare_deepspeed)\b|_configure_optimizer|_configure_zero_optimizer"
     # an OOM inside a trainer's constructor is the model being placed on the device
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model"
     # DistributedDataParallel's constructor: its reducer allocates the gradient buckets
     r"|parallel[/\\]distributed\.py:(?:__init__|_ddp_init_helper)\b")
-# building or loading the model, by name, wherever it is called from
-_MODEL_BUILD = lazy(r"from_pretrained|_load_pretrained_model|:build_model\b|:build_model_from_cfg\b|:create_model\b|:get_model\b")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
              # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
              r"|:\w*(?:prepare|load|build|get|make)_\w*datasets?$")
@@ -200,8 +198,10 @@ _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python
 
 def _frame_text(fr: Frame) -> str:
     # the function, not the code line: code lines name arguments such as
-    # resume_from_checkpoint=... or eval_dataset=... that say nothing about where we are
-    return f"{fr.file}:{fr.function}"
+    # resume_from_checkpoint=... or eval_dataset=... that say nothing about where we are.
+    # Windows paths read as POSIX ones ("torch\optim\adamw.py"): the patterns name "/".
+    path = fr.file.replace("\\", "/")
+    return f"{path}:{fr.function}"
 
 
 # the call in progress in the innermost frame (its code line), when it names the phase
@@ -268,11 +268,12 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
             if _MODEL_LOAD.search(text):
                 return "model_load", fr
     else:
-        # a trainer that builds its model inside train() (mmengine's runners): the frames
-        # below the innermost training frame are the model being built
+        # a trainer that builds or places its model inside train() (mmengine's runners; the
+        # HF Trainer's accelerate.prepare, DDP's constructor): frames below the innermost
+        # training frame that load or place the model are that, not a training step
         last = max(k for k, (t, _fr) in enumerate(texts) if _TRAINING.search(t))
         for text, fr in texts[last + 1:]:
-            if _MODEL_BUILD.search(text):
+            if _MODEL_LOAD.search(text):
                 return "model_load", fr
     for text, fr in reversed(texts[-6:]):
         if _DATA.search(text):
