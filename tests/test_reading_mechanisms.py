@@ -93,6 +93,12 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("/env/site-packages/accelerate/accelerator.py", "prepare_model", "model = torch.nn.parallel.DistributedDataParallel("),
       ("/env/site-packages/torch/nn/parallel/distributed.py", "_ddp_init_helper", "self.reducer = dist.Reducer(")],
      "model_load"),
+    # ... but an offloading hook placing weights during the forward pass is the forward pass
+    ([("/env/site-packages/transformers/trainer.py", "training_step", "loss = self.compute_loss(model, inputs)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*args, **kwargs)"),
+      ("/env/site-packages/accelerate/hooks.py", "new_forward", "args, kwargs = module._hf_hook.pre_forward(module, *args, **kwargs)"),
+      ("/env/site-packages/accelerate/utils/modeling.py", "set_module_tensor_to_device", "new_value = value.to(device)")],
+     "forward"),
     # Windows paths read like POSIX ones: a layer built on the host (nn.Embedding's __init__)
     ([("D:\\user\\proj\\models.py", "__init__", "self.word_embed = nn.Embedding(n_vocab, emb_dim)"),
       ("C:\\Anaconda3\\lib\\site-packages\\torch\\nn\\modules\\sparse.py", "__init__",
@@ -1260,6 +1266,10 @@ def test_launcher_kills_printed_before_the_childs_oom_follow_from_it():
     assert [e["kind"] for e in report(kills + "\n" + oom)["oom_events"]] == ["cuda_caching_allocator"]
     # ... but kills with no failure after them are a silent death, weak evidence of a host kill
     assert [(e["kind"], e["strength"]) for e in report(kills)["oom_events"]] == [("host_oom_killer", "weak")]
+    # the same for torchrun's agent stopping the survivors
+    stops = "".join(f"W0726 10:59:50.786825 1405 torch/distributed/elastic/multiprocessing/api.py:858] "
+                    f"Sending process {p} closing signal SIGTERM\n" for p in (147865, 147866))
+    assert [e["kind"] for e in report(stops + oom)["oom_events"]] == ["cuda_caching_allocator"]
 
 
 def test_worker_pids_only_from_one_hosts_launcher():
@@ -1271,12 +1281,18 @@ def test_worker_pids_only_from_one_hosts_launcher():
     assert report(two)["ranks"]["worker_pids"] == []
 
 
+_POD_NOTE = ("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+             "detail: Worker exits unexpectedly. Worker exits with an exit code None. The worker may have exceeded "
+             "K8s pod memory limits.\n")
+
+
 def test_rays_note_on_pod_memory_limits_is_a_weak_host_kill():
     # Ray's words for a worker that died with no exit code on Kubernetes
-    d = report("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
-               "detail: Worker exits unexpectedly. Worker exits with an exit code None. The worker may have exceeded "
-               "K8s pod memory limits.\n")
+    d = report(_POD_NOTE)
     assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "weak")]
+    # ... after the job's own error, it says nothing more
+    error = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\nValueError: bad shape\n'
+    assert not report(error + _POD_NOTE)["oom_events"]
 
 
 _SUMMARY_ROWS = ("|            CUDA OOMs: {n}            |        cudaMalloc retries: 1         |\n"
@@ -1288,6 +1304,8 @@ def test_a_memory_summary_that_counts_ooms_is_the_trace_of_one():
     assert [(e["kind"], e["strength"], e["count"], e["line"]) for e in d["oom_events"]] == [
         ("cuda_caching_allocator", "likely", 2, 1)]
     assert not report(_SUMMARY_ROWS.format(n=0))["oom_events"]
+    # the summaries count from the process's start: the last, largest count is the one
+    assert [e["count"] for e in report(_SUMMARY_ROWS.format(n=1) + _SUMMARY_ROWS.format(n=3))["oom_events"]] == [3]
     # where the message itself is in the log, the count adds nothing
     oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity "
            "of 79.15 GiB of which 3.00 MiB is free.\n")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .models import Facts, OomEvent
+from .models import Facts, OomEvent, ProcessUse
 
 DEVICE_KINDS = {"cuda_caching_allocator", "cuda_runtime_error", "cublas_alloc", "nccl", "hip",
                 "npu", "xpu", "mps", "xla", "tensorflow", "bitsandbytes", "device_runtime"}
@@ -96,11 +96,11 @@ def sibling_processes(ev: OomEvent) -> int:
     return 0
 
 
-def job_processes(others: list, worker_pids: list[int]) -> list:
-    """The other processes an OOM message lists that a launcher names as this job's
-    workers (``ranks.worker_pids``): sibling ranks, not foreign processes."""
+def job_processes(others: list[ProcessUse], worker_pids: list[int]) -> tuple[list[ProcessUse], list[ProcessUse]]:
+    """(the job's, the rest) of the other processes an OOM message lists: those a launcher
+    names as this job's workers (``ranks.worker_pids``) are sibling ranks, not foreign."""
     workers = set(worker_pids)
-    return [p for p in others if p.pid in workers]
+    return [p for p in others if p.pid in workers], [p for p in others if p.pid not in workers]
 
 
 def _equal_small(sizes: list[int]) -> int:

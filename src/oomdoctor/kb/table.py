@@ -104,10 +104,9 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             if best.bytes >= mine * 0.9:
                 foreign.remove(best)
         # a process the launcher names as one of this job's workers is a sibling rank, not foreign
-        job = job_processes(foreign, facts.ranks.worker_pids)
-        t["oom.job_processes"] = len(job)
         listed_others = bool(foreign)
-        foreign = [p for p in foreign if all(p is not j for j in job)]
+        job, foreign = job_processes(foreign, facts.ranks.worker_pids)
+        t["oom.job_processes"] = len(job)
         t["oom.other_process_bytes"] = sum(p.bytes for p in foreign)
         t["oom.other_process_count"] = len(foreign)
         t["oom.other_process_share"] = ratio(sum(p.bytes for p in foreign), cap)

@@ -259,7 +259,8 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _buffer_assignment(ctx, events, i)
     if not any(e.kind in ("xla", "tensorflow") or e.backend == "TF" for e in ctx.facts.oom_events):
         # the parts of such an error that are printed only with it, when its line is missing
-        _hint_alone(ctx, events) or _report_rows_alone(ctx, events)
+        if not _hint_alone(ctx, events):
+            _report_rows_alone(ctx, events)
 
 
 def _hint_alone(ctx: ParseContext, events: _Events) -> bool:

@@ -347,6 +347,12 @@ def parse(ctx: ParseContext) -> None:
     _counted_ooms(ctx)
 
 
+def _summary_backend(label: Optional[str]) -> str:
+    """The device a summary names ("PyTorch CUDA memory summary"); CUDA's word when its title is cut."""
+    words = (label or "").split()
+    return words[1] if len(words) > 2 and words[0] == "PyTorch" else "CUDA"
+
+
 def _counted_ooms(ctx: ParseContext) -> None:
     """PyTorch's memory summary counts the out-of-memory failures its allocator raised in
     this process ("CUDA OOMs: 1"): where the log holds none of their messages, that count
@@ -355,10 +361,11 @@ def _counted_ooms(ctx: ParseContext) -> None:
         return
     counted = [s for s in ctx.facts.memory_samples if s.source == "memory_summary" and s.num_ooms]
     if counted:
-        s = counted[0]
+        s = max(counted, key=lambda s: s.num_ooms)   # the summaries count from the process's start
         idx = ctx.index_of(s.line)
         ctx.facts.oom_events.append(OomEvent(
-            kind="cuda_caching_allocator", strength="likely", backend="CUDA", message_format="memory-summary-count",
+            kind="cuda_caching_allocator", strength="likely", backend=_summary_backend(s.label),
+            message_format="memory-summary-count",
             device_index=s.device_index, count=s.num_ooms,
             detail=f"PyTorch's memory summary counts {s.num_ooms} out-of-memory failure(s) of its allocator; "
                    "the message is not in the log", **ctx.at(ctx.lines[idx])))

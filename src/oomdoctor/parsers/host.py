@@ -197,6 +197,11 @@ class _Scan:
                 self.failure_at(j)
                 self.earlier_ooms.append(j)
 
+    def oom_flushed_after(self, group: list[int]) -> bool:
+        """An OOM printed just after a launcher's kills or stops: the children's stderr can
+        reach the log after the launcher's own lines, and it is the death they follow from."""
+        return any(group[0] <= j <= group[-1] + _FLUSHED_AFTER for j in self.earlier_ooms)
+
     def failure_at(self, idx: int) -> None:
         if self.first_failure is None or idx < self.first_failure:
             self.first_failure = idx
@@ -542,9 +547,7 @@ def _resolve_launchers(s: _Scan) -> None:
             continue
         if signalled:
             continue  # the launcher itself was stopped (Ctrl-C, scancel)
-        # the children's stderr can reach the log after the launcher's own lines: an OOM
-        # printed just after the kills is the death they follow from
-        if any(g[0] <= j <= g[-1] + _FLUSHED_AFTER for j in s.earlier_ooms):
+        if s.oom_flushed_after(g):
             continue
         if s.first_failure is None or s.first_failure > g[0]:
             for k in g:
@@ -557,12 +560,11 @@ def _resolve_launchers(s: _Scan) -> None:
     # torchrun: survivors are sent SIGTERM *before* the "failed (exitcode: X)" line. With
     # no such line (a cut log) and no exception before, a rank died silently.
     for g in _groups(s.sigterms, 50):
-        after = [c for j, c in s.launcher_codes if g[0] <= j <= g[-1] + 100]
+        # a worker's exit the launcher reports after them, or reported before them (another
+        # node's "Root Cause ... exitcode: -6"): these survivors were stopped because of it
+        reported = any(j <= g[-1] + 100 for j, _code in s.launcher_codes)
         stopped = [j for j in s.death_signals if g[0] - 20 <= j <= g[-1]]
-        # a worker's death a launcher reported before (another node's "Root Cause ... exitcode:
-        # -6"): these survivors were stopped because of it
-        before = [c for j, c in s.launcher_codes if j < g[0]]
-        if after or stopped or before or (s.first_failure is not None and s.first_failure < g[0]):
+        if reported or stopped or s.oom_flushed_after(g) or (s.first_failure is not None and s.first_failure < g[0]):
             continue
         s.kill(g[0], "weak", "torchrun-survivors",
                "torchrun stopped the surviving ranks after one died without a Python exception")

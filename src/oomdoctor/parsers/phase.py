@@ -132,7 +132,7 @@ _ANYWHERE = (
         # the Trainer reloading its best checkpoint at the end of training
         r"|_load_best_model|load_sharded_checkpoint|_load_from_peft_checkpoint"
         # an optimizer's own load_state_dict (it deep-copies the saved state): a checkpoint read back
-        r"|optim[/\\]optimizer\.py:(?:\w+\.)?load_state_dict\b")),
+        r"|optim/optimizer\.py:(?:\w+\.)?load_state_dict\b")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         r"|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
@@ -166,7 +166,7 @@ _MODEL_LOAD = lazy(
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
     # a model built on the device: "with torch.device('cuda'):" routes its layers' parameter
     # allocations through torch/utils/_device.py, under a module's __init__
-    r"|utils[/\\]_device\.py:__torch_function__|nn[/\\]modules[/\\]\w+\.py:(?:__init__|reset_parameters)\b"
+    r"|utils/_device\.py:__torch_function__|nn/modules/\w+\.py:(?:__init__|reset_parameters)\b"
     # accelerate's prepare() places the model; DeepSpeed builds its (ZeRO) optimizer in initialize()
     r"|accelerator\.py:(?:prepare|_prepare_one|_prepare_deepspeed)\b|_configure_optimizer|_configure_zero_optimizer"
     # an OOM inside a trainer's constructor is the model being placed on the device
@@ -273,6 +273,8 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         # training frame that load or place the model are that, not a training step
         last = max(k for k, (t, _fr) in enumerate(texts) if _TRAINING.search(t))
         for text, fr in texts[last + 1:]:
+            if any(rx.search(text) for _phase, rx in _STEP):
+                break   # a step under way (an offloading hook placing weights in a forward is its)
             if _MODEL_LOAD.search(text):
                 return "model_load", fr
     for text, fr in reversed(texts[-6:]):

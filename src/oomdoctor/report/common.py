@@ -52,6 +52,10 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _SUSPECT = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
+# rows of "The numbers" the one screen never cuts (report.sections)
+OTHER_PROCESSES, CERTAINTY = "other processes", "certainty"
+
+
 class Row(NamedTuple):
     """One labelled figure: ``asked  3.52 GiB  (1.9% of the GPU)``."""
 
@@ -256,7 +260,7 @@ def number_rows(report: Report) -> list[Row]:
         return []
     rows = _host_rows(report, ev) if ev.kind in HOST_KINDS else _device_rows(ev, report.ranks.worker_pids)
     if ev.strength != "certain":
-        rows.append(Row("certainty", ev.strength,
+        rows.append(Row(CERTAINTY, ev.strength,
                         "a kill signal alone is consistent with an OOM but does not prove one"
                         if ev.strength == "weak" else None))
     return rows
@@ -322,13 +326,13 @@ def _device_rows(ev: OomEvent, workers: list[int]) -> list[Row]:
         note = f"{format_size(total)} in all" if len(others) > 1 else None
         if sibling_processes(ev):
             note = ((note + "; ") if note else "") + "sized like other ranks' CUDA contexts"
-        job = job_processes(others, workers)
+        job, _rest = job_processes(others, workers)
         if job:
             said = ("this job's worker (the launcher names it)" if len(others) == 1 else
                     "all this job's workers (the launcher names them)" if len(job) == len(others) else
                     f"{len(job)} of them this job's workers (the launcher names them)")
             note = ((note + "; ") if note else "") + said
-        rows.append(Row("other processes", shown, note))
+        rows.append(Row(OTHER_PROCESSES, shown, note))
     return rows
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
 from .common import (
+    CERTAINTY,
+    OTHER_PROCESSES,
     Row,
     candidate_note,
     compact,
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 MAX_REFERENCES = 3      # a terminal shows the first few; markdown and JSON carry all
 SUMMARY_NUMBERS = 6     # rows of "The numbers" on the one screen, besides _ALWAYS_SHOWN
 SUMMARY_EVIDENCE = 3    # evidence lines on the one screen
-_ALWAYS_SHOWN = ("other processes", "certainty")   # rows of "The numbers" the one screen keeps
+_ALWAYS_SHOWN = (OTHER_PROCESSES, CERTAINTY)   # rows of "The numbers" the one screen keeps
 HEAD, ALARM, DIM, KNOB = "head", "alarm", "dim", "knob"
 
 
