@@ -1306,6 +1306,12 @@ def test_a_memory_summary_that_counts_ooms_is_the_trace_of_one():
     assert not report(_SUMMARY_ROWS.format(n=0))["oom_events"]
     # the summaries count from the process's start: the last, largest count is the one
     assert [e["count"] for e in report(_SUMMARY_ROWS.format(n=1) + _SUMMARY_ROWS.format(n=3))["oom_events"]] == [3]
+    # ... a different failure after the summary: its OOMs were caught, the run failed otherwise
+    shape = ('Traceback (most recent call last):\n  File "train.py", line 10, in <module>\n    x = model(batch)\n'
+             "ValueError: Expected input batch_size (16) to match target batch_size (8).\n")
+    d = report(_SUMMARY_ROWS.format(n=1) + shape)
+    assert [e["survived"] for e in d["oom_events"]] == [True]
+    assert not any(x["memory_failure"] for x in d["diagnoses"])
     # where the message itself is in the log, the count adds nothing
     oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity "
            "of 79.15 GiB of which 3.00 MiB is free.\n")

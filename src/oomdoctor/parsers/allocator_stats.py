@@ -363,7 +363,10 @@ def _counted_ooms(ctx: ParseContext) -> None:
     if counted:
         s = max(counted, key=lambda s: s.num_ooms)   # the summaries count from the process's start
         idx = ctx.index_of(s.line)
-        ctx.facts.oom_events.append(OomEvent(
+        # a failure of another kind after the summary: the OOMs it counts were caught, and the
+        # run went on to fail for that other reason
+        caught = any(f.line > s.line for f in ctx.facts.failures)
+        ctx.facts.oom_events.append(OomEvent(survived=caught,
             kind="cuda_caching_allocator", strength="likely", backend=_summary_backend(s.label),
             message_format="memory-summary-count",
             device_index=s.device_index, count=s.num_ooms,
