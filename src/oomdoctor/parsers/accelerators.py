@@ -257,7 +257,7 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _bfc_event(ctx, events, i, m)
     for i in buffer_dumps:
         _buffer_assignment(ctx, events, i)
-    if not any(e.kind in ("xla", "tensorflow") or e.backend == "TF" for e in ctx.facts.oom_events):
+    if not _tf_events(ctx):
         # the parts of such an error that are printed only with it, when its line is missing
         if not _hint_alone(ctx, events):
             _report_rows_alone(ctx, events)

@@ -366,10 +366,9 @@ def _counted_ooms(ctx: ParseContext) -> None:
         # a failure of another kind after the summary: the OOMs it counts were caught, and the
         # run went on to fail for that other reason
         caught = any(f.line > s.line for f in ctx.facts.failures)
-        ctx.facts.oom_events.append(OomEvent(survived=caught,
+        ctx.facts.oom_events.append(OomEvent(
             kind="cuda_caching_allocator", strength="likely", backend=_summary_backend(s.label),
-            message_format="memory-summary-count",
-            device_index=s.device_index, count=s.num_ooms,
+            message_format="memory-summary-count", survived=caught, device_index=s.device_index, count=s.num_ooms,
             detail=f"PyTorch's memory summary counts {s.num_ooms} out-of-memory failure(s) of its allocator; "
                    "the message is not in the log", **ctx.at(ctx.lines[idx])))
 

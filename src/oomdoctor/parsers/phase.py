@@ -157,10 +157,10 @@ _MODEL_LOAD = lazy(
     # built, and the first partitioning of each new parameter (later ones free, not allocate)
     r"partition_parameters\.py:(?:__init__|wrapped_fn|_partition_param)\b|"
     # bitsandbytes quantizing a layer's weights as they are moved to the device
-    r"bitsandbytes[/\\]nn[/\\]modules\.py:(?:\w+\.)?(?:_quantize|cuda|to)\b|"
+    r"bitsandbytes/nn/modules\.py:(?:\w+\.)?(?:_quantize|cuda|to)\b|"
     # Megatron-Core building its layers from specs, Transformer Engine's layers allocating
     # their weights in their constructors
-    r"spec_utils\.py:build_module\b|transformer_engine[/\\]pytorch[/\\]module[/\\]\w+\.py:__init__\b|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
+    r"spec_utils\.py:build_module\b|transformer_engine/pytorch/module/\w+\.py:__init__\b|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
     r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
     # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
@@ -172,7 +172,7 @@ _MODEL_LOAD = lazy(
     # an OOM inside a trainer's constructor is the model being placed on the device
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model"
     # DistributedDataParallel's constructor: its reducer allocates the gradient buckets
-    r"|parallel[/\\]distributed\.py:(?:__init__|_ddp_init_helper)\b")
+    r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
              # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
              r"|:\w*(?:prepare|load|build|get|make)_\w*datasets?$")
@@ -187,9 +187,9 @@ _STEP = (
         r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b|loss_scaler\.py:update_scale\b|:_update_scale\b")),
     # (apex's amp.scale_loss context wraps the backward pass: its exit unscales and updates the scale)
     ("backward", lazy(r"backward|_bwd(?:_kernel)?\b|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward"
-                      r"|apex[/\\]amp[/\\]handle\.py:scale_loss\b")),
+                      r"|apex/amp/handle\.py:scale_loss\b")),
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
-    ("forward", lazy(r"\bforward\b|_fwd(?:_kernel)?\b|[/\\]activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
+    ("forward", lazy(r"\bforward\b|_fwd(?:_kernel)?\b|/activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
 )
 
 
@@ -199,7 +199,8 @@ _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python
 def _frame_text(fr: Frame) -> str:
     # the function, not the code line: code lines name arguments such as
     # resume_from_checkpoint=... or eval_dataset=... that say nothing about where we are.
-    # Windows paths read as POSIX ones ("torch\optim\adamw.py"): the patterns name "/".
+    # Windows paths read as POSIX ones ("torch\optim\adamw.py"): the patterns of these
+    # texts name "/" only (_LIBRARY and _EVAL_SCRIPT read the path as printed).
     path = fr.file.replace("\\", "/")
     return f"{path}:{fr.function}"
 
