@@ -153,6 +153,18 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("/env/site-packages/torch/nn/parallel/distributed.py", "__init__", "self._ddp_init_helper("),
       ("/env/site-packages/torch/nn/parallel/distributed.py", "_ddp_init_helper", "self.reducer = dist.Reducer(")],
      "model_load"),
+    # a command-line library's wrapper around main() says nothing: the script's train() calling
+    # its model (a cut traceback) is the forward pass
+    ([("finetune/adapter.py", "<module>", "CLI(main)"),
+      ("/env/site-packages/jsonargparse/cli.py", "_run_component", "return component(**cfg)"),
+      ("finetune/adapter.py", "main", "train(fabric, model, optimizer)"),
+      ("finetune/adapter.py", "train", "logits = model(input_ids)")], "forward"),
+    # ... and without a training frame, the same call names nothing
+    ([("finetune/adapter.py", "<module>", "CLI(main)"),
+      ("/env/site-packages/jsonargparse/cli.py", "_run_component", "return component(**cfg)"),
+      ("finetune/adapter.py", "main", "out = model(batch)")], None),
+    # a model held in a private attribute ("self._model(**batch)")
+    ([("/env/site-packages/recipes/lora_finetune_distributed.py", "train", "logits = self._model(**batch)")], "forward"),
 ])
 def test_phase_from_function_names_and_code_lines(frames, phase):
     assert report(_tb(*frames))["phase"] == phase

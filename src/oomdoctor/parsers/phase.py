@@ -219,7 +219,7 @@ _CALL = (("checkpoint_save", lazy(r"\b_{0,2}save\w*\(|\.save\(|save_pretrained\(
 _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
               ("optimizer_step", lazy(r"\b(?:optim\w*|scaler)\.step\(")),
               # (a trainer's compute_loss calls the model: HF Trainer's training_step)
-              ("forward", lazy(r"(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?(?:model|actor|critic|net|module|encoder|decoder|unet|vae"
+              ("forward", lazy(r"(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?_{0,2}(?:model|actor|critic|net|module|encoder|decoder|unet|vae"
                                r"|generator|discriminator|transformer|backbone|\w+_model|compute_loss)\((?!\))")))
 # code of an evaluation pass in a script's own loop: results assigned to validation names,
 # or a loop over a validation loader
@@ -248,8 +248,11 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
             return "eval", fr
     # library frames outweigh the user's own function names: a script's train() that calls
     # accelerate's prepare() is placing the model, not training it
+    # (library frames that say nothing of where the job was, such as a command-line parser's
+    # wrapper around the script's main(), leave it to the script's own names)
     library = [(t, fr) for t, fr in texts if _LIBRARY.search(fr.file)]
-    training = any(_TRAINING.search(t) for t, _ in (library or texts))
+    telling = [t for t, _ in library if _TRAINING.search(t) or _MODEL_LOAD.search(t)]
+    training = any(_TRAINING.search(t) for t in (telling or [t for t, _ in texts]))
     reads = [fr for text, fr in texts if _TENSOR_READ.search(text)]
     if reads:
         # an optimizer's state read back is a resume, whatever the script's functions are
