@@ -133,3 +133,33 @@ _LAYERS = ["[rank3]: ", "[default0]:", "node2: ", " 7: ", "[2024-01-01 10:00:00,
 def test_prefix_layers_generated(layers, message):
     text = "".join(layers) + message
     assert strip_prefixes(text) == _reference_strip(text)
+
+
+# -- glue candidates found on the whole text ------------------------------------------------
+
+def _each_line_searched(text: str) -> list:
+    """The reference: every physical line searched for glued records on its own."""
+    from oomdoctor.read.normalise import normalise_line, restore_lost_case, split_physical
+    lines = [ln for no, physical in split_physical(text) for ln in normalise_line(no, physical)]
+    return restore_lost_case(lines)
+
+
+def test_the_whole_text_search_for_glued_records_misses_none_on_any_fixture():
+    from pathlib import Path
+    root = Path(__file__).parent / "fixtures"
+    paths = sorted(root.rglob("*.log"))
+    assert len(paths) > 800
+    for path in paths:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert normalise(text) == _each_line_searched(text), path.name
+
+
+_GLUE_PIECES = ["it/s]", "s/it]", "Traceback (most recent call last):", '  File "a.py", line 3, in f',
+                "[2024-01-01 10:00:00,123] ", "        ", "RuntimeError: ", "Exception: ", "\r", "\x1b[0m", "[0m",
+                "**", "\x1f", "\x07", " ", "\t", "x", "[", "100%|███| 3/3 [00:01<00:00, 2.1it/s]", "torch.Error: "]
+
+
+@given(st.lists(st.lists(st.sampled_from(_GLUE_PIECES), max_size=10).map("".join), min_size=1, max_size=6))
+def test_glued_records_found_on_the_whole_text_as_line_by_line(lines):
+    text = "\n".join(lines)
+    assert normalise(text) == _each_line_searched(text)
