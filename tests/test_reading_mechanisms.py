@@ -163,6 +163,26 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("finetune/adapter.py", "<module>", "CLI(main)"),
       ("/env/site-packages/jsonargparse/cli.py", "_run_component", "return component(**cfg)"),
       ("finetune/adapter.py", "main", "out = model(batch)")], None),
+    # a sharded optimizer's state gathered for a save (fairscale's OSS), read back from the
+    # broadcast bytes by torch.load: a save, not a load
+    ([("train.py", "save", "state = optimizer.state_dict()"),
+      ("/env/site-packages/fairscale/optim/oss.py", "state_dict", "self.consolidate_state_dict(recipient_rank=-1)"),
+      ("/env/site-packages/fairscale/optim/oss.py", "consolidate_state_dict", "dist.broadcast_object_list("),
+      ("/env/site-packages/torch/serialization.py", "load", "return _legacy_load(opened_file)")], "checkpoint_save"),
+    # an optimizer's saved state read back, named by its caller's function or file: a resume
+    ([("run/train.py", "main", "trainer.restore(path)"),
+      ("model/utils.py", "load_opt_state", "checkpoint = th.load(os.path.join(model_path, 'optimizers.bin'))"),
+      ("/env/site-packages/torch/serialization.py", "load", "return _load(opened_zipfile)")], "checkpoint_load"),
+    ([("run/train.py", "main", "trainer.restore(path)"),
+      ("model/utils.py", "load_weights", "checkpoint = th.load(os.path.join(model_path, 'model.bin'))"),
+      ("/env/site-packages/torch/serialization.py", "load", "return _load(opened_zipfile)")], "model_load"),
+    # a trainer restoring its saved state (Lightning's checkpoint connector)
+    ([("/env/site-packages/pytorch_lightning/trainer/trainer.py", "_run", "self._checkpoint_connector.restore_training_state()"),
+      ("/env/site-packages/pytorch_lightning/trainer/connectors/checkpoint_connector.py", "restore_optimizers_and_schedulers",
+       "self.restore_optimizers()")], "checkpoint_load"),
+    # ... but not a compiler restoring its graph state
+    ([("/env/site-packages/torch/_dynamo/symbolic_convert.py", "restore_graphstate", "self.output.restore_graphstate(state)")],
+     None),
     # a model held in a private attribute ("self._model(**batch)")
     ([("/env/site-packages/recipes/lora_finetune_distributed.py", "train", "logits = self._model(**batch)")], "forward"),
 ])
@@ -960,7 +980,7 @@ def test_a_tensorflow_oom_on_the_cpu_device_is_a_host_allocation(device, alloc, 
     d = report(f"Resource exhausted: OOM when allocating tensor with shape[1024,50257] and type float on {device} "
                f"by allocator {alloc}\n")
     ev = d["oom_events"][0]
-    assert ev["kind"] == ("cpu_allocator" if host else "tensorflow") and ev["backend"] == "TF"
+    assert ev["kind"] == ("cpu_allocator" if host else "xla") and ev["backend"] == "TF"
     assert ev["tried_to_allocate_bytes"] == 1024 * 50257 * 4
     assert ev["host_bytes"] == (1024 * 50257 * 4 if host else None)
     assert (d["diagnoses"][0]["incident"] == "host-oom") == host
@@ -971,7 +991,7 @@ def test_a_tensorflow_cpu_allocator_running_out_is_a_host_allocation(alloc, host
     d = report(f"2019-03-01 10:00:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:267] Allocator ({alloc}) "
                "ran out of memory trying to allocate 4.00GiB.  Current allocation summary follows.\n")
     ev = d["oom_events"][0]
-    assert ev["kind"] == ("cpu_allocator" if host else "tensorflow")
+    assert ev["kind"] == ("cpu_allocator" if host else "xla") and ev["backend"] == "TF"
     assert ev["host_bytes"] == (4 * 2**30 if host else None)
 
 
@@ -1348,3 +1368,46 @@ def test_survivors_stopped_after_a_reported_death_are_not_a_silent_one():
     assert not report(summary + stops)["oom_events"]
     # ... but the same stops with nothing reported before them are a rank that died silently
     assert [(e["kind"], e["strength"]) for e in report(stops)["oom_events"]] == [("host_oom_killer", "weak")]
+
+
+def test_tensorflow_0x_oom_without_a_shape_names_its_device_from_the_node_below():
+    d = report("W tensorflow/core/common_runtime/executor.cc:1076] 0x18ef02bb0 Compute status: Resource exhausted: "
+               "OOM when allocating tensor with shape\n"
+               '\t [[Node: sub_2518 = Sub[T=DT_FLOAT, _device="/job:localhost/replica:0/task:0/gpu:1"](sub_2518/x)]]\n')
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["backend"], ev["device_index"], ev["tried_to_allocate_bytes"]) == ("xla", "TF", 1, None)
+    # the words alone, in the middle of a sentence, are not the message
+    assert report("we see OOM when allocating tensor with shape [x] in the docs\n")["oom_events"] == []
+
+
+def test_a_cpu_allocator_message_cut_before_its_size_is_a_host_allocation():
+    d = report("    state[\"exp_avg_sq\"] = torch.zeros_like(\n"
+               "RuntimeError: [enforce fail at alloc_cpu.cpp:83] err == 0. DefaultCPUAllocator: can't allocate memory\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cpu_allocator", None)
+    assert d["diagnoses"][0]["incident"] == "host-oom"
+    # the allocator named in a sentence that goes on is not its message
+    assert report("note: DefaultCPUAllocator: can't allocate memory is printed when RAM runs out\n")["oom_events"] == []
+
+
+def test_arrows_memory_error_is_a_host_allocation_with_its_size():
+    d = report("Process SpawnPoolWorker-31:\npyarrow.lib.ArrowMemoryError: malloc of size 64 failed\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cpu_allocator", 64)
+
+
+def test_wddm_free_memory_is_not_taken_as_room_on_the_device():
+    # NVML's "not available" per-process figure (Windows, WSL): the free figure is the driver's
+    # budget view, not what an allocation can get, so the OOM is not explained away
+    msg = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 192.00 MiB. GPU 0 has a total capacty of "
+           "47.99 GiB of which 8.18 GiB is free. Including non-PyTorch memory, this process has {own} memory in use. "
+           "Of the allocated memory 36.80 GiB is allocated by PyTorch, and 1.41 GiB is reserved by PyTorch but "
+           "unallocated.\n")
+    assert report(msg.format(own="17179869184.00 GiB"))["oom_events"][0]["symptom"] is None
+    assert report(msg.format(own="38.90 GiB"))["oom_events"][0]["symptom"] is not None
+
+
+def test_a_cuda_error_typed_out_again_in_another_case_is_still_read():
+    d = report("Runtime Error: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62\n")
+    assert d["oom_events"][0]["kind"] == "cuda_runtime_error"
+    assert report("the word cuda, an error: out of memory\n")["oom_events"] == []

@@ -10,7 +10,7 @@ from typing import Optional
 from .models import Facts, OomEvent, ProcessUse
 
 DEVICE_KINDS = {"cuda_caching_allocator", "cuda_runtime_error", "cublas_alloc", "nccl", "hip",
-                "npu", "xpu", "mps", "xla", "tensorflow", "bitsandbytes", "device_runtime"}
+                "npu", "xpu", "mps", "xla", "bitsandbytes", "device_runtime"}
 ALLOCATOR_KINDS = {"cuda_caching_allocator", "hip", "npu", "xpu", "mps"}
 HOST_KINDS = {"host_oom_killer", "cpu_allocator", "dataloader_killed"}
 

@@ -19,8 +19,8 @@ OomKind = Literal[
     "npu",                     # Ascend torch_npu
     "xpu",                     # Intel XPU / IPEX
     "mps",                     # Apple MPS
-    "xla",                     # XLA / JAX / torch_xla RESOURCE_EXHAUSTED
-    "tensorflow",              # TF "OOM when allocating tensor"
+    "xla",                     # XLA / JAX / torch_xla RESOURCE_EXHAUSTED; TensorFlow's "OOM when allocating
+                               # tensor" (backend "TF": the same BFC allocator family)
     "bitsandbytes",            # bitsandbytes allocation failures
     "device_runtime",          # another runtime's device allocation failure (AWS Neuron "Failed to alloc DEVICE memory")
     "host_oom_killer",         # kernel / cgroup / Slurm / Kubernetes kill, SIGKILL -9 of a rank

@@ -75,6 +75,9 @@ _TF_HINT = lazy(r"Hint: If you want to see a list of allocated tensors when OOM 
 _DEVICE_IN_NAME = lazy(r"(?:GPU|TPU|XLA_GPU|device)[_:](?P<d>\d{1,4})", re.I)
 
 # -- TensorFlow ---------------------------------------------------------------------------
+# (TensorFlow 0.x printed no shape: "Compute status: Resource exhausted: OOM when allocating
+# tensor with shape" ends its line)
+_TF_OOM_NO_SHAPE = lazy(r"OOM when allocating tensor with shape\s*$")
 _TF_OOM = lazy(
     r"OOM when allocating tensor with shape\s*(?P<shape>\[[\d,\s]{0,200}\])"
     r"(?:\s*and type (?P<dtype>\w{1,20}))?(?:\s*on (?P<device>[\w/:.-]{1,200}))?(?:\s*by allocator (?P<alloc>\w{1,40}))?")
@@ -239,7 +242,7 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
     for i in ctx.lines_with(_XLA_TF_LITERALS):
         text = ctx.lines[i].text
         if "OOM when" in text:
-            m = ctx.search(_TF_OOM, text) or ctx.rejoined(i, _TF_OOM)   # "OOM when" / "allocating ..."
+            m = ctx.search(_TF_OOM, text) or ctx.rejoined(i, _TF_OOM) or ctx.search(_TF_OOM_NO_SHAPE, text)
             if m:
                 _tf_event(ctx, events, i, m)
                 continue
@@ -273,7 +276,7 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
         if h:
             xla = "xla" in text.lower() or any("XLA label" in ln.text for ln in ctx.lines[max(0, i - 40):i])
             events.add(("hint",), i, lambda xla=xla, hint=h.group(0).strip(): OomEvent(
-                kind="xla" if xla else "tensorflow", backend="XLA" if xla else None, line=0, strength="likely",
+                kind="xla", backend="XLA" if xla else None, line=0, strength="likely",
                 message_format="oom-hint", hint=hint,
                 detail="the end of a resource-exhausted error (its allocation hint); the error line was not pasted"))
             return True
@@ -367,9 +370,10 @@ def _xla_exception(ctx: ParseContext, text: str, pos: int) -> Optional[str]:
 
 def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     text = ctx.lines[i].text
-    shape = re.sub(r"\s+", "", m.group("shape"))
-    dtype = m.group("dtype")
-    device = m.group("device") or ""
+    groups = m.groupdict()
+    shape = re.sub(r"\s+", "", groups.get("shape") or "")
+    dtype = groups.get("dtype")
+    device = groups.get("device") or _node_device(ctx, i)
     dims = [d for d in shape.strip("[]").split(",") if d]
     req = None
     if dtype and dtype.lower() in _TF_DTYPE_BYTES and dims and all(d.isdigit() for d in dims):
@@ -378,16 +382,31 @@ def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
             req *= int(d)
     dev = _DEVICE_IN_NAME.search(device.rsplit("/", 1)[-1]) if device else None
     exc = _xla_exception(ctx, text, m.start()) or _graph_execution_error(ctx, i)
-    key = ("tensorflow", shape, dtype, re.sub(r"\d+", "N", device), m.group("alloc"))
-    host = _on_host(device, m.group("alloc"))
+    alloc = groups.get("alloc")
+    key = ("tensorflow", shape, dtype, re.sub(r"\d+", "N", device), alloc)
+    host = _on_host(device, alloc)
     ev = events.add(key, i, lambda: OomEvent(
-        kind="cpu_allocator" if host else "tensorflow", backend="TF", line=0,
+        kind="cpu_allocator" if host else "xla", backend="TF", line=0,
         message_format="tf-oom-when-allocating" if dtype else "tf-oom-when-allocating-shape-only",
         tried_to_allocate_bytes=req, host_bytes=req if host else None,
         device_index=int(dev.group("d")) if dev and not host else None,
-        detail=f"tensor {shape} {dtype or ''} by allocator {m.group('alloc') or '?'}".replace("  ", " ")),
+        detail=f"tensor {shape or '(no shape printed)'} {dtype or ''} by allocator {alloc or '?'}".replace("  ", " ")),
         exception=exc)
     _attach_hint(ctx, ev, i)
+
+
+# the failing op's node, printed under the error: "[[Node: sub_2518 = Sub[T=DT_FLOAT,
+# _device="/job:localhost/replica:0/task:0/gpu:0"](...)]]" (TensorFlow 1.x and before)
+_NODE_DEVICE = lazy(r"\[\[\{?\{?[Nn]ode[: ][^\n]{0,300}?_device=\"(?P<device>[\w/:.-]{1,200})\"")
+
+
+def _node_device(ctx: ParseContext, i: int) -> str:
+    """The device of the node TensorFlow prints in the two lines below its OOM message."""
+    for j in range(i + 1, min(len(ctx.lines), i + 3)):
+        m = ctx.search(_NODE_DEVICE, ctx.lines[j].text)
+        if m:
+            return m.group("device")
+    return ""
 
 
 def _on_host(device: Optional[str], alloc: Optional[str]) -> bool:
@@ -398,7 +417,7 @@ def _on_host(device: Optional[str], alloc: Optional[str]) -> bool:
 
 def _tf_events(ctx: ParseContext) -> list:
     """The TensorFlow and XLA events found so far (host ones included)."""
-    return [e for e in ctx.facts.oom_events if e.kind in ("xla", "tensorflow") or e.backend == "TF"]
+    return [e for e in ctx.facts.oom_events if e.kind == "xla" or e.backend == "TF"]
 
 
 def _graph_execution_error(ctx: ParseContext, i: int) -> Optional[str]:
@@ -428,7 +447,7 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     dev = _DEVICE_IN_NAME.search(m.group("alloc"))
     op = (m.group("op") or "").strip()
     events.add(("bfc", m.group("alloc"), rounded), i, lambda: OomEvent(
-        kind="cpu_allocator" if host else "tensorflow" if tf else "xla", backend="TF" if tf else "XLA", line=0,
+        kind="cpu_allocator" if host else "xla", backend="TF" if tf else "XLA", line=0,
         message_format="bfc-allocator-ran-out", tried_to_allocate_bytes=rounded, host_bytes=rounded if host else None,
         device_index=int(dev.group("d")) if dev and not host else None,
         detail=f"BFC allocator {m.group('alloc')} ran out" + (f", requested by op {op}" if op else "")))

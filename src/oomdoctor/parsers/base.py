@@ -40,6 +40,10 @@ class ParseContext:
         self.all_frames: list = []
         self.frame_index: list[int] = []
         self.tb_headers: list[int] = []
+        # lines of allocator messages whose per-process figures NVML could not give (its
+        # "not available" value, 2**64 bytes): the WDDM driver of Windows and WSL, whose free
+        # figure is not what an allocation can get (filled by torch_alloc, read by lookalikes)
+        self.nvml_unavailable: set[int] = set()
         # index of the first logical line carrying each original line number
         self._by_no: dict[int, int] = {}
         for i, ln in enumerate(lines):

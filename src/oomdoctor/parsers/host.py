@@ -104,9 +104,13 @@ _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit 
 # RAM!208096001", the figure glued after it in a unit the message does not say)
 _CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
                   r"(?:(?P<n>\d{1,20}) bytes|%dGB\. Buy new RAM!)")
+# ... cut where the line ends, before its size ("DefaultCPUAllocator: can't allocate memory")
+_CPU_ALLOC_CUT = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)\s*$")
 _CPU_LEGACY = lazy(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
 _TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
-_PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
+# (Apache Arrow's is pyarrow.lib.ArrowMemoryError: "malloc of size 64 failed", a datasets map)
+_PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
+_ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
 _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
 # ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
@@ -321,9 +325,9 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     found = None
     m = None
     if "DefaultCPUAllocator" in text:
-        m = ctx.search(_CPU_ALLOC, text) or ctx.rejoined(i, _CPU_ALLOC)
+        m = ctx.search(_CPU_ALLOC, text) or ctx.rejoined(i, _CPU_ALLOC) or ctx.search(_CPU_ALLOC_CUT, text)
     if m:
-        n = int(m.group("n")) if m.group("n") else None
+        n = int(m.group("n")) if m.groupdict().get("n") else None
         found = (("alloc", n), n, "DefaultCPUAllocator", "PyTorch CPU allocator could not allocate host memory")
     elif "posix_memalign" in text and ctx.search(_CPU_LEGACY, text):
         found = (("legacy",), None, "CPUAllocator-legacy", "PyTorch CPU allocator (posix_memalign) failed")
@@ -341,6 +345,8 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
             if size:
                 parts = re.match(r"(?P<num>[\d.,]+)\s*(?P<unit>\S+)", size.group("size"))
                 n = to_bytes(parts.group("num"), parts.group("unit")) if parts else None
+            elif "Arrow" in m.group("exc") and (arrow := ctx.search(_ARROW_SIZE, msg)):
+                n = int(arrow.group("n"))
             fmt = "numpy" if ("Array" in m.group("exc") or size) else "python"
             found = (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, fmt,
                      ("numpy could not allocate an array" if fmt == "numpy" else "Python MemoryError") + (f": {msg[:160]}" if msg else ""))

@@ -194,7 +194,9 @@ _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 ABSURD_OVER_CAPACITY = 64       # a request this many times the device is a size bug, not pressure
 # PyTorch's caching allocator frees its cache and retries before it reports the driver's free
 # memory: free this many times the request (and 1 GiB or more) says the device had room. Other
-# runtimes' "free" counts memory they cannot hand out in one piece (XLA's "reservable").
+# runtimes' "free" counts memory they cannot hand out in one piece (XLA's "reservable"); so
+# does the WDDM driver of Windows and WSL, which pages device memory under a budget of its
+# own (its messages carry NVML's "not available" per-process figures).
 ROOM_OVER_REQUEST = 16
 _ROOM_KINDS = {"cuda_caching_allocator", "hip"}
 
@@ -218,7 +220,7 @@ def _symptoms(ctx: ParseContext) -> None:
         if req is not None and (req >= 2**60 or (cap and req > ABSURD_OVER_CAPACITY * cap)):
             ev.symptom = "the request is far larger than any device: a corrupted size, not memory pressure"
         elif (ev.kind in _ROOM_KINDS and req and free is not None and free >= max(ROOM_OVER_REQUEST * req, 2**30)
-              and ev.allowed_bytes is None):
+              and ev.allowed_bytes is None and ev.line not in ctx.nvml_unavailable):
             ev.symptom = (f"the device had {free // 2**20} MiB free for a request of {req // 2**20} MiB: something "
                           "other than the device's memory refused it (a memory pool or allocator of another library, "
                           "a process limit, a driver fault), not memory pressure")

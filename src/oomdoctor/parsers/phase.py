@@ -125,14 +125,20 @@ _ANYWHERE = (
         # Megatron's distributed checkpointing finishing an asynchronous save
         r"|dist_checkpointing/strategies/async_utils\.py"
         # FSDP gathering full parameters outside forward/backward: summon_full_params for a save
-        r"|_unshard_fsdp_state_params|summon_full_params|_unshard_params_for_summon")),
+        r"|_unshard_fsdp_state_params|summon_full_params|_unshard_params_for_summon"
+        # a sharded optimizer's state gathered to be saved (fairscale's OSS, torch's
+        # ZeroRedundancyOptimizer): nothing else calls it
+        r"|consolidate_state_dict\b")),
     ("checkpoint_load", lazy(
         r"_load_optimizer_and_scheduler|_load_from_checkpoint|load_checkpoint\b|_load_zero_checkpoint|load_fsdp_optimizer|load_fsdp_model"
         r"|_load_rng_state|load_model_checkpoint|load_adapter|set_peft_model_state_dict|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer"
         # the Trainer reloading its best checkpoint at the end of training
         r"|_load_best_model|load_sharded_checkpoint|_load_from_peft_checkpoint"
         # an optimizer's own load_state_dict (it deep-copies the saved state): a checkpoint read back
-        r"|optim/optimizer\.py:(?:\w+\.)?load_state_dict\b")),
+        r"|optim/optimizer\.py:(?:\w+\.)?load_state_dict\b"
+        # a trainer restoring its saved state (Lightning's checkpoint connector: restore_model,
+        # restore_training_state, _restore_modules_and_callbacks; a script's restore_checkpoint)
+        r"|:_?(?:restore|resume)_(?:\w+_)?(?:model|checkpoint|ckpt|optimizers?|training_state|callbacks)(?:_\w+)?$")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         r"|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
@@ -228,6 +234,9 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
                   r"|\bin\s+(?:self\.)?(?:val|valid|validation|eval|test)_?(?:data_?)?loader\b")
 _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
                    r"(?:_[^/\\]*)?\.py$")
+# an optimizer's state read back, named by a caller: its function ("load_opt_state",
+# "load_optimizer_state") or the file its code reads ("optimizers.bin", "optimizer.pt")
+_OPTIMIZER_READ = lazy(r":\w*(?:optimi[sz]ers?|optims?|opt)_states?\w*$|optimi[sz]ers?\.(?:bin|pt|pth)\b")
 # an optimizer's (or its schedule's, its loss scaler's) state loaded on a code line: a resume
 _OPTIMIZER_STATE = lazy(r"\b(?:optim(?:izer)?s?|(?:lr_)?scheduler|(?:grad_)?scaler)(?:_\d+)?\.load_state_dict\(")
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
@@ -257,7 +266,8 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     if reads:
         # an optimizer's state read back is a resume, whatever the script's functions are
         # called ("def load_model(): optimizer.load_state_dict(torch.load(path))")
-        if any(fr.code and _OPTIMIZER_STATE.search(fr.code) for fr in frames):
+        if any(fr.code and (_OPTIMIZER_STATE.search(fr.code) or _OPTIMIZER_READ.search(fr.code)) for fr in frames) \
+                or any(_OPTIMIZER_READ.search(text) for text, _fr in texts):
             return "checkpoint_load", reads[-1]
         # library frames decide over the user's function names: tensors read from disk under
         # from_pretrained are the model's weights, under a training loop a checkpoint

@@ -457,6 +457,7 @@ def parse(ctx: ParseContext) -> None:
                 ctx.note(f"line {ln.no}: 'this process has {stated} bytes in use' is less than PyTorch itself holds "
                          "(NVML cannot see the process, as in many containers): not used in the arithmetic")
             if f["dropped_processes"]:
+                ctx.nvml_unavailable.add(ln.no)
                 ctx.note(f"line {ln.no}: ignored {f['dropped_processes']} impossible 'memory in use' figure(s) from NVML")
             ev = OomEvent(
                 kind=_KIND.get(backend or "", "cuda_caching_allocator"),

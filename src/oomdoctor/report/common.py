@@ -204,7 +204,7 @@ _KIND_WORDS = {
     "cuda_caching_allocator": "caching allocator", "cuda_runtime_error": "CUDA runtime error",
     "cublas_alloc": "cuBLAS/cuDNN allocation", "nccl": "NCCL", "hip": "ROCm (HIP)",
     "npu": "Ascend NPU", "xpu": "Intel XPU", "mps": "Apple MPS", "xla": "XLA",
-    "tensorflow": "TensorFlow", "bitsandbytes": "bitsandbytes", "host_oom_killer": "host OOM kill",
+    "bitsandbytes": "bitsandbytes", "host_oom_killer": "host OOM kill",
     "cpu_allocator": "host allocation", "dataloader_killed": "DataLoader worker killed",
 }
 
@@ -213,6 +213,8 @@ def kind_words(ev: OomEvent) -> str:
     words = _KIND_WORDS.get(ev.kind, ev.kind)
     if ev.kind == "cuda_caching_allocator":     # also the MLU / GCU forks of it
         words = f"{ev.backend or 'CUDA'} {words}"
+    elif ev.kind == "xla" and ev.backend == "TF":
+        words = "TensorFlow"
     return words
 
 
