@@ -1411,3 +1411,23 @@ def test_a_cuda_error_typed_out_again_in_another_case_is_still_read():
     d = report("Runtime Error: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62\n")
     assert d["oom_events"][0]["kind"] == "cuda_runtime_error"
     assert report("the word cuda, an error: out of memory\n")["oom_events"] == []
+
+
+_NCCL_WARN = ("node1:39:298 [0] bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 130)\n"
+              "node1:39:298 [0] include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'\n"
+              "node1:39:298 [0] NCCL INFO bootstrap.cc:231 -> 1\n")
+_GOES_ON = ("Train Epoch: 1 [0/246000 (0%)]\tLoss: 0.036680415272713\n"
+            "epoch is: 1 and train loss is 0.03668041527271271\n"
+            "Train Epoch: 1 [2700/246000 (18%)]\tLoss: 0.000002425569619\n")
+
+
+def test_nccls_own_warning_with_no_exception_after_it_and_the_run_going_on_is_survived():
+    d = report(_NCCL_WARN + _GOES_ON)
+    assert d["oom_events"][0]["survived"] is True
+    assert [x for x in d["diagnoses"] if not x.get("warning")] == []
+    # ... but an exception after it is what the warning led to
+    died = report(_NCCL_WARN + _GOES_ON + "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+                  "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n")
+    assert died["oom_events"][0]["survived"] is False
+    # ... and one progress line is not enough
+    assert report(_NCCL_WARN + _GOES_ON.splitlines()[0] + "\n")["oom_events"][0]["survived"] is False
