@@ -183,6 +183,16 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... but not a compiler restoring its graph state
     ([("/env/site-packages/torch/_dynamo/symbolic_convert.py", "restore_graphstate", "self.output.restore_graphstate(state)")],
      None),
+    # an inference routine inside a training script's validation (MONAI), a model kept for inference
+    ([("train.py", "val_epoch", "logits = sliding_window_inference(x, roi, 4, model)"),
+      ("/env/site-packages/monai/inferers/utils.py", "sliding_window_inference",
+       "count_map = torch.zeros(output_shape, device=device)")], "eval"),
+    ([("gcn_ns_sc.py", "main", "pred = infer_model(nf)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input, **kwargs)"),
+      ("gcn_ns_sc.py", "forward", "nf.block_compute(i)")], "eval"),
+    ([("gcn_ns_sc.py", "main", "pred = train_model(nf)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input, **kwargs)"),
+      ("gcn_ns_sc.py", "forward", "nf.block_compute(i)")], "forward"),
     # a model held in a private attribute ("self._model(**batch)")
     ([("/env/site-packages/recipes/lora_finetune_distributed.py", "train", "logits = self._model(**batch)")], "forward"),
 ])

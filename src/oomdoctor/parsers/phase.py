@@ -150,6 +150,9 @@ _ANYWHERE = (
         r"|[:_]generate_(?:sequences|samples)$|:(?![\w]*train)(?:\w+_)?rollout(?:_\w+)?$"
         # TRL's and its forks' "unwrap_model_for_generation": the policy gathered to generate
         r"|_for_generation$"
+        # an inference routine run inside a training script (MONAI's sliding_window_inference
+        # in its validation, a script's run_inference)
+        r"|:(?:\w+_)?inference$"
         # a script's own evaluation function (validate(), run_eval(), val_epoch(), a trainer's
         # private _eval_loop()), unless its name says it trains or saves as well
         # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
@@ -233,7 +236,9 @@ _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
 # or a loop over a validation loader
 _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)?|out(?:puts?)?|logits|preds?|predictions"
                   r"|acc\w*|metrics?|scores?)\s*(?:,[^=]{0,80})?=(?!=)"
-                  r"|\bin\s+(?:self\.)?(?:val|valid|validation|eval|test)_?(?:data_?)?loader\b")
+                  r"|\bin\s+(?:self\.)?(?:val|valid|validation|eval|test)_?(?:data_?)?loader\b"
+                  # a model or routine kept for inference, called ("pred = infer_model(nf)")
+                  r"|\b(?:self\.)?(?:infer|inference)(?:_\w+)?\(")
 _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
                    r"(?:_[^/\\]*)?\.py$")
 # an optimizer's state read back, named by a caller: its function ("load_opt_state",
