@@ -1441,3 +1441,22 @@ def test_nccls_own_warning_with_no_exception_after_it_and_the_run_going_on_is_su
     assert died["oom_events"][0]["survived"] is False
     # ... and one progress line is not enough
     assert report(_NCCL_WARN + _GOES_ON.splitlines()[0] + "\n")["oom_events"][0]["survived"] is False
+
+
+def test_a_tpu_reservation_failure_takes_its_capacity_from_the_table_under_it():
+    d = report("RuntimeError: Resource exhausted: From /job:tpu_worker/replica:0/task:0:\n"
+               "Attempting to reserve 3.95G at the bottom of memory. That was not possible. There are 1.92G free, 0B "
+               "reserved, and 1.92G reservable.; \n"
+               "HBM capacity 8.00G:\n"
+               "       Top-of-Memory reserved:  529.00M (     554,696,704 bytes)\n")
+    ev = d["oom_events"][0]
+    assert (ev["total_capacity_bytes"], ev["free_bytes"]) == (8 * 2**30, int(1.92 * 2**30))
+
+
+@pytest.mark.parametrize("before, phase", [("Quantizing Mistral\n", "model_load"),
+                                           ("we are not Quantizing anything here\n", None)])
+def test_a_trainer_quantizing_the_weights_it_loaded_is_loading_the_model(before, phase):
+    d = report(
+        before + "Error running job: CUDA error: out of memory\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n")
+    assert d["phase"] == phase

@@ -298,6 +298,19 @@ def _report_rows_alone(ctx: ParseContext, events: _Events) -> bool:
     return False
 
 
+# the table the TPU runtime prints under that message: "HBM capacity 8.00G:", then its rows
+_HBM_CAPACITY = lazy(r"^\s*HBM capacity (?P<cap>" + _SIZE + r"):")
+
+
+def _hbm_capacity(ctx: ParseContext, i: int) -> Optional[int]:
+    """The device's HBM capacity from the line right under a TPU reservation failure."""
+    for j in range(i + 1, min(len(ctx.lines), i + 3)):
+        m = ctx.search(_HBM_CAPACITY, ctx.lines[j].text)
+        if m:
+            return size_of(m.group("cap"))
+    return None
+
+
 def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
     if "allocate" in text or "Out of memory while" in text:
         m = ctx.search(_XLA_OOM_BYTES, text)
@@ -327,10 +340,11 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
             detail = None
             if m.group("reservable"):
                 detail = f"only {m.group('reservable')} reservable of {m.group('free')} free"
+            cap = _hbm_capacity(ctx, i)
             ev = events.add(("xla", "attempt", m.group("req"), m.group("free")), i, lambda: OomEvent(
                 kind="xla", backend="XLA", line=0, message_format=f"tpu-attempting-to-{m.group('verb')}",
                 tried_to_allocate_bytes=size_of(m.group("req")), free_bytes=size_of(m.group("free")),
-                detail=detail), exception=_xla_exception(ctx, text, m.start()))
+                total_capacity_bytes=cap, detail=detail), exception=_xla_exception(ctx, text, m.start()))
             _attach_hint(ctx, ev, i)
             return
     if "Used " in text:

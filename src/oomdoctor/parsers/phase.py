@@ -34,6 +34,9 @@ MARKERS = {
         # FSDP warns per tensor it cannot copy while building the full state dict of a save
         r"|Failed to clone\(\) tensor with name", re.I),
     "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"
+                                      # a trainer quantizing the weights it loaded ("Quantizing Mistral",
+                                      # "Quantizing transformer")
+                                      r"|(?m:^)Quantizing\b"
                                       # a conversion or loading script naming the weight file it reads
                                       r"|(?i:processing|reading|converting|loading)\s+\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
                                       # an error naming the weight file it was reading ("unable to mmap N
@@ -82,7 +85,8 @@ MARKERS = {
 # only the lines holding one are searched. Checked against MARKERS by a test.
 MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
-    "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting", "mmap", "open"),
+    "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting", "mmap", "open",
+                                  "quantizing"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),

@@ -114,7 +114,7 @@ FAILURE_LITERALS = (
 MARKER_LITERALS = (
     "Saving", "saving", "SAVING", "save_pretrained(", "Failed to clone() tensor", "failed to clone() tensor",
     "Loading checkpoint shards", "loading weights file", "Loading model weights", "model under default dtype",
-    "Loading base model", "load_model_and_tokenizer", "Continuing training from checkpoint", "Loading model from ",
+    "Loading base model", "load_model_and_tokenizer", "Quantizing", "Continuing training from checkpoint", "Loading model from ",
     "Resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
     "Attempting to resume from", "ZeRO state_dicts",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
