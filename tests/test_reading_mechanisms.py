@@ -1460,3 +1460,26 @@ def test_a_trainer_quantizing_the_weights_it_loaded_is_loading_the_model(before,
         before + "Error running job: CUDA error: out of memory\n"
         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n")
     assert d["phase"] == phase
+
+
+@pytest.mark.parametrize("line, world", [
+    ("Training with a single process on 1 GPUs.", 1),
+    ("Training in distributed mode with multiple processes, 1 GPU per process. Process 0, total 8.", 8),
+    ("Training with a single process on a laptop is slow", None),
+])
+def test_timms_training_mode_line_gives_the_world_size(line, world):
+    d = report(line + "\nKilled\n")
+    assert d["environment"]["world_size"] == world
+
+
+def test_a_deepspeed_config_passed_as_base64_is_read():
+    import base64
+    import json
+    cfg = {"train_batch_size": 2, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    b64 = base64.b64encode(json.dumps(cfg).encode()).decode()
+    d = report(f"[2023-05-17 11:25:13,146] [ERROR] [launch.py:324:sigkill_handler] ['/usr/bin/python', '-u', "
+               f"'train.py', '--local_rank=1', '--deepspeed_config', '{b64}'] exits with return code = -7\n")
+    assert d["environment"]["zero_stage"] == 2
+    # ... not text that only looks like base64
+    d = report("'--deepspeed_config', 'eyJub3QganNvbg' exits with return code = -7\n")
+    assert d["environment"]["zero_stage"] is None

@@ -47,7 +47,7 @@ from .forms import (
 from .framework import TRIGGERS, choose_framework, framework_evidence
 from .hardware import ACCEL_WORDS, BACKEND_ACCEL, hardware
 from .keys import KEYS
-from .launcher import launcher_world, world
+from .launcher import b64_configs, launcher_world, world
 from .versions import COLON_WORDS, clean_version, ds_report_row, entry_point, pip_show, versions
 
 # -- assembly -------------------------------------------------------------------------
@@ -94,6 +94,9 @@ def parse(ctx: ParseContext) -> None:
         raw = ln.raw or text
         if i not in code and (tracker.stack or "{" in text):
             tracker.feed(text, no)  # JSON blocks need every line, repeated or not
+        if "_config" in text and "eyJ" in text:
+            for config in b64_configs(text):
+                tracker.feed(config, no)
         if _progress_word(text) and _PROGRESS_NOISE.match(text):
             continue  # per-step progress (bars, loss dicts, timers): most of a long log, no settings
         # A line seen before (another rank's copy, a repeated warning) can change nothing:

@@ -23,7 +23,12 @@ _WORLD = lazy(
     r"|\bNPROC_PER_NODE=(?P<npn>\d{1,5})\b|\bNNODES=(?P<nnodes_env>\d{1,5})\b"
     # torchrun's worker group (group_world_size counts nodes) and the store-based barrier
     r"|\bgroup_world_size=(?P<gws_nodes>\d{1,5})\b|Completed store-based barrier for key:\S{1,80} with (?P<barrier>\d{1,7}) nodes"
-    r"|\bmpirun\b[^\n]{0,200}?\s-n(?:p)? (?P<mpi>\d{1,6})\b")
+    r"|\bmpirun\b[^\n]{0,200}?\s-n(?:p)? (?P<mpi>\d{1,6})\b"
+    # timm's train.py: "Training with a single process on 1 GPUs." / "Training in distributed
+    # mode with multiple processes, 1 device per process.Process 0, total 8, device cuda:0."
+    r"|^Training with a (?P<single>single) process on \d{1,4} (?:GPU|device)s?\b"
+    r"|^Training in distributed mode with multiple processes, \d{1,4} (?:GPU|device) per process\.\s*"
+    r"Process \d{1,7}, total (?P<timm>\d{1,7})\b")
 _NCCL_CHANNEL = lazy(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
 
 
@@ -34,7 +39,8 @@ def _hosts(col: Collector, mapping: dict, line: int, prio: int) -> None:
 
 
 # every line world() can use holds one of these (lower case): its two tests below
-NEEDS = ("nccl info channel", "world", "nnodes", "ranks", "num processes", "nproc_per_node", "barrier", "mpirun")
+NEEDS = ("nccl info channel", "world", "nnodes", "ranks", "num processes", "nproc_per_node", "barrier", "mpirun",
+         "training with a single process", "training in distributed mode")
 
 
 def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
@@ -46,7 +52,7 @@ def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
                 nccl[0], nccl[1] = top + 1, line
         return
     if not ("world" in low or "nnodes" in low or "ranks" in low or "num processes" in low or "nproc_per_node" in low
-            or "barrier" in low or "mpirun" in low):
+            or "barrier" in low or "mpirun" in low or low.startswith("training ")):
         return
     for m in finditer(_WORLD, text)[:3]:
         g = m.groupdict()
@@ -83,6 +89,26 @@ def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
             col.set("world_size", int(g["barrier"]), line, RUNTIME - 2)
         elif g["mpi"]:
             col.set("world_size", int(g["mpi"]), line, LAUNCH)
+        elif g["single"] or g["timm"]:
+            col.set("world_size", int(g["timm"] or 1), line, RUNTIME)
+
+
+# GPT-NeoX hands its DeepSpeed configuration to each worker as base64-encoded JSON on the
+# command line the launcher echoes ("'--deepspeed_config', 'eyJ0cmFpbl9i...'")
+_B64_CONFIG = lazy(r"--(?:deepspeed|megatron)_config['\"]?(?:,\s*|=|\s+)['\"]?(?P<b64>eyJ[A-Za-z0-9+/=_-]{8,40000})")
+
+
+def b64_configs(text: str) -> list[str]:
+    """The JSON text of the base64-encoded configurations on a launcher's command line."""
+    out = []
+    for m in finditer(_B64_CONFIG, text)[:2]:
+        b64 = m.group("b64")
+        try:
+            decoded = base64.b64decode(b64 + "=" * (-len(b64) % 4), altchars=b"-_" if "-" in b64 or "_" in b64 else None)
+            out.append(decoded[:40000].decode("utf-8"))
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            pass
+    return out
 
 
 # -- world size from what the launcher does -----------------------------------------------
