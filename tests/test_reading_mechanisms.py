@@ -190,6 +190,12 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("gcn_ns_sc.py", "main", "pred = infer_model(nf)"),
       ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input, **kwargs)"),
       ("gcn_ns_sc.py", "forward", "nf.block_compute(i)")], "eval"),
+    # ... a library's infer_auto_device_map is model loading
+    ([("train.py", "main", "model = AutoModelForCausalLM.from_pretrained(path, device_map='auto')"),
+      ("/env/site-packages/transformers/modeling_utils.py", "from_pretrained",
+       "device_map = infer_auto_device_map(model, max_memory=max_memory)"),
+      ("/env/site-packages/accelerate/utils/modeling.py", "get_max_memory", "_ = torch.tensor([0], device=i)")],
+     "model_load"),
     ([("gcn_ns_sc.py", "main", "pred = train_model(nf)"),
       ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input, **kwargs)"),
       ("gcn_ns_sc.py", "forward", "nf.block_compute(i)")], "forward"),
@@ -1386,8 +1392,11 @@ def test_tensorflow_0x_oom_without_a_shape_names_its_device_from_the_node_below(
                '\t [[Node: sub_2518 = Sub[T=DT_FLOAT, _device="/job:localhost/replica:0/task:0/gpu:1"](sub_2518/x)]]\n')
     ev = d["oom_events"][0]
     assert (ev["kind"], ev["backend"], ev["device_index"], ev["tried_to_allocate_bytes"]) == ("xla", "TF", 1, None)
-    # the words alone, in the middle of a sentence, are not the message
+    # the words alone, in a sentence, are not the message
     assert report("we see OOM when allocating tensor with shape [x] in the docs\n")["oom_events"] == []
+    assert report("we hit OOM when allocating tensor with shape\n")["oom_events"] == []
+    # a TensorFlow log is not a PyTorch one
+    assert d["environment"]["framework"] != "plain-pytorch"
 
 
 def test_a_cpu_allocator_message_cut_before_its_size_is_a_host_allocation():
@@ -1420,7 +1429,7 @@ def test_wddm_free_memory_is_not_taken_as_room_on_the_device():
 def test_a_cuda_error_typed_out_again_in_another_case_is_still_read():
     d = report("Runtime Error: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62\n")
     assert d["oom_events"][0]["kind"] == "cuda_runtime_error"
-    assert report("the word cuda, an error: out of memory\n")["oom_events"] == []
+    assert report("if you hit a cuda error: out of memory, lower the batch size\n")["oom_events"] == []
 
 
 _NCCL_WARN = ("node1:39:298 [0] bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 130)\n"

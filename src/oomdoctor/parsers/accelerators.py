@@ -77,7 +77,7 @@ _DEVICE_IN_NAME = lazy(r"(?:GPU|TPU|XLA_GPU|device)[_:](?P<d>\d{1,4})", re.I)
 # -- TensorFlow ---------------------------------------------------------------------------
 # (TensorFlow 0.x printed no shape: "Compute status: Resource exhausted: OOM when allocating
 # tensor with shape" ends its line)
-_TF_OOM_NO_SHAPE = lazy(r"OOM when allocating tensor with shape\s*$")
+_TF_OOM_NO_SHAPE = lazy(r"Resource exhausted: OOM when allocating tensor with shape\s*$")
 _TF_OOM = lazy(
     r"OOM when allocating tensor with shape\s*(?P<shape>\[[\d,\s]{0,200}\])"
     r"(?:\s*and type (?P<dtype>\w{1,20}))?(?:\s*on (?P<device>[\w/:.-]{1,200}))?(?:\s*by allocator (?P<alloc>\w{1,40}))?")
@@ -302,12 +302,12 @@ def _report_rows_alone(ctx: ParseContext, events: _Events) -> bool:
 _HBM_CAPACITY = lazy(r"^\s*HBM capacity (?P<cap>" + _SIZE + r"):")
 
 
-def _hbm_capacity(ctx: ParseContext, i: int) -> Optional[int]:
-    """The device's HBM capacity from the line right under a TPU reservation failure."""
-    for j in range(i + 1, min(len(ctx.lines), i + 3)):
-        m = ctx.search(_HBM_CAPACITY, ctx.lines[j].text)
+def _below(ctx: ParseContext, i: int, pattern, lines: int = 2) -> Optional[re.Match]:
+    """The first match of ``pattern`` in the few lines printed right under line ``i``."""
+    for j in range(i + 1, min(len(ctx.lines), i + 1 + lines)):
+        m = ctx.search(pattern, ctx.lines[j].text)
         if m:
-            return size_of(m.group("cap"))
+            return m
     return None
 
 
@@ -340,11 +340,11 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
             detail = None
             if m.group("reservable"):
                 detail = f"only {m.group('reservable')} reservable of {m.group('free')} free"
-            cap = _hbm_capacity(ctx, i)
+            cap = _below(ctx, i, _HBM_CAPACITY)   # the table under it: "HBM capacity 8.00G:"
             ev = events.add(("xla", "attempt", m.group("req"), m.group("free")), i, lambda: OomEvent(
                 kind="xla", backend="XLA", line=0, message_format=f"tpu-attempting-to-{m.group('verb')}",
                 tried_to_allocate_bytes=size_of(m.group("req")), free_bytes=size_of(m.group("free")),
-                total_capacity_bytes=cap, detail=detail), exception=_xla_exception(ctx, text, m.start()))
+                total_capacity_bytes=size_of(cap.group("cap")) if cap else None, detail=detail), exception=_xla_exception(ctx, text, m.start()))
             _attach_hint(ctx, ev, i)
             return
     if "Used " in text:
@@ -387,7 +387,8 @@ def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     groups = m.groupdict()
     shape = re.sub(r"\s+", "", groups.get("shape") or "")
     dtype = groups.get("dtype")
-    device = groups.get("device") or _node_device(ctx, i)
+    node = None if groups.get("device") else _below(ctx, i, _NODE_DEVICE)
+    device = groups.get("device") or (node.group("device") if node else "")
     dims = [d for d in shape.strip("[]").split(",") if d]
     req = None
     if dtype and dtype.lower() in _TF_DTYPE_BYTES and dims and all(d.isdigit() for d in dims):
@@ -412,15 +413,6 @@ def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
 # the failing op's node, printed under the error: "[[Node: sub_2518 = Sub[T=DT_FLOAT,
 # _device="/job:localhost/replica:0/task:0/gpu:0"](...)]]" (TensorFlow 1.x and before)
 _NODE_DEVICE = lazy(r"\[\[\{?\{?[Nn]ode[: ][^\n]{0,300}?_device=\"(?P<device>[\w/:.-]{1,200})\"")
-
-
-def _node_device(ctx: ParseContext, i: int) -> str:
-    """The device of the node TensorFlow prints in the two lines below its OOM message."""
-    for j in range(i + 1, min(len(ctx.lines), i + 3)):
-        m = ctx.search(_NODE_DEVICE, ctx.lines[j].text)
-        if m:
-            return m.group("device")
-    return ""
 
 
 def _on_host(device: Optional[str], alloc: Optional[str]) -> bool:

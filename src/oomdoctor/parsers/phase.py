@@ -241,13 +241,15 @@ _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
 _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)?|out(?:puts?)?|logits|preds?|predictions"
                   r"|acc\w*|metrics?|scores?)\s*(?:,[^=]{0,80})?=(?!=)"
                   r"|\bin\s+(?:self\.)?(?:val|valid|validation|eval|test)_?(?:data_?)?loader\b"
-                  # a model or routine kept for inference, called ("pred = infer_model(nf)")
-                  r"|\b(?:self\.)?(?:infer|inference)(?:_\w+)?\(")
+                  # a model kept for inference, called ("pred = infer_model(nf)"; read in a script's
+                  # own frames: a library's infer_auto_device_map is model loading)
+                  r"|\b(?:infer|inference)_(?:model|net|step)\(")
 _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
                    r"(?:_[^/\\]*)?\.py$")
 # an optimizer's state read back, named by a caller: its function ("load_opt_state",
 # "load_optimizer_state") or the file its code reads ("optimizers.bin", "optimizer.pt")
-_OPTIMIZER_READ = lazy(r":\w*(?:optimi[sz]ers?|optims?|opt)_states?\w*$|optimi[sz]ers?\.(?:bin|pt|pth)\b")
+_OPTIMIZER_FN = lazy(r":\w*(?:optimi[sz]ers?|optims?|opt)_states?\w*$")
+_OPTIMIZER_FILE = lazy(r"optimi[sz]ers?\.(?:bin|pt|pth)\b")
 # an optimizer's (or its schedule's, its loss scaler's) state loaded on a code line: a resume
 _OPTIMIZER_STATE = lazy(r"\b(?:optim(?:izer)?s?|(?:lr_)?scheduler|(?:grad_)?scaler)(?:_\d+)?\.load_state_dict\(")
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
@@ -264,21 +266,21 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     # unless the frames are in a backward pass or an optimizer step (evaluation has neither)
     training_step = any(rx.search(t) for _phase, rx in _STEP[:2] for t, _fr in texts)
     for fr in frames:
-        if fr.code and not training_step and _EVAL_CODE.search(fr.code):
+        if fr.code and not training_step and not _LIBRARY.search(fr.file) and _EVAL_CODE.search(fr.code):
             return "eval", fr
     # library frames outweigh the user's own function names: a script's train() that calls
     # accelerate's prepare() is placing the model, not training it
     # (library frames that say nothing of where the job was, such as a command-line parser's
     # wrapper around the script's main(), leave it to the script's own names)
     library = [(t, fr) for t, fr in texts if _LIBRARY.search(fr.file)]
-    telling = [t for t, _ in library if _TRAINING.search(t) or _MODEL_LOAD.search(t)]
-    training = any(_TRAINING.search(t) for t in (telling or [t for t, _ in texts]))
+    training = any(_TRAINING.search(t) for t, _ in library) or (
+        not any(_MODEL_LOAD.search(t) for t, _ in library) and any(_TRAINING.search(t) for t, _ in texts))
     reads = [fr for text, fr in texts if _TENSOR_READ.search(text)]
     if reads:
         # an optimizer's state read back is a resume, whatever the script's functions are
         # called ("def load_model(): optimizer.load_state_dict(torch.load(path))")
-        if any(fr.code and (_OPTIMIZER_STATE.search(fr.code) or _OPTIMIZER_READ.search(fr.code)) for fr in frames) \
-                or any(_OPTIMIZER_READ.search(text) for text, _fr in texts):
+        if any(fr.code and (_OPTIMIZER_STATE.search(fr.code) or _OPTIMIZER_FILE.search(fr.code)) for fr in frames) \
+                or any(_OPTIMIZER_FN.search(text) for text, _fr in texts):
             return "checkpoint_load", reads[-1]
         # library frames decide over the user's function names: tensors read from disk under
         # from_pretrained are the model's weights, under a training loop a checkpoint

@@ -25,8 +25,8 @@ _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 
 # -- CUDA runtime / driver -----------------------------------------------------------------
 # "CUDA Error: out of memory at .../cumem_allocator.cpp" (vLLM's allocator) capitalises it; a
-# message typed out again by hand may have any case ("Cuda error: out of memory")
-_CUDA_ERROR = lazy(r"(?i:CUDA error: out of memory)|cuda runtime error \(2\) : out of memory"
+# message typed out again by hand may spell it "Cuda error: out of memory"
+_CUDA_ERROR = lazy(r"(?:CUDA|Cuda) [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
 # TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
 _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"

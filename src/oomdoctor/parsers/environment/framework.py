@@ -108,7 +108,7 @@ def choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
     jax = any("/jax/" in (fr.file or "") or "/flax/" in (fr.file or "") for fr in ctx.all_frames) or any(
         (e.exception or "").startswith(("jaxlib.", "jax.")) for e in ctx.facts.oom_events)
     events = [e for e in ctx.facts.oom_events
-              if e.kind not in ("tensorflow", "host_oom_killer", "cpu_allocator", "dataloader_killed")
+              if e.kind not in ("host_oom_killer", "cpu_allocator", "dataloader_killed") and e.backend != "TF"
               and not (e.kind == "xla" and jax)]
     if events:
         _score(score, "plain-pytorch", 2, events[0].line)

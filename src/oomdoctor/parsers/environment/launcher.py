@@ -105,7 +105,7 @@ def b64_configs(text: str) -> list[str]:
         b64 = m.group("b64")
         try:
             decoded = base64.b64decode(b64 + "=" * (-len(b64) % 4), altchars=b"-_" if "-" in b64 or "_" in b64 else None)
-            out.append(decoded[:40000].decode("utf-8"))
+            out.append(decoded.decode("utf-8"))
         except (binascii.Error, ValueError, UnicodeDecodeError):
             pass
     return out
