@@ -1492,3 +1492,34 @@ def test_a_deepspeed_config_passed_as_base64_is_read():
     # ... not text that only looks like base64
     d = report("'--deepspeed_config', 'eyJub3QganNvbg' exits with return code = -7\n")
     assert d["environment"]["zero_stage"] is None
+
+
+@pytest.mark.parametrize("line", [
+    "  07/25/2022 19:34:26 [0:7051]: cgroup/OOM: Killed because of memory limit",
+    "  failed cgroups enforced memory limit because:",
+    "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.",
+    "=>> PBS: job killed: mem 134217728kb exceeded limit 131072000kb",
+])
+def test_batch_schedulers_memory_limit_kills_are_host_ooms(line):
+    d = report(">Max vmem         = 434.289G\n  Max rss          = 315.860G\n" + line + "\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["strength"]) == ("host_oom_killer", "certain")
+    assert d["diagnoses"][0]["incident"] == "host-oom"
+
+
+def test_a_scheduler_limit_named_in_prose_is_not_a_kill():
+    assert report("note: jobs are killed when they exceed limit of the queue\n")["oom_events"] == []
+
+
+def test_the_interpreters_own_abort_is_a_crash_that_explains_the_launchers_kills():
+    log = ("Train:  27%|███▍         | 1250/4708 [31:08:58<88:27:54, 92.10s/it]\n"
+           "Fatal Python error: none_dealloc: deallocating None: bug likely caused by a refcount error in a C extension\n"
+           "Python runtime state: initialized\n\n"
+           "W0802 23:48:41.941000 103473 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 103491 "
+           "closing signal SIGTERM\n")
+    d = report(log)
+    assert "python_fatal_error" in [f["kind"] for f in d["failures"]]
+    assert [x["incident"] for x in d["diagnoses"] if not x.get("warning")] in ([], ["not-oom"])
+    # ... but not when what it reports is memory
+    mem = report("Fatal Python error: Cannot recover from MemoryErrors while normalizing exceptions.\n")
+    assert "python_fatal_error" not in [f["kind"] for f in mem["failures"]]

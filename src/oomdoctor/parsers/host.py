@@ -48,6 +48,12 @@ _SLURM_SCRIPT = lazy(r"slurm_script: line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed")
 _SLURM_LIMIT = lazy(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}\),? being killed"
                           r"|slurmstepd: error: Exceeded (?:job|step) memory limit", re.I)
 _SLURM_STATE = lazy(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
+# other batch schedulers' reports of a job killed at its memory limit: Grid Engine's
+# ("failed cgroups enforced memory limit because: ... cgroup/OOM: Killed because of memory
+# limit"), LSF's TERM_MEMLIMIT, PBS's "job killed: mem N exceeded limit M"
+_SCHEDULER_LIMIT = lazy(r"cgroup/OOM: Killed because of memory limit|failed cgroups enforced memory limit"
+                        r"|TERM_MEMLIMIT: job killed after reaching LSF memory usage limit"
+                        r"|PBS: job killed: (?:p?v?mem) \d{1,20}[kmgt]?b exceeded limit \d{1,20}[kmgt]?b", re.I)
 _K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
@@ -146,7 +152,7 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
-          "rror code -", "MEM(GB)", "aught signal") + KILLED_LOCALISED
+          "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit") + KILLED_LOCALISED
 
 
 @dataclass
@@ -294,6 +300,9 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
             return True
     if "memory limit" in text and ctx.search(_SLURM_LIMIT, text):
         s.kill(i, "certain", "slurm", "Slurm: job exceeded its memory limit and was killed")
+        return True
+    if ("memory limit" in text or "exceeded limit" in text or "MEMLIMIT" in text) and ctx.search(_SCHEDULER_LIMIT, text):
+        s.kill(i, "certain", "scheduler", "the batch scheduler killed the job at its memory limit: " + text.strip()[:120])
         return True
     if "OUT_OF_MEMORY" in text and ctx.search(_SLURM_STATE, text):
         s.kill(i, "certain", "slurm", "Slurm job state OUT_OF_MEMORY")
@@ -579,14 +588,15 @@ def _resolve_launchers(s: _Scan) -> None:
             s.kill(j, "weak", "exit-137", "an exit code that means SIGKILL (137, or -9)")
 
 
-_SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "kubernetes": "kubernetes-oomkilled",
+_SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "scheduler": "scheduler-memory-limit",
+                  "kubernetes": "kubernetes-oomkilled",
                   "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill",
                   "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",
                   "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137",
                   "notebook": "notebook-out-of-ram"}
 # the formats of a launcher's kills that only say a rank died without a Python exception
 SILENT_DEATH_FORMATS = (_SOURCE_FORMAT["torchrun-survivors"], _SOURCE_FORMAT["deepspeed"])
-_SOURCE_RANK = {"kernel": 0, "slurm": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,
+_SOURCE_RANK = {"kernel": 0, "slurm": 1, "scheduler": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,
                 "launcher": 6, "shell": 7, "torchrun-survivors": 8, "exit-137": 9}
 
 

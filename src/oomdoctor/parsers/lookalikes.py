@@ -70,6 +70,11 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     ("segfault", ("Segmentation fault", "SIGSEGV", "-11", "core dumped"),
      lazy(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
                 r"|\(exitcode: -11\)|return code = -11\b|(?<!Aborted |Bus error )\(core dumped\)")),
+    # the interpreter aborting on its own report ("Fatal Python error: none_dealloc: deallocating
+    # None", "... Aborted"): a crash of that process, not a silent death (a segfault's and a bus
+    # error's reports are their own families'; "Cannot recover from MemoryErrors" is memory)
+    ("python_fatal_error", ("Fatal Python error",),
+     lazy(r"Fatal Python error: (?!Segmentation fault|Bus error|Cannot recover from MemoryError)\S[^\n]{0,200}")),
     ("flash_attn_unsupported", ("FlashAttention", "flash_attn", "flash-attn", "flash attn"),
      lazy(r"FlashAttention(?:-?2)? only supports Ampere GPUs or newer"
                 r"|FlashAttention(?:-?2)? (?:is )?only supported on (?:Ampere|sm_?8)"

@@ -26,6 +26,10 @@ ANCHOR_LITERALS = (
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
     "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
+    # batch schedulers' memory-limit kills (Grid Engine, LSF, PBS)
+    "enforced memory limit", "MEMLIMIT", "job killed",
+    # the interpreter's own abort report
+    "Fatal Python error",
     # "exit code" alone ends every Slurm epilogue ("exit code 0"): only signal-like codes
     # (-9, 137, 134, 135, 139, 253) say something died.
     "exit code -", "exit code 13", "exit code 25", "exit code: -", "exit code: 13",
@@ -101,7 +105,8 @@ CONTEXT_LITERALS = (
 FAILURE_LITERALS = (
     "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ut of memory",   # "ut of memory": out of / Out of
     "Tried to allocate", "RESOURCE_EXHAUSTED", "Resource exhausted", "OOM", "oom-kill", "oom_kill",
-    "Killed", "SIGKILL", "Signal 9", "MemoryError", "Unable to allocate", "Cannot allocate memory",
+    "Killed", "SIGKILL", "Signal 9", "enforced memory limit", "MEMLIMIT", "job killed", "Fatal Python error",
+    "MemoryError", "Unable to allocate", "Cannot allocate memory",
     "not enough memory", "OUT_OF_MEMORY", "ALLOC_FAILED", "ChildFailedError", "exitcode: -", "exitcode: 1",
     "return code = -", "exit code -", "exit code 13", "exit status -", "exit status 13", "DiedError",
     "WorkerCrashedError", "died unexpectedly", "Segmentation fault", "core dumped", "Bus error", "SIGBUS",
