@@ -1523,3 +1523,13 @@ def test_the_interpreters_own_abort_is_a_crash_that_explains_the_launchers_kills
     # ... but not when what it reports is memory
     mem = report("Fatal Python error: Cannot recover from MemoryErrors while normalizing exceptions.\n")
     assert "python_fatal_error" not in [f["kind"] for f in mem["failures"]]
+
+
+@pytest.mark.parametrize("source, library", [
+    ("/pytorch/torch/lib/THC/generic/THCStorage.cu:58", False),       # torch 0.x: every tensor's storage
+    ("/pytorch/aten/src/THC/THCCachingAllocator.cpp:510", False),
+    ("/workspace/csrc/cumem_allocator.cpp:62", True),                   # vLLM's own allocator
+])
+def test_a_cuda_error_in_pytorchs_own_sources_is_not_another_librarys_allocator(source, library):
+    d = report(f"RuntimeError: cuda runtime error (2) : out of memory at {source}\n")
+    assert (d["oom_events"][0]["message_format"] == "library-allocator") == library

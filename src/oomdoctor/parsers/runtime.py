@@ -40,6 +40,7 @@ _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 # error: 2 (out of memory)"): 2 is CUDA_ERROR_OUT_OF_MEMORY, memory outside PyTorch's allocator
 _CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
+_PYTORCH_SOURCE = lazy(r"\bc10/|/THC[A-Z]?/|/(?:aten|ATen)/|torch/lib/")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
 
 # The lines C10_CUDA_CHECK appends to the message; their wording dates the torch release.
@@ -239,8 +240,10 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         else:
             # "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62": another
             # library's own allocator (vLLM's) failed, outside PyTorch's caching allocator
+            # (PyTorch's own sources are not another library: c10, ATen, and torch 0.x's THC,
+            # whose THCStorage.cu allocated every tensor's storage)
             src = ctx.search(_LIBRARY_SOURCE, text, m.end())
-            if src and "c10" not in src.group("path"):
+            if src and not _PYTORCH_SOURCE.search(src.group("path")):
                 fmt, detail = "library-allocator", f"a CUDA allocation in {src.group('file')} failed"
         ev = events.add(("cuda_runtime_error", fmt == "bitsandbytes", key_text), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0))
