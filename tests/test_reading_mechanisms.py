@@ -1533,3 +1533,10 @@ def test_the_interpreters_own_abort_is_a_crash_that_explains_the_launchers_kills
 def test_a_cuda_error_in_pytorchs_own_sources_is_not_another_librarys_allocator(source, library):
     d = report(f"RuntimeError: cuda runtime error (2) : out of memory at {source}\n")
     assert (d["oom_events"][0]["message_format"] == "library-allocator") == library
+
+
+def test_the_allocators_exception_with_only_its_request_is_an_oom_of_that_size():
+    d = report("torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cuda_caching_allocator", int(12.60 * 2**30))
+    assert report("OutOfMemoryError: Tried to allocate memory for the cache, retrying\n")["oom_events"] == []

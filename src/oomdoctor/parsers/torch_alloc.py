@@ -50,6 +50,9 @@ def _cut_message(text: str):
 
 
 _CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3,}Traceback \(most recent call last\)|:?\s*$)")
+# ... with its request but not its first words, as a user shortened it by hand
+# ("torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19")
+_CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?=Tried\s*to\s*allocate\s*\d)")
 
 _F = {
     "req": lazy(r"Tried\s*to\s*allocate\s*" + _S),
@@ -431,6 +434,13 @@ def parse(ctx: ParseContext) -> None:
                                        exception=_exception_before(ln.text[:cut.start()]),
                                        message_format="cut (figures not in the log)",
                                        **ctx.at(ln)))
+                continue
+            m = _CLASS_TRIED.match(ln.text)
+            if m:
+                f = parse_message(ln.text[m.end():], None)
+                events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
+                                       message_format="class and request only (the message shortened)",
+                                       tried_to_allocate_bytes=f["tried_to_allocate_bytes"], **ctx.at(ln)))
                 continue
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
