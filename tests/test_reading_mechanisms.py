@@ -1540,3 +1540,9 @@ def test_the_allocators_exception_with_only_its_request_is_an_oom_of_that_size()
     ev = d["oom_events"][0]
     assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cuda_caching_allocator", int(12.60 * 2**30))
     assert report("OutOfMemoryError: Tried to allocate memory for the cache, retrying\n")["oom_events"] == []
+
+
+def test_a_feature_cache_being_built_is_data_preparation():
+    d = report("Converting examples to features: 100%|██████| 307315/307315 [06:21<00:00, 805.69it/s]\n"
+               "01/11/2022 07:37:52 - INFO - __main__ -   Saving features into cached file cached_train_384\n\nKilled\n")
+    assert d["phase"] == "data_loading"

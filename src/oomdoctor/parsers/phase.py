@@ -79,7 +79,11 @@ MARKERS = {
     "preprocessing": lazy(r"(?m)Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"
                                 # a script reading its training data ("Loading prepared training docs from x.json")
-                                r"|Loading (?:\w+ ){0,3}(?:data|datasets?|docs|documents|corpus|samples|examples) from\b"),
+                                r"|Loading (?:\w+ ){0,3}(?:data|datasets?|docs|documents|corpus|samples|examples) from\b"
+                                # transformers' example scripts building their feature cache
+                                # (run_squad, run_glue, run_language_modeling)
+                                r"|(?:Creating|Loading) features from (?:dataset|cached) file|Saving features into cached file"
+                                r"|Converting examples to features"),
 }
 # Lower-case literals of which every match of the marker holds one (see ParseContext.grep):
 # only the lines holding one are searched. Checked against MARKERS by a test.
@@ -103,7 +107,8 @@ MARKER_GATES = {
                      "childfailederror", "terminated with signal", "non-zero exit status", "exited with",
                      "closed by remote host", "core dumped"),
     "preprocessing": ("running tokenizer", "converting format", "map", "tokenizing", "generating",
-                      "preprocessing dataset", "packing dataset", "loading "),
+                      "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
+                      "examples to features"),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
@@ -190,7 +195,7 @@ _MODEL_LOAD = lazy(
     r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
              # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
-             r"|:\w*(?:prepare|load|build|get|make)_\w*datasets?$")
+             r"|:\w*(?:prepare|load|build|get|make|create)_\w*datasets?$")
 # innermost first
 _STEP = (
     ("optimizer_step", lazy(

@@ -133,6 +133,7 @@ MARKER_LITERALS = (
     "initialize_optimizer_states", "ZeRO stage", "DeepSpeedZeRoOffload initialize", "Stage 3 initialize beginning", "Parameter Offload: Total",
     "creating fp16 partitions", "creating fp32 partitions", "Creating ZeRO Offload", "finished initializing model",
     "DeepSpeed Final Optimizer", "Running tokenizer on dataset", "Converting format of dataset", "Map:",
+    "features from dataset file", "features from cached file", "features into cached file", "examples to features",
     "Map (num_proc=", "Tokenizing train", "Tokenizing dataset", "Generating train split",
     "Generating validation split", "Preprocessing dataset", "Packing dataset",
     # a script reading its training data ("Loading prepared training docs from x.json")
