@@ -199,6 +199,15 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("gcn_ns_sc.py", "main", "pred = train_model(nf)"),
       ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input, **kwargs)"),
       ("gcn_ns_sc.py", "forward", "nf.block_compute(i)")], "forward"),
+    # safetensors writing a file under a trainer's own save of its weights
+    ([("D:\\kohya_ss\\library\\sdxl_model_util.py", "save_stable_diffusion_checkpoint", "save_file(state_dict, output_file)"),
+      ("D:\\kohya_ss\\venv\\lib\\site-packages\\safetensors\\torch.py", "save_file", "serialize_file(_flatten(tensors))"),
+      ("D:\\kohya_ss\\venv\\lib\\site-packages\\safetensors\\torch.py", "_tobytes", "return data.tobytes()")],
+     "checkpoint_save"),
+    ([("/app/trainer.py", "train", "self.network.save_weights(path)"),
+      ("/env/site-packages/lycoris/wrapper.py", "save_weights", "save_file(state_dict, file, metadata)")], "checkpoint_save"),
+    # ... reading one is not a save
+    ([("/env/site-packages/safetensors/torch.py", "load_file", "result[k] = f.get_tensor(k)")], "model_load"),
     # a model held in a private attribute ("self._model(**batch)")
     ([("/env/site-packages/recipes/lora_finetune_distributed.py", "train", "logits = self._model(**batch)")], "forward"),
 ])

@@ -133,6 +133,9 @@ _ANYWHERE = (
         r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora"
         # torch.save's native writer, in a crash's C++ frames
         r"|PyTorchStreamWriter::"
+        # safetensors writing a file; a trainer's own save of its weights or checkpoint
+        # ("save_stable_diffusion_checkpoint", lycoris' "save_weights")
+        r"|safetensors/torch\.py:(?:save|save_file|save_model)\b|:_?save_(?:\w+_)?(?:checkpoint|ckpt|weights)$"
         # Megatron's distributed checkpointing finishing an asynchronous save
         r"|dist_checkpointing/strategies/async_utils\.py"
         # FSDP gathering full parameters outside forward/backward: summon_full_params for a save
