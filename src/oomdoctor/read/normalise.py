@@ -131,6 +131,17 @@ _TS_AT = stdlib_re.compile(r"\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
 _FRAME_AT = lazy(r"File \"[^\"]+\", line \d+")
 
 
+def _after_bars(text: str) -> Iterator[int]:
+    """Where a record starts right after a tqdm bar's rate ("...3.2it/s]Traceback")."""
+    for token in ("it/s]", "s/it]"):
+        i = text.find(token)
+        while i >= 0:
+            j = i + len(token)
+            if j < len(text) and not text[j].isspace():
+                yield j
+            i = text.find(token, j)
+
+
 def _glue_candidates(text: str, physicals: list[str]) -> set[int]:
     """Indices of the lines (``text`` is ``physicals`` joined by newlines) that hold a place
     where ``_split_glued`` may cut: the others are never split, so its searches run only on
@@ -138,14 +149,7 @@ def _glue_candidates(text: str, physicals: list[str]) -> set[int]:
     in C; a regex that starts with a character class tries every position in Python's
     engine), as a superset of its cuts on a line that ``normalise_line`` only trims (a line
     that escape codes, markdown bold or control characters change is searched itself)."""
-    hits: list[int] = []
-    for token in ("it/s]", "s/it]"):
-        i = text.find(token)
-        while i >= 0:
-            j = i + len(token)
-            if j < len(text) and not text[j].isspace():
-                hits.append(i)
-            i = text.find(token, j)
+    hits = list(_after_bars(text))
     for token in ("Traceback (most recent call last):", '  File "'):
         i = text.find(token, 1)
         while i > 0:
@@ -171,14 +175,7 @@ def _split_glued(seg: str) -> list[str]:
     ("...it/s]Traceback"), before a traceback header or a timestamped record that does not
     start the line, before a `File "..."` frame glued after a code line. Plain string
     searches find the candidates; a regex confirms the two that need it."""
-    cuts: set[int] = set()
-    for token in ("it/s]", "s/it]"):
-        i = seg.find(token)
-        while i >= 0:
-            j = i + len(token)
-            if j < len(seg) and not seg[j].isspace():
-                cuts.add(j)
-            i = seg.find(token, j)
+    cuts: set[int] = set(_after_bars(seg))
     i = seg.find("Traceback (most recent call last):", 1)
     if i > 0 and not seg[i - 1].isspace():
         cuts.add(i)
