@@ -204,6 +204,8 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("D:\\kohya_ss\\venv\\lib\\site-packages\\safetensors\\torch.py", "save_file", "serialize_file(_flatten(tensors))"),
       ("D:\\kohya_ss\\venv\\lib\\site-packages\\safetensors\\torch.py", "_tobytes", "return data.tobytes()")],
      "checkpoint_save"),
+    ([("/app/trainer.py", "train", "write_out(state, path)"),
+      ("/env/site-packages/safetensors/torch.py", "save_file", "serialize_file(_flatten(tensors))")], "checkpoint_save"),
     ([("/app/trainer.py", "train", "self.network.save_weights(path)"),
       ("/env/site-packages/lycoris/wrapper.py", "save_weights", "save_file(state_dict, file, metadata)")], "checkpoint_save"),
     # ... reading one is not a save
@@ -1508,6 +1510,8 @@ def test_a_deepspeed_config_passed_as_base64_is_read():
     "  failed cgroups enforced memory limit because:",
     "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.",
     "=>> PBS: job killed: mem 134217728kb exceeded limit 131072000kb",
+    "=>> PBS: job killed: vmem 17223929856 exceeded limit 17179869184",
+    "=>> PBS: job killed: mem job total 138412032 kb exceeded limit 134217728 kb",
 ])
 def test_batch_schedulers_memory_limit_kills_are_host_ooms(line):
     d = report(">Max vmem         = 434.289G\n  Max rss          = 315.860G\n" + line + "\n")
@@ -1516,8 +1520,12 @@ def test_batch_schedulers_memory_limit_kills_are_host_ooms(line):
     assert d["diagnoses"][0]["incident"] == "host-oom"
 
 
-def test_a_scheduler_limit_named_in_prose_is_not_a_kill():
-    assert report("note: jobs are killed when they exceed limit of the queue\n")["oom_events"] == []
+@pytest.mark.parametrize("line", [
+    "=>> PBS: job killed: walltime 3610 exceeded limit 3600",
+    "docs: jobs that failed cgroups enforced memory limit because: see below",
+])
+def test_a_scheduler_line_that_is_not_a_memory_kill_is_not_one(line):
+    assert report(line + "\n")["oom_events"] == []
 
 
 def test_the_interpreters_own_abort_is_a_crash_that_explains_the_launchers_kills():
@@ -1530,13 +1538,16 @@ def test_the_interpreters_own_abort_is_a_crash_that_explains_the_launchers_kills
     assert "python_fatal_error" in [f["kind"] for f in d["failures"]]
     assert [x["incident"] for x in d["diagnoses"] if not x.get("warning")] in ([], ["not-oom"])
     # ... but not when what it reports is memory
-    mem = report("Fatal Python error: Cannot recover from MemoryErrors while normalizing exceptions.\n")
-    assert "python_fatal_error" not in [f["kind"] for f in mem["failures"]]
+    for text in ("Fatal Python error: Cannot recover from MemoryErrors while normalizing exceptions.",
+                 "Fatal Python error: _PyErr_NormalizeException: Cannot recover from MemoryErrors while normalizing "
+                 "exceptions."):
+        assert "python_fatal_error" not in [f["kind"] for f in report(text + "\n")["failures"]]
 
 
 @pytest.mark.parametrize("source, library", [
     ("/pytorch/torch/lib/THC/generic/THCStorage.cu:58", False),       # torch 0.x: every tensor's storage
     ("/pytorch/aten/src/THC/THCCachingAllocator.cpp:510", False),
+    ("C:\\w\\1\\s\\windows\\pytorch\\aten\\src\\thc\\generic/THCStorage.cu:58", False),   # a Windows build
     ("/workspace/csrc/cumem_allocator.cpp:62", True),                   # vLLM's own allocator
 ])
 def test_a_cuda_error_in_pytorchs_own_sources_is_not_another_librarys_allocator(source, library):
@@ -1549,6 +1560,11 @@ def test_the_allocators_exception_with_only_its_request_is_an_oom_of_that_size()
     ev = d["oom_events"][0]
     assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cuda_caching_allocator", int(12.60 * 2**30))
     assert report("OutOfMemoryError: Tried to allocate memory for the cache, retrying\n")["oom_events"] == []
+    assert report("torch.OutOfMemoryError: Tried to allocate 20 more blocks\n")["oom_events"] == []
+    # ... and a shortened copy of a message the log holds whole is that message
+    whole = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.60 GiB. GPU 0 has a total capacity of "
+             "79.19 GiB of which 12.44 GiB is free.\n")
+    assert len(report(whole + "torch.OutOfMemoryError: Tried to allocate 12.60 GiB. (see above)\n")["oom_events"]) == 1
 
 
 def test_a_feature_cache_being_built_is_data_preparation():

@@ -51,9 +51,10 @@ _SLURM_STATE = lazy(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
 # other batch schedulers' reports of a job killed at its memory limit: Grid Engine's
 # ("failed cgroups enforced memory limit because: ... cgroup/OOM: Killed because of memory
 # limit"), LSF's TERM_MEMLIMIT, PBS's "job killed: mem N exceeded limit M"
-_SCHEDULER_LIMIT = lazy(r"cgroup/OOM: Killed because of memory limit|failed cgroups enforced memory limit"
+_SCHEDULER_LIMIT = lazy(r"cgroup/OOM: Killed because of memory limit|^\s*failed cgroups enforced memory limit because:"
                         r"|TERM_MEMLIMIT: job killed after reaching LSF memory usage limit"
-                        r"|PBS: job killed: (?:p?v?mem) \d{1,20}[kmgt]?b exceeded limit \d{1,20}[kmgt]?b", re.I)
+                        # Torque prints bytes, PBS Pro "mem job total N kb"
+                        r"|PBS: job killed: p?v?mem (?:job total )?\d{1,20}\s?(?:[kmgt]?b)? exceeded limit \d{1,20}\s?(?:[kmgt]?b)?")
 _K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"

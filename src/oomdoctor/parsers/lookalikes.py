@@ -74,7 +74,8 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     # None", "... Aborted"): a crash of that process, not a silent death (a segfault's and a bus
     # error's reports are their own families'; "Cannot recover from MemoryErrors" is memory)
     ("python_fatal_error", ("Fatal Python error",),
-     lazy(r"Fatal Python error: (?!Segmentation fault|Bus error|Cannot recover from MemoryError)\S[^\n]{0,200}")),
+     # (Python 3.9+ names the function first: "_PyErr_NormalizeException: Cannot recover from MemoryErrors")
+     lazy(r"Fatal Python error: (?!(?:\w+: )?(?:Segmentation fault|Bus error|Cannot recover from MemoryError))\S[^\n]{0,200}")),
     ("flash_attn_unsupported", ("FlashAttention", "flash_attn", "flash-attn", "flash attn"),
      lazy(r"FlashAttention(?:-?2)? only supports Ampere GPUs or newer"
                 r"|FlashAttention(?:-?2)? (?:is )?only supported on (?:Ampere|sm_?8)"

@@ -135,7 +135,7 @@ _ANYWHERE = (
         r"|PyTorchStreamWriter::"
         # safetensors writing a file; a trainer's own save of its weights or checkpoint
         # ("save_stable_diffusion_checkpoint", lycoris' "save_weights")
-        r"|safetensors/torch\.py:(?:save|save_file|save_model)\b|:_?save_(?:\w+_)?(?:checkpoint|ckpt|weights)$"
+        r"|safetensors/torch\.py:(?:save|save_file)\b|:_?save_(?:\w+_)?(?:checkpoint|ckpt|weights)$"
         # Megatron's distributed checkpointing finishing an asynchronous save
         r"|dist_checkpointing/strategies/async_utils\.py"
         # FSDP gathering full parameters outside forward/backward: summon_full_params for a save

@@ -40,8 +40,10 @@ _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 # error: 2 (out of memory)"): 2 is CUDA_ERROR_OUT_OF_MEMORY, memory outside PyTorch's allocator
 _CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
-_PYTORCH_SOURCE = lazy(r"\bc10/|/THC[A-Z]?/|/(?:aten|ATen)/|torch/lib/")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
+# ... when it is PyTorch's own (c10, ATen, torch 0.x's THC, torch/csrc; Windows builds print
+# "...\aten\src\thc\generic/THCStorage.cu")
+_PYTORCH_SOURCE = lazy(r"(?i)\bc10[/\\]|[/\\]THC[A-Z]?[/\\]|[/\\]aten[/\\]|torch[/\\](?:lib|csrc)[/\\]")
 
 # The lines C10_CUDA_CHECK appends to the message; their wording dates the torch release.
 _SUFFIX = lazy(r"CUDA kernel errors might be asynchronously reported|For debugging consider passing"
@@ -243,7 +245,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             # (PyTorch's own sources are not another library: c10, ATen, and torch 0.x's THC,
             # whose THCStorage.cu allocated every tensor's storage)
             src = ctx.search(_LIBRARY_SOURCE, text, m.end())
-            if src and not _PYTORCH_SOURCE.search(src.group("path")):
+            if src and not ctx.search(_PYTORCH_SOURCE, src.group("path")):
                 fmt, detail = "library-allocator", f"a CUDA allocation in {src.group('file')} failed"
         ev = events.add(("cuda_runtime_error", fmt == "bitsandbytes", key_text), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0))

@@ -52,7 +52,7 @@ def _cut_message(text: str):
 _CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3,}Traceback \(most recent call last\)|:?\s*$)")
 # ... with its request but not its first words, as a user shortened it by hand
 # ("torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19")
-_CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?=Tried\s*to\s*allocate\s*\d)")
+_CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?=Tried\s*to\s*allocate\s*" + _S + r")")
 
 _F = {
     "req": lazy(r"Tried\s*to\s*allocate\s*" + _S),
@@ -412,6 +412,7 @@ def parse(ctx: ParseContext) -> None:
     events: list[OomEvent] = []
     twins = _Twins()
     warned: list[OomEvent] = []
+    shortened: list[OomEvent] = []   # "OutOfMemoryError: Tried to allocate N" with the rest cut by hand
     seen_lines: set[int] = set()
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
@@ -438,9 +439,9 @@ def parse(ctx: ParseContext) -> None:
             m = _CLASS_TRIED.match(ln.text)
             if m:
                 f = parse_message(ln.text[m.end():], None)
-                events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
-                                       message_format="class and request only (the message shortened)",
-                                       tried_to_allocate_bytes=f["tried_to_allocate_bytes"], **ctx.at(ln)))
+                shortened.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
+                                          message_format="class and request only (the message shortened)",
+                                          tried_to_allocate_bytes=f["tried_to_allocate_bytes"], **ctx.at(ln)))
                 continue
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
@@ -509,4 +510,8 @@ def parse(ctx: ParseContext) -> None:
         else:
             events.append(ev)
             twins.add(ev)
+    # a shortened copy of a message the log also holds whole is that message
+    events.extend(ev for ev in shortened if not any(
+        e.tried_to_allocate_bytes and abs(e.tried_to_allocate_bytes - ev.tried_to_allocate_bytes)
+        <= e.tried_to_allocate_bytes // 100 for e in events))
     ctx.facts.oom_events.extend(events)
