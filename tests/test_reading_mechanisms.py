@@ -1571,3 +1571,17 @@ def test_a_feature_cache_being_built_is_data_preparation():
     d = report("Converting examples to features: 100%|██████| 307315/307315 [06:21<00:00, 805.69it/s]\n"
                "01/11/2022 07:37:52 - INFO - __main__ -   Saving features into cached file cached_train_384\n\nKilled\n")
     assert d["phase"] == "data_loading"
+
+
+def test_mlx_refusing_a_buffer_larger_than_metal_allows_is_an_apple_gpu_oom():
+    d = report("RuntimeError: [metal::malloc] Attempting to allocate 17179869184 bytes which is greater than the maximum "
+               "allowed buffer size of 14302248960 bytes.\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["backend"], ev["tried_to_allocate_bytes"]) == ("mps", "MLX", 17179869184)
+
+
+@pytest.mark.parametrize("code, oom", [("2", True), ("700", False)])
+def test_caffe2s_cuda_enforce_with_the_out_of_memory_code(code, oom):
+    d = report(f"RuntimeError: [enforce fail at event_gpu.cc:17] error == cudaSuccess. {code} vs 0. Error at: "
+               "/pytorch/caffe2/core/event_gpu.cc:17: an error\n")
+    assert bool(d["oom_events"]) == oom

@@ -492,6 +492,11 @@ _METAL_OOM = "kIOGPUCommandBufferCallbackErrorOutOfMemory"
 # Unable to allocate N bytes." from mlx/allocator.cpp):
 # the unified memory the GPU draws on is full
 _MLX_MALLOC = lazy(r"\[(?:malloc|malloc_or_wait|metal::malloc)\] Unable to allocate (?P<n>\d{1,20}) bytes")
+# ... and one request larger than a single Metal buffer may be ("[metal::malloc] Attempting to
+# allocate 17179869184 bytes which is greater than the maximum allowed buffer size of
+# 14302248960 bytes.")
+_MLX_BUFFER = lazy(r"\[metal::malloc\] Attempting to allocate (?P<n>\d{1,20}) bytes which is greater than the maximum "
+                   r"allowed buffer size of (?P<max>\d{1,20}) bytes")
 
 
 def _parse_metal(ctx: ParseContext, events: _Events) -> None:
@@ -504,6 +509,13 @@ def _parse_metal(ctx: ParseContext, events: _Events) -> None:
             n = int(m.group("n"))
             events.add(("mlx", n), i, lambda: OomEvent(kind="mps", backend="MLX", line=0, message_format="mlx-malloc",
                                                        tried_to_allocate_bytes=n))
+    for i in ctx.lines_with(("[metal::malloc] Attempting",)):
+        m = ctx.search(_MLX_BUFFER, ctx.lines[i].text)
+        if m:
+            n, cap = int(m.group("n")), int(m.group("max"))
+            events.add(("mlx-buffer", n), i, lambda: OomEvent(
+                kind="mps", backend="MLX", line=0, message_format="mlx-buffer-size", tried_to_allocate_bytes=n,
+                detail=f"one buffer of {n} bytes, over Metal's largest buffer of {cap} bytes"))
 
 
 def parse(ctx: ParseContext) -> None:
