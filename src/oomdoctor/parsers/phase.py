@@ -281,8 +281,10 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     # (library frames that say nothing of where the job was, such as a command-line parser's
     # wrapper around the script's main(), leave it to the script's own names)
     library = [(t, fr) for t, fr in texts if _LIBRARY.search(fr.file)]
-    training = any(_TRAINING.search(t) for t, _ in library) or (
-        not any(_MODEL_LOAD.search(t) for t, _ in library) and any(_TRAINING.search(t) for t, _ in texts))
+    trains = [k for k, (t, _fr) in enumerate(texts) if _TRAINING.search(t)]   # the training frames, once
+    in_library = {id(fr) for _t, fr in library}
+    training = any(id(texts[k][1]) in in_library for k in trains) or (
+        bool(trains) and not any(_MODEL_LOAD.search(t) for t, _ in library))
     reads = [fr for text, fr in texts if _TENSOR_READ.search(text)]
     if reads:
         # an optimizer's state read back is a resume, whatever the script's functions are
@@ -306,8 +308,7 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         # a trainer that builds or places its model inside train() (mmengine's runners; the
         # HF Trainer's accelerate.prepare, DDP's constructor): frames below the innermost
         # training frame that load or place the model are that, not a training step
-        last = max(k for k, (t, _fr) in enumerate(texts) if _TRAINING.search(t))
-        for text, fr in texts[last + 1:]:
+        for text, fr in texts[trains[-1] + 1:]:
             if any(rx.search(text) for _phase, rx in _STEP):
                 break   # a step under way (an offloading hook placing weights in a forward is its)
             if _MODEL_LOAD.search(text):
@@ -325,7 +326,6 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
                 return phase, fr
     # nothing in the stack names a phase: a script named for evaluation or inference
     # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too
-    in_library = {id(fr) for _t, fr in library}
     for fr in frames:
         if id(fr) not in in_library and _EVAL_SCRIPT.search(fr.file):
             return "eval", fr

@@ -407,6 +407,10 @@ class _Raised:
         near = rows[bisect.bisect_left(keys, req - req // 100):bisect.bisect_right(keys, req + req // 100)]
         return min(near, key=lambda r: r[1])[2] if near else None
 
+    def find_any(self, req: int) -> Optional[OomEvent]:
+        """The same, on whichever device (a message that names none)."""
+        return next((e for device in self.by_device if (e := self.find(device, req)) is not None), None)
+
 
 def parse(ctx: ParseContext) -> None:
     events: list[OomEvent] = []
@@ -510,8 +514,8 @@ def parse(ctx: ParseContext) -> None:
         else:
             events.append(ev)
             twins.add(ev)
-    # a shortened copy of a message the log also holds whole is that message
-    events.extend(ev for ev in shortened if not any(
-        e.tried_to_allocate_bytes and abs(e.tried_to_allocate_bytes - ev.tried_to_allocate_bytes)
-        <= e.tried_to_allocate_bytes // 100 for e in events))
+    if shortened:
+        # a shortened copy of a message the log also holds whole is that message
+        whole = _Raised(events)
+        events.extend(ev for ev in shortened if whole.find_any(ev.tried_to_allocate_bytes) is None)
     ctx.facts.oom_events.extend(events)
