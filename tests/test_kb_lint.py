@@ -409,8 +409,7 @@ def _conditions(node):
 
 def _rich_fact_names() -> set[str]:
     """Names fact_table produces for a log that has every kind of fact."""
-    from oomdoctor.facts import Environment, Facts, MemorySample, OomEvent, ProcessUse
-    from oomdoctor.facts.models import RankSummary
+    from oomdoctor.facts import Environment, Facts, MemorySample, OomEvent, ProcessUse, RankSummary
     from oomdoctor.kb.table import fact_table
 
     gib = 2**30

@@ -108,11 +108,19 @@ def _reference():
     return regex.compile("^(?:" + "|".join(alts) + "){1,12}")
 
 
-def _fixture_lines():
+def _fixture_paths():
     from pathlib import Path
-    root = Path(__file__).parent / "fixtures"
-    for path in sorted(root.rglob("*.log")):
-        for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+    return sorted((Path(__file__).parent / "fixtures").rglob("*.log"))
+
+
+def _fixture_text(path) -> str:
+    # bytes decoded as the reader does: read_text would turn a bare "\r" into a line end
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def _fixture_lines():
+    for path in _fixture_paths():
+        for line in _fixture_text(path).split("\n"):
             yield line.rstrip("\r")
 
 
@@ -145,12 +153,10 @@ def _each_line_searched(text: str) -> list:
 
 
 def test_the_whole_text_search_for_glued_records_misses_none_on_any_fixture():
-    from pathlib import Path
-    root = Path(__file__).parent / "fixtures"
-    paths = sorted(root.rglob("*.log"))
+    paths = _fixture_paths()
     assert len(paths) > 800
     for path in paths:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = _fixture_text(path)
         assert normalise(text) == _each_line_searched(text), path.name
 
 

@@ -1585,3 +1585,13 @@ def test_caffe2s_cuda_enforce_with_the_out_of_memory_code(code, oom):
     d = report(f"RuntimeError: [enforce fail at event_gpu.cc:17] error == cudaSuccess. {code} vs 0. Error at: "
                "/pytorch/caffe2/core/event_gpu.cc:17: an error\n")
     assert bool(d["oom_events"]) == oom
+
+
+@pytest.mark.parametrize("line", [
+    "docs: MODULE:DEVMEM Allocation failed for size::1646821376 is rare",
+    "tip: if you see `[metal::malloc] Attempting to allocate 17179869184 bytes which is greater than the maximum "
+    "allowed buffer size of 14302248960 bytes` lower the batch",
+    "if ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node node1 is used then",
+])
+def test_a_runtimes_out_of_memory_words_quoted_in_a_sentence_are_not_its_failure(line):
+    assert report(line + "\n")["oom_events"] == []

@@ -495,7 +495,7 @@ _MLX_MALLOC = lazy(r"\[(?:malloc|malloc_or_wait|metal::malloc)\] Unable to alloc
 # ... and one request larger than a single Metal buffer may be ("[metal::malloc] Attempting to
 # allocate 17179869184 bytes which is greater than the maximum allowed buffer size of
 # 14302248960 bytes.")
-_MLX_BUFFER = lazy(r"\[metal::malloc\] Attempting to allocate (?P<n>\d{1,20}) bytes which is greater than the maximum "
+_MLX_BUFFER = lazy(r"(?:^|Error:\s*|error:\s*)\[metal::malloc\] Attempting to allocate (?P<n>\d{1,20}) bytes which is greater than the maximum "
                    r"allowed buffer size of (?P<max>\d{1,20}) bytes")
 
 

@@ -60,7 +60,7 @@ _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on th
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
                   r"|ray\.exceptions\.OutOfMemoryError"
                   # Ray 0.x-1.x's memory monitor (ray/memory_monitor.py) raised on the driver instead
-                  r"|RayOutOfMemoryError: More than \d{1,3}% of the memory on node"
+                  r"|^\s*(?:[\w.]+\.)?RayOutOfMemoryError: More than \d{1,3}% of the memory on node"
                   r"|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
                   # the tail of the memory monitor's kill message, when its head was cut off
                   r"|how to address the out of memory issue: https://docs\.ray\.io")

@@ -84,7 +84,8 @@ _FIXED_CUDA_SIGNS = (
 # Allocation failed for size::469762048 (448)MB" (its graph compiler's pool: "MODULE:DEVMEM").
 _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20}))?"
                            r"|[Ff]ailed to allocate (?P<n2>\d{1,20}) bytes (?:of|on) (?:the )?device memory"
-                           r"|MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
+                           # (as Gaudi's bridge raises it: "FATAL ERROR :: MODULE:..." after an exception)
+                           r"|FATAL ERROR :: MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
