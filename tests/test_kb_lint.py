@@ -423,7 +423,7 @@ def _rich_fact_names() -> set[str]:
     # an old-format message (no process list) in a job whose launcher names its workers
     old = OomEvent(kind="cuda_caching_allocator", line=3, device_index=0, tried_to_allocate_bytes=gib,
                    total_capacity_bytes=16 * gib, free_bytes=gib // 2, reserved_total_bytes=8 * gib)
-    facts = Facts(oom_events=[old], ranks=RankSummary(worker_pids=[101, 102, 103]))
+    facts = Facts(oom_events=[old], ranks=RankSummary(worker_pids=[101, 102, 103], stopped_pids=[102, 103]))
     return names | {n for n in fact_table(facts) if not n.startswith(("marker.", "memory."))}
 
 

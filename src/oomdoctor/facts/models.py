@@ -269,6 +269,8 @@ class RankSummary(Model):
     exit_codes: list[int] = Field(default_factory=list)
     worker_pids: list[int] = Field(default_factory=list, description="process ids a launcher names as this job's "
                                                                    "workers (stopping them, or reporting one failed)")
+    stopped_pids: list[int] = Field(default_factory=list, description="those of worker_pids the launcher stopped "
+                                                                    "(the survivors, not the failed)")
 
 
 class Facts(Model):

@@ -122,11 +122,11 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             context = CUDA_CONTEXT if self_use is None else 0
             t["oom.unaccounted"] = max(0, cap - ev.free_bytes - own - context)
             t["oom.unaccounted_share"] = ratio(t["oom.unaccounted"], cap)
-            # ... shared among the workers the launcher names on this host (the failed one may
-            # be among them): about a CUDA context each is what ranks that never set their
-            # device leave on GPU 0
-            if facts.ranks.worker_pids and ev.device_index in (0, None):
-                t["oom.unaccounted_per_worker"] = t["oom.unaccounted"] // len(facts.ranks.worker_pids)
+            # ... shared among the other workers the launcher stopped on this host (not the
+            # failed one: that may be this process): about a CUDA context each is what ranks
+            # that never set their device leave on GPU 0
+            if facts.ranks.stopped_pids and ev.device_index in (0, None):
+                t["oom.unaccounted_per_worker"] = t["oom.unaccounted"] // len(facts.ranks.stopped_pids)
         # this process's footprint when the allocator's own figures are not there
         t["oom.absurd_request"] = bool(req and req >= 2**60)
     t["oom.devices"] = sorted({e.device_index for e in facts.oom_events if e.device_index is not None})

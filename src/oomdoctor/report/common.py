@@ -52,8 +52,10 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _SUSPECT = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-# rows of "The numbers" the one screen never cuts (report.sections)
+# rows of "The numbers" the one screen never cuts (report.sections): who else holds the
+# device, and how sure the event is
 OTHER_PROCESSES, CERTAINTY = "other processes", "certainty"
+ALWAYS_SHOWN = (OTHER_PROCESSES, CERTAINTY)
 
 
 class Row(NamedTuple):

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
 from .common import (
-    CERTAINTY,
-    OTHER_PROCESSES,
+    ALWAYS_SHOWN,
     Row,
     candidate_note,
     compact,
@@ -47,9 +46,8 @@ if TYPE_CHECKING:
     from .model import Report
 
 MAX_REFERENCES = 3      # a terminal shows the first few; markdown and JSON carry all
-SUMMARY_NUMBERS = 6     # rows of "The numbers" on the one screen, besides _ALWAYS_SHOWN
+SUMMARY_NUMBERS = 6     # rows of "The numbers" on the one screen, besides ALWAYS_SHOWN
 SUMMARY_EVIDENCE = 3    # evidence lines on the one screen
-_ALWAYS_SHOWN = (OTHER_PROCESSES, CERTAINTY)   # rows of "The numbers" the one screen keeps
 HEAD, ALARM, DIM, KNOB = "head", "alarm", "dim", "knob"
 
 
@@ -186,11 +184,8 @@ def _summary(out: list[Block], report: Report, diagnoses: list[Diagnosis]) -> No
     """The one screen (about 30 lines at 100 columns): numbers, where, the strongest
     evidence, the first fix, the runner-ups."""
     d = diagnoses[0] if diagnoses else None
-    nums = number_rows(report)
-    if len(nums) > SUMMARY_NUMBERS:
-        # who else holds the device, and how sure the event is, are never cut from the one screen
-        nums = [r for r in nums if r.label not in _ALWAYS_SHOWN][:SUMMARY_NUMBERS] + [
-            r for r in nums if r.label in _ALWAYS_SHOWN]
+    nums = number_rows(report)   # (ALWAYS_SHOWN rows come last: the cut spares them)
+    nums = [r for r in nums if r.label not in ALWAYS_SHOWN][:SUMMARY_NUMBERS] + [r for r in nums if r.label in ALWAYS_SHOWN]
     if nums:
         out.append(Rows("The numbers", nums))
     where = where_rows(report)

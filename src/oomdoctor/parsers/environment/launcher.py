@@ -126,11 +126,14 @@ def launcher_world(ctx, col: Collector) -> None:
     """World size from a launcher's teardown (the workers it stops, per host) and from a
     framework's parallel sizes, when nothing states it."""
     workers: set[tuple] = set()          # (host, pid): pids repeat across nodes
+    failed: set[str] = set()             # the workers it reports failed (not stopped)
     first: Optional[int] = None
     for i in ctx.lines_with(("closing signal", "killing subprocess", "failed (exitcode"), fold=True):
         ln = ctx.lines[i]
         for m in finditer(_TEARDOWN, ln.text)[:4]:
             workers.add((ln.host, m.group("pid") or m.group("killed") or m.group("failed")))
+            if m.group("failed"):
+                failed.add(m.group("failed"))
             first = ln.no if first is None else first
     if len(workers) > 1:
         col.set("world_size", len(workers), first, WEAK - 1)
@@ -138,6 +141,7 @@ def launcher_world(ctx, col: Collector) -> None:
     # Only from one host: pids repeat across nodes, and an OOM message lists its own node's.
     if len({host for host, _pid in workers}) == 1:
         ctx.facts.ranks.worker_pids = sorted({int(pid) for _host, pid in workers})
+        ctx.facts.ranks.stopped_pids = sorted({int(pid) for _host, pid in workers if pid not in failed})
     ranks_world(ctx, col)
     for i in ctx.lines_with(("parallel size:",), fold=True):
         text, _offsets = ctx.join(i, max_lines=3, sep=" ")
