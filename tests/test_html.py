@@ -28,6 +28,20 @@ def test_the_memory_picture_splits_the_capacity():
     assert "the request that failed: 3.52 GiB" in page
 
 
+def test_the_memory_picture_draws_the_jobs_workers_apart_from_other_processes():
+    from oomdoctor.facts.models import OomEvent, ProcessUse
+    gib = 2**30
+    ev = OomEvent(kind="cuda_caching_allocator", line=1, total_capacity_bytes=80 * gib, free_bytes=1 * gib,
+                  allocated_by_pytorch_bytes=60 * gib, reserved_unallocated_bytes=2 * gib,
+                  processes=[ProcessUse(pid=11, bytes=63 * gib, is_self=True),
+                             ProcessUse(pid=12, bytes=6 * gib), ProcessUse(pid=99, bytes=9 * gib)])
+    segments = {s.key: s.bytes for s in memory_segments(ev, worker_pids=[11, 12])}
+    assert segments["outside"] == 1 * gib and segments["workers"] == 6 * gib and segments["others"] == 9 * gib
+    # without the launcher's names, both are other processes
+    segments = {s.key: s.bytes for s in memory_segments(ev)}
+    assert "workers" not in segments and segments["others"] == 15 * gib
+
+
 def test_the_page_is_self_contained_and_escapes_the_log():
     log = ("<script>alert(1)</script>\n" + EXAMPLE.read_text(encoding="utf-8"))
     page = oomdoctor.diagnose(log, text=True).to_html()

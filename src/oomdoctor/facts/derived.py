@@ -96,6 +96,21 @@ def sibling_processes(ev: OomEvent) -> int:
     return 0
 
 
+def split_processes(ev: OomEvent) -> tuple[Optional[ProcessUse], list[ProcessUse]]:
+    """(this process, the others) of the processes an OOM message lists. In containers this
+    process is listed as ``Process N has ...``; the entry closest to allocated +
+    unallocated (at least nine tenths of it) is then taken to be it."""
+    me = next((p for p in ev.processes if p.is_self), None)
+    others = [p for p in ev.processes if not p.is_self]
+    mine = (allocated_of(ev) or 0) + (unallocated_of(ev) or 0)
+    if me is None and others and mine:
+        best = min(others, key=lambda p: abs(p.bytes - mine))
+        if best.bytes >= mine * 0.9:
+            me = best
+            others = [p for p in others if p is not best]
+    return me, others
+
+
 def job_processes(others: list[ProcessUse], worker_pids: list[int]) -> tuple[list[ProcessUse], list[ProcessUse]]:
     """(the job's, the rest) of the other processes an OOM message lists: those a launcher
     names as this job's workers (``ranks.worker_pids``) are sibling ranks, not foreign."""

@@ -18,6 +18,7 @@ from ..facts.derived import (
     ratio,
     sibling_processes,
     smi_siblings,
+    split_processes,
     unallocated_of,
 )
 from ..facts.models import Facts
@@ -90,19 +91,11 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             non_pt = self_use - alloc - (unalloc or 0) - (ev.private_pool_bytes or 0)
             t["oom.non_pytorch"] = max(0, non_pt)
             t["oom.non_pytorch_share"] = ratio(max(0, non_pt), cap)
-        siblings = sibling_processes(ev)
-        others = [p for p in ev.processes if not p.is_self]
         t["oom.process_count"] = len(ev.processes)
-        t["oom.sibling_processes"] = siblings
-        # other processes: entries that are not this process; in containers this process
-        # appears as "Process N has", so the largest entry close to allocated+unallocated
-        # is taken to be ourselves.
-        mine = (alloc or 0) + (unalloc or 0)
-        foreign = list(others)
-        if not any(p.is_self for p in ev.processes) and foreign and mine:
-            best = min(foreign, key=lambda p: abs(p.bytes - mine))
-            if best.bytes >= mine * 0.9:
-                foreign.remove(best)
+        t["oom.sibling_processes"] = sibling_processes(ev)
+        # other processes: the entries that are not this process (in containers this process
+        # appears as "Process N has": split_processes says which entry it is)
+        _me, foreign = split_processes(ev)
         # a process the launcher names as one of this job's workers is a sibling rank, not foreign
         listed_others = bool(foreign)
         job, foreign = job_processes(foreign, facts.ranks.worker_pids)

@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
 import yaml
 
-from ..facts.derived import HOST_KINDS, allocated_of, job_processes, sibling_processes, unallocated_of
-from ..facts.models import Evidence, OomEvent, ProcessUse
+from ..facts.derived import (
+    HOST_KINDS,
+    allocated_of,
+    job_processes,
+    sibling_processes,
+    split_processes,
+    unallocated_of,
+)
+from ..facts.models import Evidence, OomEvent
 from ..facts.sizes import format_size
 from ..kb.diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
 from ..read.patterns import lazy
@@ -235,20 +242,6 @@ def timeout_warning(report: Report) -> str | None:
     if not timed_out:
         return None
     return "warning: " + timed_out[0] + (f" (and {len(timed_out) - 1} more)" if len(timed_out) > 1 else "")
-
-
-def split_processes(ev: OomEvent) -> tuple[Optional[ProcessUse], list[ProcessUse]]:
-    """(this process, the others). In containers this process is listed as ``Process N
-    has ...``; the entry closest to allocated + unallocated is then taken to be it."""
-    me = next((p for p in ev.processes if p.is_self), None)
-    others = [p for p in ev.processes if not p.is_self]
-    mine = (allocated_of(ev) or 0) + (unallocated_of(ev) or 0)
-    if me is None and others and mine:
-        best = min(others, key=lambda p: abs(p.bytes - mine))
-        if best.bytes >= mine * 0.9:
-            me = best
-            others = [p for p in others if p is not best]
-    return me, others
 
 
 def _share(part: Optional[int], whole: Optional[int], what: str) -> Optional[str]:

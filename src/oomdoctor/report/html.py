@@ -7,9 +7,9 @@ Every string that comes from the log is escaped: a log is untrusted input.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
 
-from ..facts.derived import allocated_of, unallocated_of
+from ..facts.derived import allocated_of, job_processes, split_processes, unallocated_of
 from ..facts.sizes import format_size
 from .common import (
     clean,
@@ -45,9 +45,9 @@ code,.ev{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:13px}
 .legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px}
 .fix{margin:.8em 0} .fix .t{font-weight:600} .muted{color:#777;font-size:13px}
 .seg-allocated{fill:#d9534f} .seg-unallocated{fill:#f0ad4e} .seg-outside{fill:#8e6cc0}
-.seg-others{fill:#5b7fbf} .seg-unaccounted{fill:#aaa} .seg-free{fill:#5cb85c} .req{fill:#1d1d1f}
+.seg-workers{fill:#9db6e0} .seg-others{fill:#5b7fbf} .seg-unaccounted{fill:#aaa} .seg-free{fill:#5cb85c} .req{fill:#1d1d1f}
 """
-_COLOURS = {"allocated": "#d9534f", "unallocated": "#f0ad4e", "outside": "#8e6cc0", "others": "#5b7fbf",
+_COLOURS = {"allocated": "#d9534f", "unallocated": "#f0ad4e", "outside": "#8e6cc0", "workers": "#9db6e0", "others": "#5b7fbf",
             "unaccounted": "#aaa", "free": "#5cb85c"}
 
 
@@ -63,28 +63,25 @@ def e(text: object) -> str:
     return html.escape("" if text is None else clean(text, tabs=False), quote=True)
 
 
-def memory_segments(ev: "OomEvent") -> list[Segment]:
-    """The device's capacity split as the allocator's message tells it, summing to capacity."""
+def memory_segments(ev: "OomEvent", worker_pids: Sequence[int] = ()) -> list[Segment]:
+    """The device's capacity split as the allocator's message tells it, summing to capacity;
+    listed processes that the launcher names as this job's workers are drawn apart from
+    foreign ones."""
     cap = ev.total_capacity_bytes
     if not cap:
         return []
     alloc = allocated_of(ev) or 0
     unalloc = unallocated_of(ev) or 0
-    own = ev.process_in_use_bytes
-    outside = max(0, own - alloc - unalloc) if own is not None and own >= alloc + unalloc else 0
-    mine = alloc + unalloc
-    others = [p for p in ev.processes if not p.is_self]
-    if own is None and others and mine:
-        # in a container this process appears as "Process N has": the entry nearest ours
-        best = min(others, key=lambda p: abs(p.bytes - mine))
-        if best.bytes >= 0.9 * mine:
-            outside = max(0, best.bytes - mine)
-            others = [p for p in others if p is not best]
-    foreign = sum(p.bytes for p in others)
+    me, others = split_processes(ev)
+    own = me.bytes if me is not None else ev.process_in_use_bytes
+    outside = max(0, own - alloc - unalloc) if own is not None else 0
+    job, foreign_procs = job_processes(others, list(worker_pids))
+    workers, foreign = sum(p.bytes for p in job), sum(p.bytes for p in foreign_procs)
     free = ev.free_bytes or 0
     parts = [Segment("allocated", "allocated by PyTorch", alloc),
              Segment("unallocated", "reserved by PyTorch, unallocated", unalloc),
              Segment("outside", "this process outside PyTorch", outside),
+             Segment("workers", "this job's other workers", workers),
              Segment("others", "other processes", foreign)]
     used = sum(p.bytes for p in parts)
     rest = max(0, cap - used - free)
@@ -95,8 +92,8 @@ def memory_segments(ev: "OomEvent") -> list[Segment]:
     return [p for p in parts if p.bytes > 0]
 
 
-def _memory_svg(ev: "OomEvent") -> str:
-    segments = memory_segments(ev)
+def _memory_svg(ev: "OomEvent", worker_pids: Sequence[int] = ()) -> str:
+    segments = memory_segments(ev, worker_pids)
     if not segments:
         return ""
     cap = ev.total_capacity_bytes or 1
@@ -165,7 +162,7 @@ def render_html(report: "Report", *, top: Optional[int] = None) -> str:
     if detail:
         out.append(f'<p class="detail">{e(detail)}</p>')
     ev = primary_event(report)
-    picture = _memory_svg(ev) if ev is not None else ""
+    picture = _memory_svg(ev, report.ranks.worker_pids) if ev is not None else ""
     if picture:
         out += ["<h2>Device memory at the failure</h2>", picture]
     nums = number_rows(report)
