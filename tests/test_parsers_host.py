@@ -61,6 +61,8 @@ def test_ray_zero_workers_killed_is_no_event():
     "./run.sh: line 12:  4411 Killed                  python train.py",
     "[1]+  Killed                  python train.py --bs 64",
     "zsh: killed     python3 finetune.py",
+    "[1]  + 26478 killed     python train.py",
+    "Loading checkpoint shards:   0%|          | 0/3 [00:00<?, ?it/s][1]    26478 killed     python test.py",
     "Killed: 9",
     "Map:  45%|████▌     | 45000/100000 [00:12<00:15, 3600.00 examples/s]Killed",
     "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL",
@@ -140,6 +142,9 @@ def test_shared_memory_is_not_a_host_oom(text):
     "Out of memory: nothing to see here",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
     "INFO: process exited with code 0",
+    # zsh's report of another signal, and "killed" in prose after a job number
+    "[1]    26478 segmentation fault  python train.py",
+    "[2] 3 workers were killed by the scheduler",
     "slurmstepd: StepId=4.0 hit memory limit at least once during execution. This may or may not result in some failure.",
 ])
 def test_things_that_are_not_host_kills(text):

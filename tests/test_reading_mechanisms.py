@@ -75,6 +75,12 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
 
 
 @pytest.mark.parametrize("frames,phase", [
+    # Apache Arrow combining a dataset's tables
+    ([("/env/site-packages/datasets/table.py", "concat_tables", "pa_table = pa_table.combine_chunks()"),
+      ("pyarrow/table.pxi", "pyarrow.lib.Table.combine_chunks", "")], "data_loading"),
+    # transformers padding and joining the predictions an evaluation gathers
+    ([("/env/site-packages/transformers/trainer_pt_utils.py", "torch_pad_and_concatenate",
+       "result = tensor1.new_full(new_shape, padding_index)")], "eval"),
     # a script's own evaluation function around the model's forward
     ([("train.py", "train_epoch", "self.validate()"), ("train.py", "validate", "result = self.model(batch)"),
       ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input)"),
@@ -1595,3 +1601,34 @@ def test_caffe2s_cuda_enforce_with_the_out_of_memory_code(code, oom):
 ])
 def test_a_runtimes_out_of_memory_words_quoted_in_a_sentence_are_not_its_failure(line):
     assert report(line + "\n")["oom_events"] == []
+
+
+@pytest.mark.parametrize("line, world", [
+    ("ValueError: The global train batch size (7 x 1) must be evenly divisible by the number of generations per "
+     "prompt (8). Given the current train batch size, the valid values for the number of generations are: [7].", 7),
+    ("ValueError: The global eval batch size (4 x 2) must be evenly divisible by the number of generations per "
+     "prompt (3). Given the current eval batch size, the valid values for the number of generations are: [2, 4, 8].", 4),
+    ("ValueError: The global train batch size (2 x 4 x 8 = 64) must be evenly divisible by the number of generations "
+     "per prompt (7).", 2),
+    ("The global train batch size (256) is set in the config", None),
+])
+def test_trls_batch_size_check_gives_the_world_size(line, world):
+    d = report(line + "\n")
+    assert d["environment"]["world_size"] == world
+
+
+@pytest.mark.parametrize("closing, failure", [
+    # a library's exception class printed with its module, whatever its name ends with
+    ("pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays",
+     "pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays"),
+    ("torch._dynamo.exc.Unsupported: call_function args: UserDefinedObjectVariable",
+     "torch._dynamo.exc.Unsupported: call_function args: UserDefinedObjectVariable"),
+    # a log line after the frames is not the traceback's exception
+    ("Epoch: 3 loss 0.1932", None),
+    ("transformers.trainer: saving the model", None),
+])
+def test_a_tracebacks_closing_line_names_its_exception(closing, failure):
+    d = report(_tb(("/env/site-packages/datasets/table.py", "concat_tables", "pa_table = pa_table.combine_chunks()"),
+                   error=closing))
+    got = [f["message"] for f in d["failures"] if f["kind"] == "python_exception"]
+    assert got == ([failure] if failure else [])

@@ -91,7 +91,11 @@ _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
 _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
 _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?SIG\w{1,8} death signal")
 _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
-                        r"|^zsh: killed\s")
+                        r"|^zsh: killed\s"
+                        # zsh's report of a background job ("[1]  + 26478 killed     python train.py"),
+                        # its status padded to a column; on a line of its own or glued to the progress
+                        # bar the job was drawing
+                        r"|(?:^\s*|(?<=[\]|%]))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{1,9}) killed {2} *\S")
 # The shell's "Killed" alone on a line, or after a progress bar; in the user's locale it is
 # glibc's strsignal(SIGKILL) in that language (zh_CN, ja, de, es).
 KILLED_LOCALISED = ("已杀死", "強制終了", "Getötet", "Terminado (killed)")
@@ -509,10 +513,10 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         if code == -9:
             s.kill(i, _SIGKILL_ONLY, "launcher", "the launched process died with SIGKILL")
         return
-    if "Killed" in text or "zsh: killed" in text:
+    if "Killed" in text or "zsh: killed" in text or " killed  " in text:
         m = ctx.search(_SHELL_JOB, text)
         if m:
-            pid = m.groupdict().get("pid")
+            pid = m.group("pid") or m.group("zpid")
             s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)", pid=int(pid) if pid else None)
             return
     if ("Killed" in text or any(w in text for w in KILLED_LOCALISED)) and ctx.search(_BARE_KILLED, text):

@@ -179,16 +179,41 @@ def _rules(ctx: ParseContext, fs: _Failures) -> None:
 
 
 def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
-    for i in ctx.lines_with(_EXCEPTION_WORDS):
+    closing = _closing_lines(ctx)
+    for i in sorted(set(ctx.lines_with(_EXCEPTION_WORDS)) | closing):
         ln = ctx.lines[i]
         text = ln.text
         if i in fs.named or ln.no in fs.taken or ln.no in fs.failed or text[0].isspace():
             continue
-        m = ctx.search(_EXCEPTION_LINE, text)
+        m = ctx.search(_EXCEPTION_LINE, text) or (ctx.search(_QUALIFIED_EXCEPTION, text) if i in closing else None)
         if not m or ctx.search(_MEMORY_WORDS, text) or ctx.search(_WRAPPERS, text):
             continue
         message = text.strip()
         fs.add("python_exception", message, message, i)
+
+
+# A traceback's closing line names its exception whatever the class is called: a library's
+# class printed with its module ("pyarrow.lib.ArrowInvalid: offset overflow ...",
+# "torch._dynamo.exc.Unsupported: ...", "concurrent.futures.process.BrokenProcessPool: ...")
+_QUALIFIED_EXCEPTION = lazy(r"^(?P<exc>(?:[A-Za-z_]\w{0,60}\.){1,8}[A-Z]\w{0,60}):\s?(?P<msg>[^\n]{0,2000})$")
+
+
+def _closing_lines(ctx: ParseContext) -> set[int]:
+    """The line that closes each traceback: the first unindented line after its last frame
+    and that frame's code lines (source, carets), on the same rank."""
+    out: set[int] = set()
+    index = ctx.frame_index
+    for k, f in enumerate(index):
+        if k + 1 < len(index) and index[k + 1] <= f + 8:
+            continue   # not the traceback's last frame
+        rank = ctx.lines[f].rank
+        for j in range(f + 1, min(f + 8, len(ctx.lines))):
+            ln = ctx.lines[j]
+            if ln.rank != rank or not ln.text or ln.text[0].isspace():
+                continue
+            out.add(j)
+            break
+    return out
 
 
 # failures after which the CUDA context is broken: later CUDA / cuBLAS errors are knock-ons

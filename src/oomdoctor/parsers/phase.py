@@ -155,6 +155,8 @@ _ANYWHERE = (
         r"|:_?(?:restore|resume)_(?:\w+_)?(?:model|checkpoint|ckpt|optimizers?|training_state|callbacks)(?:_\w+)?$")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
+        # transformers' helpers that pad and join the predictions an evaluation gathers
+        r"|trainer_pt_utils\.py:(?:torch|numpy)_pad_and_concatenate\b"
         r"|evaluation_step|validation_step|eval_step|run_validation|:evaluation\b"
         # a trainer's own test and validation loops (Lightning's trainer.test / trainer.validate)
         r"|trainer\.py:(?:test|validate|run_test|run_evaluation)$"
@@ -197,6 +199,8 @@ _MODEL_LOAD = lazy(
     # DistributedDataParallel's constructor: its reducer allocates the gradient buckets
     r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
+             # Apache Arrow's own code (its Cython sources: "pyarrow/table.pxi"), under a dataset's tables
+             r"|(?:^|/)pyarrow/"
              # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
              r"|:\w*(?:prepare|load|build|get|make|create)_\w*datasets?$")
 # innermost first

@@ -53,7 +53,7 @@ ANCHOR_LITERALS = (
     # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
     "Processes:", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Ray killed this", "Your session crashed", "Your notebook",
     "The node was low", "Root Cause", "received by PID", "Main process received",
-    "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
+    "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", " killed  ", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
     "closed by remote host", "Torch: not enough", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")

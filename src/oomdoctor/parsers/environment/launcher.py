@@ -28,7 +28,10 @@ _WORLD = lazy(
     # mode with multiple processes, 1 device per process.Process 0, total 8, device cuda:0."
     r"|^Training with a (?P<single>single) process on \d{1,4} (?:GPU|device)s?\b"
     r"|^Training in distributed mode with multiple processes, \d{1,4} (?:GPU|device) per process\.\s*"
-    r"Process \d{1,7}, total (?P<timm>\d{1,7})\b")
+    r"Process \d{1,7}, total (?P<timm>\d{1,7})\b"
+    # TRL's GRPO trainer refusing its batch: "The global train batch size (7 x 1) must be evenly
+    # divisible by the number of generations" (processes x per-device batch [x accumulation])
+    r"|\bThe global (?:train|eval) batch size \((?P<trl>\d{1,7}) x \d{1,7}(?: x \d{1,7} = \d{1,9})?\) must be")
 _NCCL_CHANNEL = lazy(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
 
 
@@ -40,7 +43,8 @@ def _hosts(col: Collector, mapping: dict, line: int, prio: int) -> None:
 
 # every line world() can use holds one of these (lower case): its two tests below
 NEEDS = ("nccl info channel", "world", "nnodes", "ranks", "num processes", "nproc_per_node", "barrier", "mpirun",
-         "training with a single process", "training in distributed mode")
+         "training with a single process", "training in distributed mode", "global train batch size",
+         "global eval batch size")
 
 
 def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
@@ -52,7 +56,7 @@ def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
                 nccl[0], nccl[1] = top + 1, line
         return
     if not ("world" in low or "nnodes" in low or "ranks" in low or "num processes" in low or "nproc_per_node" in low
-            or "barrier" in low or "mpirun" in low or low.startswith("training ")):
+            or "barrier" in low or "mpirun" in low or low.startswith("training ") or "global " in low):
         return
     for m in finditer(_WORLD, text)[:3]:
         g = m.groupdict()
@@ -91,6 +95,8 @@ def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
             col.set("world_size", int(g["mpi"]), line, LAUNCH)
         elif g["single"] or g["timm"]:
             col.set("world_size", int(g["timm"] or 1), line, RUNTIME)
+        elif g["trl"]:
+            col.set("world_size", int(g["trl"]), line, RUNTIME)
 
 
 # GPT-NeoX hands its DeepSpeed configuration to each worker as base64-encoded JSON on the
