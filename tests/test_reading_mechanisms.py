@@ -1632,3 +1632,35 @@ def test_a_tracebacks_closing_line_names_its_exception(closing, failure):
                    error=closing))
     got = [f["message"] for f in d["failures"] if f["kind"] == "python_exception"]
     assert got == ([failure] if failure else [])
+
+
+@pytest.mark.parametrize("line, kind", [
+    # inference engines finding no memory left for their KV cache
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+     "initializing the engine.", "device_runtime"),
+    ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in "
+     "KV cache (12345). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+     "engine.", "device_runtime"),
+    ("ValueError: Free memory on device cuda:0 (12.18/23.56 GiB) on startup is less than desired GPU memory "
+     "utilization (0.92, 21.67 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+     "device_runtime"),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "device_runtime"),
+    # accelerate's batch-size finder out of sizes
+    ("RuntimeError: No executable batch size found, reached zero.", "device_runtime"),
+    # PyTorch's MPS allocator refusing one buffer
+    ("RuntimeError: Invalid buffer size: 18.00 GB", "mps"),
+    # the words in other senses
+    ("INFO: # GPU blocks: 1200, # CPU blocks: 512 (no available memory for the cache blocks is an error)", None),
+    ("Invalid buffer size: -1", None),
+    ("gpu_memory_utilization=0.9, mem-fraction-static=0.8 passed to the engine", None),
+])
+def test_memory_budget_failures_of_engines_and_batch_finders(line, kind):
+    d = report(line + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == ([kind] if kind else [])
+
+
+def test_an_engines_start_up_guard_reads_the_device_it_found():
+    d = report("ValueError: Free memory on device (61.05/119.7 GiB) on startup is less than desired GPU memory "
+               "utilization (0.52, 62.24 GiB).\n")
+    (ev,) = d["oom_events"]
+    assert ev["free_bytes"] == int(61.05 * 2**30) and ev["total_capacity_bytes"] == int(119.7 * 2**30)

@@ -499,6 +499,11 @@ _MLX_BUFFER = lazy(r"(?:^|Error:\s*|error:\s*)\[metal::malloc\] Attempting to al
                    r"allowed buffer size of (?P<max>\d{1,20}) bytes")
 
 
+# PyTorch's MPS allocator refusing one buffer larger than Metal allows ("RuntimeError: Invalid
+# buffer size: 18.00 GB", MPSAllocator's TORCH_CHECK, its size in its own binary units)
+_MPS_BUFFER = lazy(r"(?:^|Error:\s*)Invalid buffer size: (?P<size>\d{1,9}(?:\.\d{1,4})? (?:KB|MB|GB|TB))\s*$")
+
+
 def _parse_metal(ctx: ParseContext, events: _Events) -> None:
     for i in ctx.lines_with((_METAL_OOM,)):
         events.add(("metal",), i, lambda: OomEvent(kind="mps", backend="Metal", line=0,
@@ -509,6 +514,13 @@ def _parse_metal(ctx: ParseContext, events: _Events) -> None:
             n = int(m.group("n"))
             events.add(("mlx", n), i, lambda: OomEvent(kind="mps", backend="MLX", line=0, message_format="mlx-malloc",
                                                        tried_to_allocate_bytes=n))
+    for i in ctx.lines_with(("Invalid buffer size: ",)):
+        m = ctx.search(_MPS_BUFFER, ctx.lines[i].text)
+        if m:
+            size = size_of(m.group("size"))
+            events.add(("mps-buffer", size), i, lambda: OomEvent(
+                kind="mps", backend="MPS", line=0, message_format="mps-buffer-size", tried_to_allocate_bytes=size,
+                detail=f"one buffer of {m.group('size')}, over the largest buffer Metal allows"))
     for i in ctx.lines_with(("[metal::malloc] Attempting",)):
         m = ctx.search(_MLX_BUFFER, ctx.lines[i].text)
         if m:

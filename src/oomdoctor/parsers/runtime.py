@@ -87,6 +87,21 @@ _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20
                            # (as Gaudi's bridge raises it: "FATAL ERROR :: MODULE:..." after an exception)
                            r"|FATAL ERROR :: MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
+# An inference engine sizing its KV cache from the memory the device has left (a rollout engine
+# beside the model being trained, an evaluation server): vLLM's "No available memory for the
+# cache blocks", its check that one sequence's cache fits ("... is larger than the maximum
+# number of tokens that can be stored in KV cache", v1's "... larger than the available KV
+# cache memory"), its start-up guard ("Free memory on device (12.18/23.56 GiB) on startup is
+# less than desired GPU memory utilization"); SGLang's "Not enough memory. Please try to
+# increase --mem-fraction-static"
+_ENGINE_BUDGET = lazy(r"No available memory for the cache blocks"
+                      r"|larger than the maximum number of tokens that can be stored in KV cache"
+                      r"|larger than the available KV cache memory"
+                      r"|Free memory on device (?:\S{1,20} )?\((?P<free>[\d.]{1,12})/(?P<cap>[\d.]{1,12}) GiB\) on startup is less than desired GPU memory utilization"
+                      r"|(?P<sglang>Not enough memory\. Please try to increase --mem-fraction-static)")
+# accelerate's find_executable_batch_size halving the batch after each out-of-memory error
+# until none is left: every size tried ran out of memory
+_NO_BATCH_SIZE = lazy(r"No executable batch size found, reached zero")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
 _PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r") memory"
@@ -127,7 +142,9 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
           "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
-          "CUresult", "DEVMEM Allocation failed", "cudaSuccess. 2 vs 0")
+          "CUresult", "DEVMEM Allocation failed", "cudaSuccess. 2 vs 0", "memory for the cache blocks",
+          "stored in KV cache", "available KV cache memory", "on startup is less than desired",
+          "mem-fraction-static", "No executable batch size")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -330,6 +347,23 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
             already_allocated_bytes=_size(m.group("alloc")), free_bytes=_size(m.group("free")),
             detail="PaddlePaddle's GPU allocator could not allocate the request"))
+        return
+    m = ctx.search(_ENGINE_BUDGET, text)
+    if m:
+        engine = "SGLang" if m.group("sglang") else "vLLM"
+        cap = int(float(m.group("cap")) * 2**30) if m.group("cap") else None
+        free = int(float(m.group("free")) * 2**30) if m.group("free") else None
+        events.add(("device_runtime", engine), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="inference-engine-budget",
+            total_capacity_bytes=cap, free_bytes=free,
+            detail=f"{engine} found too little device memory left for its KV cache: "
+                   + text[m.start():m.start() + 160].strip()))
+        return
+    m = ctx.search(_NO_BATCH_SIZE, text)
+    if m:
+        events.add(("device_runtime", "batch-finder"), i, lambda: OomEvent(
+            kind="device_runtime", exception=exc, line=0, message_format="batch-size-finder",
+            detail="the batch-size finder halved the batch to zero: every size it tried ran out of memory"))
         return
     m = ctx.search(_DEVICE_ALLOC, text)
     if m:

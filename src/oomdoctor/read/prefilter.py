@@ -55,7 +55,11 @@ ANCHOR_LITERALS = (
     "The node was low", "Root Cause", "received by PID", "Main process received",
     "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", " killed  ", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
-    "closed by remote host", "Torch: not enough", "Cannot allocate", "The paging file", "WinError 1455",
+    "closed by remote host", "Torch: not enough",
+    # inference engines finding no memory for their KV cache, accelerate's batch-size finder out of
+    # sizes, PyTorch's MPS allocator refusing one buffer (parsers/runtime.py, accelerators.py)
+    "memory for the cache blocks", "stored in KV cache", "available KV cache memory", "on startup is less than desired",
+    "mem-fraction-static", "No executable batch size", "Invalid buffer size: ", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
     "Unexpected bus", "nsufficient shared memory", "out of shared memory", "shared memory segment",
     "allocate shared memory", "m_open", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
