@@ -1267,6 +1267,20 @@ def test_sibling_contexts_are_equal_sized(sizes_mib, siblings):
     assert sibling_processes(ev) == siblings
 
 
+@pytest.mark.parametrize("pids, siblings", [
+    ([18300, 18301], 2),             # a launcher's ranks, started together
+    ([18300, 18340], 2),             # ... a few threads apart
+    ([1692486, 3154968], 0),         # two programs started at different times (a desktop's)
+    ([None, 3154968], 2),            # a PID unknown: nothing said
+])
+def test_sibling_contexts_were_started_together(pids, siblings):
+    from oomdoctor.facts.derived import sibling_processes
+    from oomdoctor.facts.models import OomEvent, ProcessUse
+    ev = OomEvent(kind="cuda_caching_allocator", line=1, processes=[
+        ProcessUse(pid=pid, bytes=(506 + 40 * k) * 2**20) for k, pid in enumerate(pids)])
+    assert sibling_processes(ev) == siblings
+
+
 def test_a_process_listed_twice_is_one_process():
     d = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of "
                "95.62 GiB of which 773.41 MiB is free. Process 895189 has 95.61 GiB memory in use. Process 895189 has "
@@ -1664,3 +1678,52 @@ def test_an_engines_start_up_guard_reads_the_device_it_found():
                "utilization (0.52, 62.24 GiB).\n")
     (ev,) = d["oom_events"]
     assert ev["free_bytes"] == int(61.05 * 2**30) and ev["total_capacity_bytes"] == int(119.7 * 2**30)
+
+
+@pytest.mark.parametrize("text, kind, device", [
+    # the Ascend runtime's own report of a failed device allocation
+    ("RuntimeError: ACL stream synchronize failed.\n"
+     "EL0004: 2025-01-31-08:23:58.845.175 Failed to allocate memory.\n"
+     "        Possible Cause: Available memory is insufficient.\n"
+     "        rtMalloc execute failed, reason=[driver error:out of memory][FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]\n"
+     "        Task execute failed, device_id=7, stream_id=6, task_id=9035.[FUNC:GetError][FILE:stream.cc][LINE:1082]\n",
+     "npu", 7),
+    # Gaudi's graph workspace
+    ("RuntimeError: SYNHELPER workspace Allocation of size ::14493510400 failed!\n", "device_runtime", None),
+    # the class named without its message: an error report's field, Ray relaying a task's
+    # exception, the asynchronous allocator's first words
+    ("- **Exception Type:** torch.OutOfMemoryError\n- **Exception Message:** Allocation on device \n",
+     "cuda_caching_allocator", None),
+    ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::DTensorPolicyWorker.get_logprobs() (pid=1, ip=10.0.0.1)\n",
+     "cuda_caching_allocator", None),
+    ("torch.OutOfMemoryError: Allocation on device \n", "cuda_caching_allocator", None),
+    # the words in other senses
+    ("EL0004 is the error code table's first entry\n", None, None),
+    ("Exception Type: RuntimeError\nException Message: CUDA error: device-side assert triggered\n", None, None),
+    ("ray.exceptions.RayTaskError(ValueError): ray::Worker.step() (pid=1, ip=10.0.0.1)\n", None, None),
+])
+def test_runtimes_own_allocation_failures_and_the_class_named_alone(text, kind, device):
+    d = report(text)
+    assert [e["kind"] for e in d["oom_events"]] == ([kind] if kind else [])
+    if kind:
+        assert d["oom_events"][0]["device_index"] == device
+
+
+def test_a_relayed_exception_whose_message_follows_is_one_event():
+    d = report("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Policy.get_logprobs() (pid=1, ip=10.0.0.1)\n"
+               "  File \"/app/policy.py\", line 10, in get_logprobs\n    logits = self.model(x)\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+               "of 79.15 GiB of which 1.02 GiB is free.\n")
+    assert [e["tried_to_allocate_bytes"] for e in d["oom_events"]] == [2 * 2**30]
+
+
+@pytest.mark.parametrize("line, killed", [
+    ("`Killed`", True),
+    ("`Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s] `\n`Killed`", True),
+    # backticks inside a line are the message's own
+    ("`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`", False),
+    ("```", False),
+])
+def test_a_line_wrapped_in_inline_code_backticks_reads_as_its_text(line, killed):
+    d = report(line + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == (["host_oom_killer"] if killed else [])

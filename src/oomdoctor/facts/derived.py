@@ -85,7 +85,8 @@ def sibling_processes(ev: OomEvent) -> int:
     if len(others) < 2:
         return 0
     contexts = _equal_small([p.bytes for p in others])
-    if contexts:
+    small = [p for p in others if p.bytes <= 1536 * 2**20]
+    if contexts and not _started_apart(small):
         return contexts
     mine = next((p.bytes for p in ev.processes if p.is_self), None) or ev.process_in_use_bytes
     if mine:
@@ -94,6 +95,14 @@ def sibling_processes(ev: OomEvent) -> int:
         if len(copies) >= 2 and len(pids) == len(copies) and pids[-1] - pids[0] <= 4 * len(pids) + 8:
             return len(copies)
     return 0
+
+
+def _started_apart(procs: list[ProcessUse]) -> bool:
+    """Processes whose PIDs lie far apart were not started together by one launcher: two
+    desktop programs' contexts, not the ranks of one job (whose PIDs neighbour each other,
+    a few threads apart at most). Unknown PIDs say nothing."""
+    pids = sorted(p.pid for p in procs if p.pid is not None)
+    return len(pids) == len(procs) >= 2 and pids[-1] - pids[0] > 256 * len(pids)
 
 
 def split_processes(ev: OomEvent) -> tuple[Optional[ProcessUse], list[ProcessUse]]:

@@ -133,6 +133,17 @@ _NPU_DEVICE = lazy(r"NPU out of memory\.\s*device id:\s*(?P<dev>\d{1,3})")
 _NPU_REJECTED = lazy(r"NPU out of memory\.\s*Allocation was preemptively rejected[^\n]{0,200}?"
                            r"(?:Requested size:\s*(?P<size>" + _NUM + r"(?:\s*" + _UNIT + r")?))?")
 _NPU_ACL = lazy(r"ACL_ERROR_RT_MEMORY_ALLOCATION")
+# CANN's own report of a failed device allocation (the Ascend runtime under torch_npu or
+# MindSpore): "EL0004: [time] Failed to allocate memory.", "rtMalloc execute failed,
+# reason=[driver error:out of memory]"; the report's lines name the device ("device_id=7",
+# "device_id:0", "deviceId=6") and often the size ("size:4110811136")
+_CANN_OOM = lazy(r"\bEL0004:(?:\s*[\d.:-]{10,30})?\s*Failed to allocate memory"
+                 r"|rtMalloc execute failed, reason=\[driver error:out of memory\]")
+_CANN_DEVICE = lazy(r"\bdevice_?[iI]d\s*[=:]\s*(?P<dev>\d{1,3})\b")
+_CANN_SIZE = lazy(r"(?:\bsize\s*[=:]\s*)(?P<n>\d{4,20})\b")
+# Intel Gaudi's bridge failing its graph's workspace ("SYNHELPER workspace Allocation of size
+# ::14493510400 failed!")
+_HPU_WORKSPACE = lazy(r"workspace Allocation of size ::(?P<n>\d{1,20}) failed")
 _XPU = lazy(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"
                   r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
 
@@ -144,7 +155,8 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
           "CUresult", "DEVMEM Allocation failed", "cudaSuccess. 2 vs 0", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
-          "mem-fraction-static", "No executable batch size")
+          "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
+          "workspace Allocation of size")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -402,6 +414,28 @@ def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optiona
         events.add(("npu", "rejected", m.group("size")), i, lambda: OomEvent(
             kind="npu", backend="NPU", exception=exc, line=0, message_format="npu-preemptive-reject",
             tried_to_allocate_bytes=_size(m.group("size")), detail="per_process_memory_fraction limit"))
+        return
+    m = ctx.search(_CANN_OOM, text)
+    if m:
+        # the report's next lines (indented, up to the next record) say which device and how much
+        dev = size = None
+        for j in range(i, min(len(ctx.lines), i + 12)):
+            t = ctx.lines[j].text
+            if dev is None and (d := ctx.search(_CANN_DEVICE, t)):
+                dev = int(d.group("dev"))
+            if size is None and "rtMalloc" in t and (z := ctx.search(_CANN_SIZE, t)):
+                size = int(z.group("n"))
+        events.add(("npu", "cann", dev), i, lambda: OomEvent(
+            kind="npu", backend="NPU", exception=exc, line=0, message_format="cann-el0004",
+            device_index=dev, tried_to_allocate_bytes=size,
+            detail="the Ascend runtime could not allocate device memory (EL0004 / rtMalloc)"))
+        return
+    m = ctx.search(_HPU_WORKSPACE, text)
+    if m:
+        n = int(m.group("n"))
+        events.add(("device_runtime", "HPU-workspace", n), i, lambda: OomEvent(
+            kind="device_runtime", backend="HPU", exception=exc, line=0, message_format="hpu-workspace",
+            tried_to_allocate_bytes=n, detail="Gaudi's graph workspace could not be allocated on the device"))
         return
     m = ctx.search(_NPU_ACL, text)
     if m:

@@ -49,7 +49,15 @@ def _cut_message(text: str):
     return None
 
 
-_CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3,}Traceback \(most recent call last\)|:?\s*$)")
+_CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3,}Traceback \(most recent call last\)|:?\s*$"
+                  # ... or with the first words of the asynchronous allocator's message only
+                  # (cudaMallocAsync: "Allocation on device 0 would exceed allowed memory")
+                  r"|:\s*Allocation on device\b(?! \d{1,3} would exceed))")
+# The class named by something that reports the exception without its message: an error
+# report's field ("Exception Type: torch.OutOfMemoryError", ComfyUI's), Ray relaying a task's
+# exception ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Policy.get_logprobs()")
+_CLASS_NAMED = lazy(r"\bException Type:\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)\s*$"
+                    r"|\bRayTaskError\((?P<ray>OutOfMemoryError)\)")
 # ... with its request but not its first words, as a user shortened it by hand
 # ("torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19")
 _CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?=Tried\s*to\s*allocate\s*" + _S + r")")
@@ -452,6 +460,20 @@ def parse(ctx: ParseContext) -> None:
                     and not _message_later(ctx, i):
                 events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
                                        message_format="class only (message not in the log)",
+                                       **ctx.at(ln)))
+                continue
+            m = _CLASS_NAMED.search(ln.text)
+            if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(max(0, i - 400), min(len(ctx.lines), i + 400))):
+                # (a relayed exception's own message is usually printed with it, before or after:
+                # then that is the event). Ray's memory monitor raises an OutOfMemoryError of its
+                # own (host memory) that a caller relays under the same name: PyTorch's is far
+                # more common in a training job's workers, so it is read as that, as likely.
+                ray = m.group("ray") is not None
+                events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc") or m.group("ray"),
+                                       strength="likely" if ray else "certain",
+                                       message_format="class only (message not in the log)",
+                                       detail=("Ray relays an OutOfMemoryError (PyTorch's, or its own memory monitor's)"
+                                               if ray else None),
                                        **ctx.at(ln)))
             continue
         window = _message_window(ctx, i)

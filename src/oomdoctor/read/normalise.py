@@ -51,6 +51,8 @@ _CARET_SGR = lazy(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
 
 # markdown bold that a user put around part of a pasted line
 _MD_BOLD = lazy(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")
+# one inline-code span around a whole line (not a fence: "```" is never taken)
+_MD_CODE = stdlib_re.compile(r"^\s{0,3}`(?!`)([^`\n]{1,20000}?)`\s?$")
 
 # (the standard library's engine: tried on each carriage-return segment of a progress bar,
 # seven a line in a tqdm log, where it runs in about half the time of ``regex``)
@@ -290,6 +292,12 @@ def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
         # markdown bold a user put around part of a pasted line ("**RuntimeError: CUDA out of
         # memory.** Tried", "C**UDA ... 1**72.00 MiB"); indented lines are code ("f(**kw)")
         raw = _MD_BOLD.sub(r"\1", raw, count=2)
+    if raw[-1:] == "`" or raw[-2:] == "` ":
+        # a line a user wrapped in inline-code backticks ("`Killed`", "`Loading checkpoint
+        # shards:   0%|...| 0/2 [00:00<?, ?it/s] `"): one span, the whole line
+        m = _MD_CODE.match(raw)
+        if m:
+            raw = m.group(1)
     if not raw.isprintable() and _CONTROL.search(raw):  # isprintable: one C pass, no controls
         raw = _CONTROL.sub("", raw.replace("\r", "\x00")).replace("\x00", "\r")
     if not glue and raw != physical:

@@ -59,7 +59,9 @@ ANCHOR_LITERALS = (
     # inference engines finding no memory for their KV cache, accelerate's batch-size finder out of
     # sizes, PyTorch's MPS allocator refusing one buffer (parsers/runtime.py, accelerators.py)
     "memory for the cache blocks", "stored in KV cache", "available KV cache memory", "on startup is less than desired",
-    "mem-fraction-static", "No executable batch size", "Invalid buffer size: ", "Cannot allocate", "The paging file", "WinError 1455",
+    "mem-fraction-static", "No executable batch size", "Invalid buffer size: ",
+    # the Ascend runtime's and Gaudi's own reports of a failed device allocation
+    "EL0004", "rtMalloc execute failed", "workspace Allocation of size", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
     "Unexpected bus", "nsufficient shared memory", "out of shared memory", "shared memory segment",
     "allocate shared memory", "m_open", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
