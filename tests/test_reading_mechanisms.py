@@ -75,6 +75,11 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
 
 
 @pytest.mark.parametrize("frames,phase", [
+    # a trainer caching its dataset's latents before training
+    ([("train_network.py", "train", "train_dataset_group.cache_latents(vae, args.vae_batch_size)"),
+      ("library/train_util.py", "cache_latents", "cache_batch_latents(vae, cache_to_disk, batch)"),
+      ("library/train_util.py", "cache_batch_latents", "latents = vae.encode(img_tensors).latent_dist.sample()")],
+     "data_loading"),
     # Apache Arrow combining a dataset's tables
     ([("/env/site-packages/datasets/table.py", "concat_tables", "pa_table = pa_table.combine_chunks()"),
       ("pyarrow/table.pxi", "pyarrow.lib.Table.combine_chunks", "")], "data_loading"),
@@ -1727,3 +1732,16 @@ def test_a_relayed_exception_whose_message_follows_is_one_event():
 def test_a_line_wrapped_in_inline_code_backticks_reads_as_its_text(line, killed):
     d = report(line + "\n")
     assert [e["kind"] for e in d["oom_events"]] == (["host_oom_killer"] if killed else [])
+
+
+@pytest.mark.parametrize("bar, phase", [
+    # a dataset being mapped when the process was killed
+    ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]", "data_loading"),
+    ("Map (num_proc=32):  28%|██▊       | 187687/665298 [1:57:46<04:59:51, 26.55 examples/s]", "data_loading"),
+    # a finished map is over; a training bar counts iterations
+    ("merge and mask: 100% 3382137/3382137 [02:41<00:00, 20891.13 examples/s]", None),
+    (" 45%|████▌     | 450/1000 [03:08<03:50,  2.39it/s]", None),
+])
+def test_an_unfinished_dataset_map_bar_is_data_loading(bar, phase):
+    d = report(bar + "\nKilled\n")
+    assert d["phase"] == phase

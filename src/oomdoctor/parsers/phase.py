@@ -83,7 +83,10 @@ MARKERS = {
                                 # transformers' example scripts building their feature cache
                                 # (run_squad, run_glue, run_language_modeling)
                                 r"|(?:Creating|Loading) features from (?:dataset|cached) file|Saving features into cached file"
-                                r"|Converting examples to features"),
+                                r"|Converting examples to features"
+                                # a dataset being mapped, unfinished: datasets' progress bars count
+                                # "examples" ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]")
+                                r"|(?<![\d.])(?!100%)\d{1,3}%(?:\|[^|\n]{0,300}\|)?\s*\d{1,12}/\d{1,12} \[[^\]\n]{0,60}examples/s\]"),
 }
 # Lower-case literals of which every match of the marker holds one (see ParseContext.grep):
 # only the lines holding one are searched. Checked against MARKERS by a test.
@@ -108,7 +111,7 @@ MARKER_GATES = {
                      "closed by remote host", "core dumped"),
     "preprocessing": ("running tokenizer", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
-                      "examples to features"),
+                      "examples to features", "examples/s"),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
@@ -201,6 +204,9 @@ _MODEL_LOAD = lazy(
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
              # Apache Arrow's own code (its Cython sources: "pyarrow/table.pxi"), under a dataset's tables
              r"|(?:^|/)pyarrow/"
+             # a trainer caching its dataset's latents or text-encoder outputs before training
+             # (kohya's sd-scripts and their forks: cache_latents, cache_batch_latents)
+             r"|:cache_(?:batch_)?(?:latents|text_encoder_outputs)\b"
              # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
              r"|:\w*(?:prepare|load|build|get|make|create)_\w*datasets?$")
 # innermost first
