@@ -220,6 +220,9 @@ def test_clean_version_keeps_only_real_versions():
     ("deepspeed wheel compiled w. ...... torch 2.1, cuda 12.1\n", "torch_version", "2.1"),
     ("[conda] pytorch                   2.0.1           py3.10_cuda11.8_cudnn8.7.0_0    pytorch\n", "torch_version", "2.0.1"),
     ("Welcome to LLaMA Factory, version 0.8.3\n", "framework_version", "0.8.3"),
+    # an error report's rows in title case (ComfyUI's "## System Information")
+    ("- **PyTorch Version:** 2.8.0+cu129\n", "torch_version", "2.8.0"),
+    ("- **Python Version:** 3.13.6 (tags/v3.13.6:4e66535, Aug  6 2025, 14:36:00)\n", "python_version", "3.13.6"),
 ])
 def test_version_forms(text, field, value):
     assert getattr(env_of(text), field) == value

@@ -29,7 +29,7 @@ _PKG_FRAMEWORK = {
     "deepspeed": "deepspeed", "torch": "plain-pytorch", "pytorch": "plain-pytorch",
 }
 _ENV_ROW = lazy(
-    r"^[\s\-*]{0,6}`?(?P<pkg>[A-Za-z][\w-]{0,30}(?: [A-Za-z][\w-]{0,20}){0,2})`?\s+version"
+    r"^[\s\-*]{0,6}`?(?P<pkg>[A-Za-z][\w-]{0,30}(?: [A-Za-z][\w-]{0,20}){0,2})`?\s+[Vv]ersion"
     r"(?P<paren>\s*\([^)]{0,20}\))?\s*:\s*" + _V + r"(?:\s*\((?P<what>[^)]{1,20})\))?")
 # "torch==2.1.0": a pin, a pip freeze row, a console script's distribution (_ENTRY_POINT)
 _PINNED = (r"(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner|ms-swift|unsloth"
