@@ -1669,7 +1669,8 @@ def test_a_tracebacks_closing_line_names_its_exception(closing, failure):
     # PyTorch's MPS allocator refusing one buffer
     ("RuntimeError: Invalid buffer size: 18.00 GB", "mps"),
     # the words in other senses
-    ("INFO: # GPU blocks: 1200, # CPU blocks: 512 (no available memory for the cache blocks is an error)", None),
+    ('WARNING: if you see "No available memory for the cache blocks", raise gpu_memory_utilization', None),
+    ("tip: a RuntimeError such as No executable batch size found, reached zero means the model does not fit", None),
     ("Invalid buffer size: -1", None),
     ("gpu_memory_utilization=0.9, mem-fraction-static=0.8 passed to the engine", None),
 ])
@@ -1737,7 +1738,8 @@ def test_a_line_wrapped_in_inline_code_backticks_reads_as_its_text(line, killed)
 @pytest.mark.parametrize("bar, phase", [
     # a dataset being mapped when the process was killed
     ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]", "data_loading"),
-    ("Map (num_proc=32):  28%|██▊       | 187687/665298 [1:57:46<04:59:51, 26.55 examples/s]", "data_loading"),
+    ("tokenize (num_proc=32):  28%|██▊       | 187687/665298 [1:57:46<04:59:51, 26.55 examples/s]", "data_loading"),
+    ("padding:  50%|#    | 50/100 [00:01<00:01,  1.50s/examples]", "data_loading"),
     # a finished map is over; a training bar counts iterations
     ("merge and mask: 100% 3382137/3382137 [02:41<00:00, 20891.13 examples/s]", None),
     (" 45%|████▌     | 450/1000 [03:08<03:50,  2.39it/s]", None),
@@ -1745,3 +1747,26 @@ def test_a_line_wrapped_in_inline_code_backticks_reads_as_its_text(line, killed)
 def test_an_unfinished_dataset_map_bar_is_data_loading(bar, phase):
     d = report(bar + "\nKilled\n")
     assert d["phase"] == phase
+
+
+def test_the_first_exception_of_a_chained_traceback_is_a_failure_too():
+    d = report(_tb(("/env/site-packages/datasets/table.py", "concat_tables", "pa_table = pa_table.combine_chunks()"),
+                   error="pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays")
+               + "\nDuring handling of the above exception, another exception occurred:\n\n"
+               + _tb(("train.py", "main", "ds = load()"), error="ValueError: could not load the dataset"))
+    got = [f["message"] for f in d["failures"] if f["kind"] == "python_exception"]
+    assert got == ["pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays",
+                   "ValueError: could not load the dataset"]
+
+
+def test_an_ascend_report_reads_its_device_only_from_its_own_lines():
+    d = report("EL0004: Failed to allocate memory.\n"
+               "        Possible Cause: Available memory is insufficient.\n"
+               "[INFO] rank 3 ready, device_id=3\n")
+    assert [e["device_index"] for e in d["oom_events"]] == [None]
+
+
+def test_ray_relaying_its_own_memory_monitors_error_is_not_a_device_oom():
+    d = report("ray.exceptions.RayTaskError(OutOfMemoryError): ray::W.f() (pid=1, ip=10.0.0.1)\n"
+               "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n")
+    assert "cuda_caching_allocator" not in [e["kind"] for e in d["oom_events"]]

@@ -84,25 +84,15 @@ def sibling_processes(ev: OomEvent) -> int:
     others = [p for p in ev.processes if not p.is_self]
     if len(others) < 2:
         return 0
-    contexts = _equal_small([p.bytes for p in others])
-    small = [p for p in others if p.bytes <= 1536 * 2**20]
-    if contexts and not _started_apart(small):
-        return contexts
+    contexts = _equal_small(others)
+    if contexts and _started_together(contexts, slack=256):
+        return len(contexts)
     mine = next((p.bytes for p in ev.processes if p.is_self), None) or ev.process_in_use_bytes
     if mine:
         copies = [p for p in others if abs(p.bytes - mine) <= 0.15 * mine]
-        pids = sorted(p.pid for p in copies if p.pid is not None)
-        if len(copies) >= 2 and len(pids) == len(copies) and pids[-1] - pids[0] <= 4 * len(pids) + 8:
+        if len(copies) >= 2 and all(p.pid is not None for p in copies) and _started_together(copies, slack=4):
             return len(copies)
     return 0
-
-
-def _started_apart(procs: list[ProcessUse]) -> bool:
-    """Processes whose PIDs lie far apart were not started together by one launcher: two
-    desktop programs' contexts, not the ranks of one job (whose PIDs neighbour each other,
-    a few threads apart at most). Unknown PIDs say nothing."""
-    pids = sorted(p.pid for p in procs if p.pid is not None)
-    return len(pids) == len(procs) >= 2 and pids[-1] - pids[0] > 256 * len(pids)
 
 
 def split_processes(ev: OomEvent) -> tuple[Optional[ProcessUse], list[ProcessUse]]:
@@ -127,13 +117,27 @@ def job_processes(others: list[ProcessUse], worker_pids: list[int]) -> tuple[lis
     return [p for p in others if p.pid in workers], [p for p in others if p.pid not in workers]
 
 
-def _equal_small(sizes: list[int]) -> int:
-    """How many of these are CUDA-context-sized (at most 1.5 GiB) and about equal (within
-    32 MiB or a tenth: one job's ranks load the same libraries): two or more, else 0."""
-    small = [b for b in sizes if b <= 1536 * 2**20]
-    if len(small) >= 2 and max(small) - min(small) <= max(32 * 2**20, max(small) // 10):
-        return len(small)
-    return 0
+# a CUDA context (and what a rank that never set its device leaves on GPU 0) is at most this
+CONTEXT_MAX = 1536 * 2**20
+
+
+def _equal_small(procs: list[ProcessUse]) -> list[ProcessUse]:
+    """The context-sized ones (at most CONTEXT_MAX) when they are two or more and about equal
+    (within 32 MiB or a tenth: one job's ranks load the same libraries); else none."""
+    small = [p for p in procs if p.bytes <= CONTEXT_MAX]
+    sizes = [p.bytes for p in small]
+    if len(small) >= 2 and max(sizes) - min(sizes) <= max(32 * 2**20, max(sizes) // 10):
+        return small
+    return []
+
+
+def _started_together(procs: list[ProcessUse], slack: int) -> bool:
+    """Do these processes' PIDs neighbour each other (a launcher's ranks are started
+    together, a few threads apart at most), within ``slack`` a process? Processes started
+    at different times (leftovers, a desktop's programs) lie far apart. An unknown PID
+    answers yes: nothing is said against them."""
+    pids = sorted(p.pid for p in procs if p.pid is not None)
+    return len(pids) < len(procs) or len(pids) < 2 or pids[-1] - pids[0] <= slack * len(pids) + 8
 
 
 def smi_siblings(samples: list) -> int:
@@ -148,9 +152,10 @@ def smi_siblings(samples: list) -> int:
     for procs in by_gpu.values():
         if len(procs) < 3:
             continue
-        rows = sorted(procs.values(), reverse=True)
-        _size, program = rows[0]
-        best = max(best, _equal_small([b for b, name in rows[1:] if name == program]))
+        rows = sorted(((b, name, pid) for pid, (b, name) in procs.items()), reverse=True)
+        _size, program, _pid = rows[0]
+        same = [ProcessUse(pid=pid, bytes=b) for b, name, pid in rows[1:] if name == program]
+        best = max(best, len(_equal_small(same)))
     return best
 
 

@@ -204,13 +204,14 @@ def _closing_lines(ctx: ParseContext) -> set[int]:
     out: set[int] = set()
     index = ctx.frame_index
     for k, f in enumerate(index):
-        if k + 1 < len(index) and index[k + 1] <= f + 8:
-            continue   # not the traceback's last frame
         rank = ctx.lines[f].rank
-        for j in range(f + 1, min(f + 8, len(ctx.lines))):
+        following = index[k + 1] if k + 1 < len(index) else len(ctx.lines)
+        for j in range(f + 1, min(f + 8, following, len(ctx.lines))):
             ln = ctx.lines[j]
             if ln.rank != rank or not ln.text or ln.text[0].isspace():
                 continue
+            # the first unindented line before the next frame: this frame was its traceback's
+            # last (in a chain, "During handling ..." and the next traceback follow the exception)
             out.add(j)
             break
     return out

@@ -86,7 +86,9 @@ MARKERS = {
                                 r"|Converting examples to features"
                                 # a dataset being mapped, unfinished: datasets' progress bars count
                                 # "examples" ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]")
-                                r"|(?<![\d.])(?!100%)\d{1,3}%(?:\|[^|\n]{0,300}\|)?\s*\d{1,12}/\d{1,12} \[[^\]\n]{0,60}examples/s\]"),
+                                # (tqdm writes a slow rate inverted: "1.50s/examples]")
+                                r"|(?<![\d.])(?!100%)\d{1,3}%(?:\|[^|\n]{0,300}\|)?\s*\d{1,12}/\d{1,12} \[[^\]\n]{0,60}"
+                                r"(?:examples/s|s/examples)\]"),
 }
 # Lower-case literals of which every match of the marker holds one (see ParseContext.grep):
 # only the lines holding one are searched. Checked against MARKERS by a test.
@@ -111,7 +113,7 @@ MARKER_GATES = {
                      "closed by remote host", "core dumped"),
     "preprocessing": ("running tokenizer", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
-                      "examples to features", "examples/s"),
+                      "examples to features", "examples/s", "s/examples"),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"

@@ -94,14 +94,16 @@ _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
 # cache memory"), its start-up guard ("Free memory on device (12.18/23.56 GiB) on startup is
 # less than desired GPU memory utilization"); SGLang's "Not enough memory. Please try to
 # increase --mem-fraction-static"
-_ENGINE_BUDGET = lazy(r"No available memory for the cache blocks"
-                      r"|larger than the maximum number of tokens that can be stored in KV cache"
-                      r"|larger than the available KV cache memory"
+# (each read as raised, at the line's start or after its exception's name, not quoted in prose)
+_ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3})(?:No available memory for the cache blocks"
+                      r"|The model's max seq len \(\d{1,9}\) is larger than the maximum number of tokens that can be stored in KV cache"
+                      r"|To serve at least one request with the models?'s? max seq len \(\d{1,9}\), \([\d.]{1,12} GiB KV cache is needed, "
+                      r"which is larger than the available KV cache memory"
                       r"|Free memory on device (?:\S{1,20} )?\((?P<free>[\d.]{1,12})/(?P<cap>[\d.]{1,12}) GiB\) on startup is less than desired GPU memory utilization"
-                      r"|(?P<sglang>Not enough memory\. Please try to increase --mem-fraction-static)")
+                      r"|(?P<sglang>Not enough memory\. Please try to increase --mem-fraction-static))")
 # accelerate's find_executable_batch_size halving the batch after each out-of-memory error
 # until none is left: every size tried ran out of memory
-_NO_BATCH_SIZE = lazy(r"No executable batch size found, reached zero")
+_NO_BATCH_SIZE = lazy(r"(?:^|Error:\s{0,3})No executable batch size found, reached zero")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
 _PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r") memory"
@@ -421,6 +423,8 @@ def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optiona
         dev = size = None
         for j in range(i, min(len(ctx.lines), i + 12)):
             t = ctx.lines[j].text
+            if j > i and (not t[:1].isspace() or ctx.lines[j].rank != ctx.lines[i].rank):
+                break
             if dev is None and (d := ctx.search(_CANN_DEVICE, t)):
                 dev = int(d.group("dev"))
             if size is None and "rtMalloc" in t and (z := ctx.search(_CANN_SIZE, t)):

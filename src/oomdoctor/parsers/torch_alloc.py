@@ -351,6 +351,21 @@ def _message_later(ctx: ParseContext, i: int) -> bool:
     return False
 
 
+class _RelayContext:
+    """The lines around which an exception named without its message is no event of its own:
+    the allocator's messages, and Ray's memory monitor's (its own OutOfMemoryError)."""
+
+    SPAN = 400
+
+    def __init__(self, ctx: ParseContext):
+        self.messages = [j for j in ctx.lines_with(("ut of memory",)) if ctx.search(ANCHOR, ctx.lines[j].text)]
+        self.ray_monitor = ctx.lines_with(("running low on memory", "Memory on the node"))
+
+    def near(self, lines: list[int], i: int) -> bool:
+        k = bisect.bisect_left(lines, i - self.SPAN)
+        return k < len(lines) and lines[k] <= i + self.SPAN
+
+
 # How many earlier events of one (kind, device, request) bucket a new event is compared
 # with once the bucket is large: bounds the work per event, so de-duplication is linear.
 _TWIN_SCAN = 64
@@ -425,6 +440,7 @@ def parse(ctx: ParseContext) -> None:
     twins = _Twins()
     warned: list[OomEvent] = []
     shortened: list[OomEvent] = []   # "OutOfMemoryError: Tried to allocate N" with the rest cut by hand
+    relayed: Optional[_RelayContext] = None
     seen_lines: set[int] = set()
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
@@ -463,18 +479,21 @@ def parse(ctx: ParseContext) -> None:
                                        **ctx.at(ln)))
                 continue
             m = _CLASS_NAMED.search(ln.text)
-            if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(max(0, i - 400), min(len(ctx.lines), i + 400))):
-                # (a relayed exception's own message is usually printed with it, before or after:
-                # then that is the event). Ray's memory monitor raises an OutOfMemoryError of its
-                # own (host memory) that a caller relays under the same name: PyTorch's is far
-                # more common in a training job's workers, so it is read as that, as likely.
+            if m:
+                if relayed is None:   # found once a log, on the first line that needs them
+                    relayed = _RelayContext(ctx)
+                # a relayed exception's own message is usually printed with it, before or after:
+                # then that is the event; Ray's memory monitor raises an OutOfMemoryError of its
+                # own (host memory) that a caller relays under the same name, and says so
                 ray = m.group("ray") is not None
-                events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc") or m.group("ray"),
-                                       strength="likely" if ray else "certain",
-                                       message_format="class only (message not in the log)",
-                                       detail=("Ray relays an OutOfMemoryError (PyTorch's, or its own memory monitor's)"
-                                               if ray else None),
-                                       **ctx.at(ln)))
+                if not relayed.near(relayed.messages, i) and not (ray and relayed.near(relayed.ray_monitor, i)):
+                    # (PyTorch's is far more common in a training job's workers: read as that, as likely)
+                    events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc") or m.group("ray"),
+                                           strength="likely" if ray else "certain",
+                                           message_format="class only (message not in the log)",
+                                           detail=("Ray relays an OutOfMemoryError (PyTorch's, or its own memory "
+                                                   "monitor's)" if ray else None),
+                                           **ctx.at(ln)))
             continue
         window = _message_window(ctx, i)
         anchors = list(ANCHOR.finditer(window))

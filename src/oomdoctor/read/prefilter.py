@@ -144,6 +144,8 @@ MARKER_LITERALS = (
     "features from dataset file", "features from cached file", "features into cached file", "examples to features",
     "Map (num_proc=", "Tokenizing train", "Tokenizing dataset", "Generating train split",
     "Generating validation split", "Preprocessing dataset", "Packing dataset",
+    # a dataset's map, unfinished (its bar counts examples)
+    "examples/s", "s/examples",
     # a script reading its training data ("Loading prepared training docs from x.json")
     "data from", "dataset from", "datasets from", "docs from", "documents from", "corpus from", "samples from",
     "examples from",
