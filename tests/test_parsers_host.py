@@ -127,6 +127,9 @@ def test_numpy_size_is_binary():
     "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
     "RuntimeError: DataLoader worker (pid 77) exited unexpectedly with exit code 1. Details are lost due to multiprocessing.",
     "failed (exitcode: -7) local_rank: 0 (pid: 5) of binary: /usr/bin/python",
+    # PyTorch writing a worker's tensor into its shared-memory segment
+    "    fd, size = storage._share_fd_()\nRuntimeError: unable to write to file </torch_74396_2983595444>",
+    "RuntimeError: unable to write to file </torch_18692_1954506624>: No space left on device (28)",
 ])
 def test_shared_memory_is_not_a_host_oom(text):
     """A bus error is /dev/shm running out, never the host's RAM: a worker's death is an
@@ -145,6 +148,8 @@ def test_shared_memory_is_not_a_host_oom(text):
     # zsh's report of another signal, and "killed" in prose after a job number
     "[1]    26478 segmentation fault  python train.py",
     "[2] 3 workers were killed by the scheduler",
+    # a file of another name that could not be written is no shared memory
+    "OSError: unable to write to file <checkpoint-500/model.safetensors>",
     "slurmstepd: StepId=4.0 hit memory limit at least once during execution. This may or may not result in some failure.",
 ])
 def test_things_that_are_not_host_kills(text):

@@ -1770,3 +1770,22 @@ def test_ray_relaying_its_own_memory_monitors_error_is_not_a_device_oom():
     d = report("ray.exceptions.RayTaskError(OutOfMemoryError): ray::W.f() (pid=1, ip=10.0.0.1)\n"
                "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n")
     assert "cuda_caching_allocator" not in [e["kind"] for e in d["oom_events"]]
+
+
+@pytest.mark.parametrize("agent_line", [
+    "W1130 12:13:49.388000 124326 torch/distributed/elastic/agent/server/api.py:723] Received 15 death signal, "
+    "shutting down workers",
+    "WARNING:torch.distributed.elastic.agent.server.api:Received Signals.SIGTERM death signal, shutting down workers",
+])
+def test_a_launcher_that_was_itself_signalled_stopped_its_workers_for_that(agent_line):
+    d = report("[default0]:12:13:46    INFO Starting training step 0\n" + agent_line + "\n"
+               "W1130 12:13:49.389000 124326 torch/distributed/elastic/multiprocessing/api.py:900] Sending process "
+               "124533 closing signal SIGTERM\n")
+    assert d["oom_events"] == []
+
+
+def test_survivors_stopped_with_no_signal_to_the_launcher_are_a_weak_host_kill():
+    d = report("[default0]:12:13:46    INFO Starting training step 0\n"
+               "W1130 12:13:49.389000 124326 torch/distributed/elastic/multiprocessing/api.py:900] Sending process "
+               "124533 closing signal SIGTERM\n")
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "weak")]

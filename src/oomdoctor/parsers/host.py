@@ -89,7 +89,8 @@ _DS_KILLING = lazy(r"Killing subprocess (?P<pid>\d{1,9})")
 _DS_RC = lazy(r"exits with return code = (?P<code>-?\d{1,4})")
 _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
 _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
-_DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?SIG\w{1,8} death signal")
+# (newer torchrun prints the signal's number: "Received 15 death signal, shutting down workers")
+_DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?(?:SIG\w{1,8}|\d{1,2}) death signal")
 _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
                         r"|^zsh: killed\s"
                         # zsh's report of a background job ("[1]  + 26478 killed     python train.py"),
@@ -137,7 +138,10 @@ _DL_SIGNAL = lazy(r"DataLoader worker \(pid (?P<pid>\d{1,9})\) is killed by sign
 _DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
-                  r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory")
+                  r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory"
+                  # PyTorch writing a tensor into its shared-memory segment for another process
+                  # (a DataLoader worker's batch): "unable to write to file </torch_74396_2983595444>"
+                  r"|unable to write to file </torch_\d{1,9}_\d{1,12}>")
 _SHM_DISK = lazy(r"No space left on device")
 _SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
 _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>"
@@ -157,7 +161,8 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
-          "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit") + KILLED_LOCALISED
+          "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
+          "unable to write to file </torch_") + KILLED_LOCALISED
 
 
 @dataclass
@@ -427,6 +432,10 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
         s.shm.append(i)
         if "bus error" in text.lower() and "worker" in text:
             s.dl.append((i, "certain", "a DataLoader worker hit a bus error: shared memory (/dev/shm) exhausted", None, "shm"))
+        elif "unable to write to file </torch_" in text:
+            # (the process that writes a tensor there is the one handing it over: a data worker)
+            s.dl.append((i, "certain", "a worker could not write a batch into shared memory (/dev/shm) for the "
+                                       "main process", None, "shm"))
 
 
 def _launcher(s: _Scan, i: int, text: str) -> None:

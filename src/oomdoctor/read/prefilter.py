@@ -64,6 +64,7 @@ ANCHOR_LITERALS = (
     "EL0004", "rtMalloc execute failed", "workspace Allocation of size", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
     "Unexpected bus", "nsufficient shared memory", "out of shared memory", "shared memory segment",
+    "unable to write to file </torch_",
     "allocate shared memory", "m_open", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
     "me device", "IllegalAddress", "ILLEGAL_ADDRESS", "Memory access fault", "misaligned address",
     "MisalignedAddress", "MISALIGNED_ADDRESS", "ERROR_ASSERT", "Assertion `", "unspecified launch failure",
