@@ -40,9 +40,10 @@ def test_the_memory_picture_draws_the_jobs_workers_apart_from_other_processes():
     # without the launcher's names, both are other processes
     segments = {s.key: s.bytes for s in memory_segments(ev)}
     assert "workers" not in segments and segments["others"] == 15 * gib
-    # memory in private pools is PyTorch's, not outside it (as the numbers count it)
+    # memory in private pools is PyTorch's, drawn as such, not outside it (as the numbers count it)
     ev.private_pool_bytes = 1 * gib
-    assert "outside" not in {s.key for s in memory_segments(ev)}
+    segments = {s.key: s.bytes for s in memory_segments(ev)}
+    assert segments["pool"] == 1 * gib and "outside" not in segments
 
 
 def test_the_page_is_self_contained_and_escapes_the_log():

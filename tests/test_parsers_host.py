@@ -130,6 +130,7 @@ def test_numpy_size_is_binary():
     # PyTorch writing a worker's tensor into its shared-memory segment
     "    fd, size = storage._share_fd_()\nRuntimeError: unable to write to file </torch_74396_2983595444>",
     "RuntimeError: unable to write to file </torch_18692_1954506624>: No space left on device (28)",
+    "RuntimeError: unable to write to file </torch_74396_2983595444_0>",
 ])
 def test_shared_memory_is_not_a_host_oom(text):
     """A bus error is /dev/shm running out, never the host's RAM: a worker's death is an

@@ -1629,6 +1629,8 @@ def test_a_runtimes_out_of_memory_words_quoted_in_a_sentence_are_not_its_failure
      "prompt (3). Given the current eval batch size, the valid values for the number of generations are: [2, 4, 8].", 4),
     ("ValueError: The global train batch size (2 x 4 x 8 = 64) must be evenly divisible by the number of generations "
      "per prompt (7).", 2),
+    ("ValueError: The effective train batch size (7 x 1 x 4) must be evenly divisible by the number of "
+     "generations per prompt (8).", 7),
     ("The global train batch size (256) is set in the config", None),
 ])
 def test_trls_batch_size_check_gives_the_world_size(line, world):
@@ -1789,3 +1791,51 @@ def test_survivors_stopped_with_no_signal_to_the_launcher_are_a_weak_host_kill()
                "W1130 12:13:49.389000 124326 torch/distributed/elastic/multiprocessing/api.py:900] Sending process "
                "124533 closing signal SIGTERM\n")
     assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "weak")]
+
+
+def test_an_ascend_report_is_one_event_with_its_device_and_size():
+    d = report("RuntimeError: NPU out of memory.\n"
+               "EL0004: Failed to allocate memory.\n"
+               "        Possible Cause: Available memory is insufficient.\n"
+               "        Task execute failed, device_id=7, stream_id=6.[FUNC:GetError][FILE:stream.cc][LINE:1082]\n"
+               "        rtMalloc execute failed, reason=[driver error:out of memory][FUNC:FuncErrorReason]\n"
+               "        Call rtMalloc fail, purpose: page caching, type = 2, size:4110811136, device_id:7[FUNC:Alloc]\n")
+    cann = [e for e in d["oom_events"] if e["message_format"] == "cann-el0004"]
+    assert [(e["device_index"], e["tried_to_allocate_bytes"], e["count"]) for e in cann] == [(7, 4110811136, 1)]
+
+
+@pytest.mark.parametrize("message", [
+    "- **Exception Message:** MPS backend out of memory (MPS allocated: 17.75 GB, other allocations: 1.2 GB, max "
+    "allowed: 18.13 GB). Tried to allocate 256.00 MB on private pool.",
+    "- **Exception Message:** Allocation on device 0 would exceed allowed memory. (out of memory)",
+])
+def test_an_error_reports_type_beside_its_message_is_not_a_second_event(message):
+    d = report("- **Exception Type:** torch.OutOfMemoryError\n" + message + "\n")
+    assert len(d["oom_events"]) == 1
+
+
+def test_a_tracebacks_closing_line_is_found_between_another_ranks_frames():
+    d = report('[rank0]:   File "/env/site-packages/datasets/table.py", line 10, in concat_tables\n'
+               '[rank1]:   File "train.py", line 5, in main\n'
+               "[rank0]:     pa_table = pa_table.combine_chunks()\n"
+               "[rank0]: pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays\n"
+               "[rank1]:     ds = load()\n"
+               "[rank1]: ValueError: could not load the dataset\n")
+    got = [f["message"] for f in d["failures"] if f["kind"] == "python_exception"]
+    assert "pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays" in got
+
+
+@pytest.mark.parametrize("line, cuda", [
+    ("CUDA runtime version: 12.1.105", "12.1.105"),
+    # nvidia-smi -q's row: the newest CUDA the driver supports, not the toolkit in use
+    ("CUDA Version                              : 12.4", None),
+])
+def test_the_cuda_version_is_the_toolkits(line, cuda):
+    d = report(line + "\nKilled\n")
+    assert d["environment"]["cuda_version"] == cuda
+
+
+def test_an_error_reports_own_prose_about_memory_is_not_the_message():
+    d = report("- **Exception Type:** torch.OutOfMemoryError\n- **Exception Message:** Allocation on device \n"
+               "This error means you ran out of memory on your GPU.\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["cuda_caching_allocator"]

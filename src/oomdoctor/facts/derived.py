@@ -67,6 +67,16 @@ def unallocated_of(ev: OomEvent) -> Optional[int]:
     return ev.cached_unallocated_bytes
 
 
+def outside_pytorch(ev: OomEvent, own: Optional[int]) -> Optional[int]:
+    """This process's device memory outside PyTorch's allocator (CUDA context, NCCL, cuBLAS
+    workspaces): its use (``own``) less what PyTorch allocated, holds unallocated and keeps in
+    private pools. Negative when the figures do not add up; None without both figures."""
+    alloc = allocated_of(ev)
+    if own is None or alloc is None:
+        return None
+    return own - alloc - (unallocated_of(ev) or 0) - (ev.private_pool_bytes or 0)
+
+
 def ratio(a: Optional[int], b: Optional[int]) -> Optional[float]:
     if a is None or not b:
         return None
@@ -81,16 +91,16 @@ def sibling_processes(ev: OomEvent) -> int:
     copies the size of this process's own use, from processes started together
     (neighbouring PIDs: a launcher's ranks, not leftovers of earlier runs).
     """
-    others = [p for p in ev.processes if not p.is_self]
+    me, others = split_processes(ev)   # (in a container this process is one of the "Process N has")
     if len(others) < 2:
         return 0
     contexts = _equal_small(others)
-    if contexts and _started_together(contexts, slack=256):
+    if contexts and _started_together(contexts, slack=256, unknown=True):
         return len(contexts)
-    mine = next((p.bytes for p in ev.processes if p.is_self), None) or ev.process_in_use_bytes
+    mine = me.bytes if me is not None else ev.process_in_use_bytes
     if mine:
         copies = [p for p in others if abs(p.bytes - mine) <= 0.15 * mine]
-        if len(copies) >= 2 and all(p.pid is not None for p in copies) and _started_together(copies, slack=4):
+        if len(copies) >= 2 and _started_together(copies, slack=4, unknown=False):
             return len(copies)
     return 0
 
@@ -131,13 +141,15 @@ def _equal_small(procs: list[ProcessUse]) -> list[ProcessUse]:
     return []
 
 
-def _started_together(procs: list[ProcessUse], slack: int) -> bool:
+def _started_together(procs: list[ProcessUse], slack: int, unknown: bool) -> bool:
     """Do these processes' PIDs neighbour each other (a launcher's ranks are started
     together, a few threads apart at most), within ``slack`` a process? Processes started
-    at different times (leftovers, a desktop's programs) lie far apart. An unknown PID
-    answers yes: nothing is said against them."""
+    at different times (leftovers, a desktop's programs) lie far apart. ``unknown``: the
+    answer when a PID is not known."""
     pids = sorted(p.pid for p in procs if p.pid is not None)
-    return len(pids) < len(procs) or len(pids) < 2 or pids[-1] - pids[0] <= slack * len(pids) + 8
+    if len(pids) < len(procs):
+        return unknown
+    return len(pids) < 2 or pids[-1] - pids[0] <= slack * len(pids) + 8
 
 
 def smi_siblings(samples: list) -> int:

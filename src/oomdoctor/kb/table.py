@@ -14,6 +14,7 @@ from ..facts.derived import (
     allocated_of,
     capability_of,
     job_processes,
+    outside_pytorch,
     primary_event,
     ratio,
     sibling_processes,
@@ -87,8 +88,8 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             # NVML in a container often cannot see the process ("this process has 0 bytes"):
             # a figure below what PyTorch itself holds is not believed
             self_use = None
-        if self_use is not None and alloc is not None:
-            non_pt = self_use - alloc - (unalloc or 0) - (ev.private_pool_bytes or 0)
+        non_pt = outside_pytorch(ev, self_use)
+        if non_pt is not None:
             t["oom.non_pytorch"] = max(0, non_pt)
             t["oom.non_pytorch_share"] = ratio(max(0, non_pt), cap)
         t["oom.process_count"] = len(ev.processes)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..facts.derived import HOST_KINDS, allocated_of, primary_event, unallocated_of
+from ..facts.derived import HOST_KINDS, allocated_of, outside_pytorch, primary_event, unallocated_of
 from ..facts.models import Facts, OomEvent
 from ..facts.sizes import format_size
 from .fingerprint import describe, match_request
@@ -57,8 +57,8 @@ def _allocator_lines(ev: OomEvent, gap: Gap, capacity: Optional[int]) -> list[Me
     lines.append(MemoryLine(item="this process", bytes=own, basis="PyTorch and non-PyTorch memory of the failing process"))
     lines.append(MemoryLine(item="allocated by PyTorch", bytes=alloc, basis="live tensors"))
     lines.append(MemoryLine(item="fragmentation", bytes=unalloc, basis="reserved by PyTorch but unallocated"))
-    if own is not None and alloc is not None:
-        non_pt = max(0, own - alloc - (unalloc or 0) - (ev.private_pool_bytes or 0))
+    if (outside := outside_pytorch(ev, own)) is not None:
+        non_pt = max(0, outside)
         lines.append(MemoryLine(item="non-PyTorch (this process)", bytes=non_pt,
                                 basis="process in use − allocated − unallocated: CUDA context, NCCL, cuBLAS workspaces"))
     else:

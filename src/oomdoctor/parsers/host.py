@@ -140,8 +140,9 @@ _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared mem
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
                   r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory"
                   # PyTorch writing a tensor into its shared-memory segment for another process
-                  # (a DataLoader worker's batch): "unable to write to file </torch_74396_2983595444>"
-                  r"|unable to write to file </torch_\d{1,9}_\d{1,12}>")
+                  # (a DataLoader worker's batch): "unable to write to file </torch_74396_2983595444>",
+                  # later releases add a counter ("</torch_74396_2983595444_0>")
+                  r"|unable to write to file </torch_\d{1,9}_\d{1,12}(?:_\d{1,12})?>")
 _SHM_DISK = lazy(r"No space left on device")
 _SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
 _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>"
@@ -433,9 +434,9 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
         if "bus error" in text.lower() and "worker" in text:
             s.dl.append((i, "certain", "a DataLoader worker hit a bus error: shared memory (/dev/shm) exhausted", None, "shm"))
         elif "unable to write to file </torch_" in text:
-            # (the process that writes a tensor there is the one handing it over: a data worker)
-            s.dl.append((i, "certain", "a worker could not write a batch into shared memory (/dev/shm) for the "
-                                       "main process", None, "shm"))
+            # (a process handing a tensor to another: most often a data worker's batch)
+            s.dl.append((i, "certain", "a process could not write a tensor into shared memory (/dev/shm) to hand "
+                                       "it to another (a data worker's batch, most often)", None, "shm"))
 
 
 def _launcher(s: _Scan, i: int, text: str) -> None:

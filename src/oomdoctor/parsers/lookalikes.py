@@ -202,11 +202,16 @@ def _closing_lines(ctx: ParseContext) -> set[int]:
     """The line that closes each traceback: the first unindented line after its last frame
     and that frame's code lines (source, carets), on the same rank."""
     out: set[int] = set()
-    index = ctx.frame_index
-    for k, f in enumerate(index):
+    # the next frame of each frame's own rank (interleaved ranks' frames do not end a traceback)
+    following: dict[int, int] = {}
+    after: dict = {}
+    for f in reversed(ctx.frame_index):
         rank = ctx.lines[f].rank
-        following = index[k + 1] if k + 1 < len(index) else len(ctx.lines)
-        for j in range(f + 1, min(f + 8, following, len(ctx.lines))):
+        following[f] = after.get(rank, len(ctx.lines))
+        after[rank] = f
+    for f in ctx.frame_index:
+        rank = ctx.lines[f].rank
+        for j in range(f + 1, min(f + 8, following[f], len(ctx.lines))):
             ln = ctx.lines[j]
             if ln.rank != rank or not ln.text or ln.text[0].isspace():
                 continue

@@ -419,20 +419,27 @@ def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optiona
         return
     m = ctx.search(_CANN_OOM, text)
     if m:
-        # the report's next lines (indented, up to the next record) say which device and how much
-        dev = size = None
-        for j in range(i, min(len(ctx.lines), i + 12)):
-            t = ctx.lines[j].text
-            if j > i and (not t[:1].isspace() or ctx.lines[j].rank != ctx.lines[i].rank):
+        # the report's lines (indented, up to the next record on this rank) say which device
+        # and how much: one event for the whole report, its lines taken
+        block = [i]
+        for j in range(i + 1, min(len(ctx.lines), i + 12)):
+            ln = ctx.lines[j]
+            if not ln.text[:1].isspace() or ln.rank != ctx.lines[i].rank:
                 break
+            block.append(j)
+        dev = size = None
+        for j in block:
+            t = ctx.lines[j].text
             if dev is None and (d := ctx.search(_CANN_DEVICE, t)):
                 dev = int(d.group("dev"))
-            if size is None and "rtMalloc" in t and (z := ctx.search(_CANN_SIZE, t)):
+            if size is None and (z := ctx.search(_CANN_SIZE, t)):
                 size = int(z.group("n"))
-        events.add(("npu", "cann", dev), i, lambda: OomEvent(
+        ev = events.add(("npu", "cann", dev), i, lambda: OomEvent(
             kind="npu", backend="NPU", exception=exc, line=0, message_format="cann-el0004",
             device_index=dev, tried_to_allocate_bytes=size,
             detail="the Ascend runtime could not allocate device memory (EL0004 / rtMalloc)"))
+        for j in block[1:]:
+            events.cover(ev, j)
         return
     m = ctx.search(_HPU_WORKSPACE, text)
     if m:

@@ -351,14 +351,22 @@ def _message_later(ctx: ParseContext, i: int) -> bool:
     return False
 
 
+# an out-of-memory message of some backend, as a library raises it
+_OOM_MESSAGE = lazy(r"(?:CUDA|HIP|XPU|NPU|MLU|GCU|MUSA|MPS backend|[Ee]rror:)\s*out of memory|would exceed allowed memory")
+
+
 class _RelayContext:
     """The lines around which an exception named without its message is no event of its own:
-    the allocator's messages, and Ray's memory monitor's (its own OutOfMemoryError)."""
+    any out-of-memory message (the exception's own, whoever read it), and Ray's memory
+    monitor's (its own OutOfMemoryError)."""
 
     SPAN = 400
 
     def __init__(self, ctx: ParseContext):
-        self.messages = [j for j in ctx.lines_with(("ut of memory",)) if ctx.search(ANCHOR, ctx.lines[j].text)]
+        # (any backend's wording: MPS's, the asynchronous allocator's, a cut message; not prose
+        # such as "you ran out of memory on your GPU")
+        self.messages = [j for j in ctx.lines_with(("ut of memory", "would exceed allowed memory"))
+                         if ctx.search(_OOM_MESSAGE, ctx.lines[j].text)]
         self.ray_monitor = ctx.lines_with(("running low on memory", "Memory on the node"))
 
     def near(self, lines: list[int], i: int) -> bool:

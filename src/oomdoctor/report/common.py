@@ -19,8 +19,8 @@ import yaml
 
 from ..facts.derived import (
     HOST_KINDS,
-    allocated_of,
     job_processes,
+    outside_pytorch,
     sibling_processes,
     split_processes,
     unallocated_of,
@@ -307,12 +307,10 @@ def _device_rows(ev: OomEvent, workers: list[int]) -> list[Row]:
     self_bytes = me.bytes if me is not None else ev.process_in_use_bytes
     if self_bytes is not None:
         note = f"PID {me.pid}" if me is not None and me.pid is not None and not me.is_self else None
-        alloc = allocated_of(ev)
-        if alloc is not None:
-            outside = self_bytes - alloc - (unalloc or 0) - (ev.private_pool_bytes or 0)
-            if outside > 0:
-                extra = f"{format_size(outside)} outside PyTorch's allocator"
-                note = f"{note}; {extra}" if note else extra
+        outside = outside_pytorch(ev, self_bytes)
+        if outside is not None and outside > 0:
+            extra = f"{format_size(outside)} outside PyTorch's allocator"
+            note = f"{note}; {extra}" if note else extra
         rows.append(Row("this process", format_size(self_bytes), note))
     if others:
         shown = ", ".join(f"PID {p.pid if p.pid is not None else '?'} {format_size(p.bytes)}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
 
-from ..facts.derived import allocated_of, job_processes, split_processes, unallocated_of
+from ..facts.derived import allocated_of, job_processes, outside_pytorch, split_processes, unallocated_of
 from ..facts.sizes import format_size
 from .common import (
     clean,
@@ -43,12 +43,12 @@ code,.ev{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:13px}
 .ev{white-space:pre-wrap;word-break:break-all;margin:1px 0} .ev b{color:#888;font-weight:400}
 .legend span{display:inline-block;margin-right:14px;font-size:13px}
 .legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px}
-.fix{margin:.8em 0} .fix .t{font-weight:600} .muted{color:#777;font-size:13px}
-.seg-allocated{fill:#d9534f} .seg-unallocated{fill:#f0ad4e} .seg-outside{fill:#8e6cc0}
-.seg-workers{fill:#9db6e0} .seg-others{fill:#5b7fbf} .seg-unaccounted{fill:#aaa} .seg-free{fill:#5cb85c} .req{fill:#1d1d1f}
+.fix{margin:.8em 0} .fix .t{font-weight:600} .muted{color:#777;font-size:13px} .req{fill:#1d1d1f}
 """
-_COLOURS = {"allocated": "#d9534f", "unallocated": "#f0ad4e", "outside": "#8e6cc0", "workers": "#9db6e0", "others": "#5b7fbf",
-            "unaccounted": "#aaa", "free": "#5cb85c"}
+# the memory picture's segments, in the bar's order (their CSS rules are made from these)
+_COLOURS = {"allocated": "#d9534f", "unallocated": "#f0ad4e", "pool": "#e8c07a", "outside": "#8e6cc0",
+            "workers": "#9db6e0", "others": "#5b7fbf", "unaccounted": "#aaa", "free": "#5cb85c"}
+_CSS += " ".join(f".seg-{key}{{fill:{colour}}}" for key, colour in _COLOURS.items()) + "\n"
 
 
 class Segment(NamedTuple):
@@ -73,13 +73,13 @@ def memory_segments(ev: "OomEvent", worker_pids: Sequence[int] = ()) -> list[Seg
     alloc = allocated_of(ev) or 0
     unalloc = unallocated_of(ev) or 0
     me, others = split_processes(ev)
-    own = me.bytes if me is not None else ev.process_in_use_bytes
-    outside = max(0, own - alloc - unalloc - (ev.private_pool_bytes or 0)) if own is not None else 0
-    job, foreign_procs = job_processes(others, list(worker_pids))
+    outside = max(0, outside_pytorch(ev, me.bytes if me is not None else ev.process_in_use_bytes) or 0)
+    job, foreign_procs = job_processes(others, worker_pids)
     workers, foreign = sum(p.bytes for p in job), sum(p.bytes for p in foreign_procs)
     free = ev.free_bytes or 0
     parts = [Segment("allocated", "allocated by PyTorch", alloc),
              Segment("unallocated", "reserved by PyTorch, unallocated", unalloc),
+             Segment("pool", "PyTorch's private pools (CUDA graphs, MemPool)", ev.private_pool_bytes or 0),
              Segment("outside", "this process outside PyTorch", outside),
              Segment("workers", "this job's other workers", workers),
              Segment("others", "other processes", foreign)]

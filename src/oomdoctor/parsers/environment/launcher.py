@@ -30,8 +30,9 @@ _WORLD = lazy(
     r"|^Training in distributed mode with multiple processes, \d{1,4} (?:GPU|device) per process\.\s*"
     r"Process \d{1,7}, total (?P<timm>\d{1,7})\b"
     # TRL's GRPO trainer refusing its batch: "The global train batch size (7 x 1) must be evenly
-    # divisible by the number of generations" (processes x per-device batch [x accumulation])
-    r"|\bThe global (?:train|eval) batch size \((?P<trl>\d{1,7}) x \d{1,7}(?: x \d{1,7} = \d{1,9})?\) must be")
+    # divisible by the number of generations", later "The effective train batch size (7 x 1 x 4)
+    # must be ..." (processes x per-device batch [x accumulation])
+    r"|\bThe (?:global|effective) (?:train|eval) batch size \((?P<trl>\d{1,7}) x \d{1,7}(?: x \d{1,7})?(?: = \d{1,9})?\) must be")
 _NCCL_CHANNEL = lazy(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
 
 
@@ -44,7 +45,7 @@ def _hosts(col: Collector, mapping: dict, line: int, prio: int) -> None:
 # every line world() can use holds one of these (lower case): its two tests below
 NEEDS = ("nccl info channel", "world", "nnodes", "ranks", "num processes", "nproc_per_node", "barrier", "mpirun",
          "training with a single process", "training in distributed mode", "global train batch size",
-         "global eval batch size")
+         "global eval batch size", "effective train batch size", "effective eval batch size")
 
 
 def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
@@ -56,7 +57,7 @@ def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
                 nccl[0], nccl[1] = top + 1, line
         return
     if not ("world" in low or "nnodes" in low or "ranks" in low or "num processes" in low or "nproc_per_node" in low
-            or "barrier" in low or "mpirun" in low or low.startswith("training ") or "global " in low):
+            or "barrier" in low or "mpirun" in low or low.startswith("training ") or "batch size (" in low):
         return
     for m in finditer(_WORLD, text)[:3]:
         g = m.groupdict()

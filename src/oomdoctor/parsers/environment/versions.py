@@ -117,7 +117,10 @@ def versions(col: Collector, text: str, low: str, line: int, words: set) -> None
         if m:
             pkg = m.group("pkg").lower()
             if pkg in ("cuda runtime", "cuda"):
-                col.set("cuda_version", clean_version(m.group("ver")), line, LAUNCH)
+                # (not "CUDA Version : 12.4" of nvidia-smi -q, in title case: the newest CUDA the
+                # driver supports, not the toolkit in use)
+                if "CUDA Version" not in m.group(0):
+                    col.set("cuda_version", clean_version(m.group("ver")), line, LAUNCH)
             else:
                 _version(col, pkg, m.group("ver"), line, RUNTIME)
                 what = (m.group("what") or "").lower()
