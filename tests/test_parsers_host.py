@@ -67,6 +67,12 @@ def test_ray_zero_workers_killed_is_no_event():
     "Map:  45%|████▌     | 45000/100000 [00:12<00:15, 3600.00 examples/s]Killed",
     "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL",
     "Error: Process completed with exit code 137.",
+    "mpirun noticed that process rank 0 with PID 0 on node node1 exited on signal 9 (Killed).",
+    "RuntimeError: One of the subprocesses has abruptly died during map operation.To debug the error, disable "
+    "multiprocessing.",
+    "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly while the "
+    "future was running or pending.",
+    'ExecuteUserScriptError: ExitCode 137 ErrorMessage "" Command "/opt/conda/bin/python3.10 train.py"',
 ])
 def test_bare_sigkill_is_weak(line):
     (ev,) = _host_events(_host_only(line))
@@ -149,6 +155,11 @@ def test_shared_memory_is_not_a_host_oom(text):
     # zsh's report of another signal, and "killed" in prose after a job number
     "[1]    26478 segmentation fault  python train.py",
     "[2] 3 workers were killed by the scheduler",
+    # a rank ended by another signal; "abruptly" in other words
+    "mpirun noticed that process rank 1 with PID 0 on node node1 exited on signal 11 (Segmentation fault).",
+    "the loss dropped abruptly after the warm-up",
+    # the message in the source a rich traceback prints around a frame
+    '    714                 "One of the subprocesses has abruptly died during map operation."',
     # a file of another name that could not be written is no shared memory
     "OSError: unable to write to file <checkpoint-500/model.safetensors>",
     "slurmstepd: StepId=4.0 hit memory limit at least once during execution. This may or may not result in some failure.",

@@ -90,6 +90,15 @@ _DS_RC = lazy(r"exits with return code = (?P<code>-?\d{1,4})")
 _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
 _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
 # (newer torchrun prints the signal's number: "Received 15 death signal, shutting down workers")
+# OpenMPI's report of a rank ended by a signal ("mpirun noticed that process rank 0 with PID 0
+# on node node1 exited on signal 9 (Killed).")
+_MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID \d{1,9} on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
+# a pool of worker processes losing one without an exception: datasets' map ("One of the
+# subprocesses has abruptly died during map operation"), concurrent.futures' BrokenProcessPool
+# ("A process in the process pool was terminated abruptly"): most often the kernel's OOM killer
+# (read as raised: at the line's start or after its exception's name, not in printed source)
+_POOL_DIED = lazy(r"(?:^|Error:\s{0,3}|BrokenProcessPool:\s{0,3})(?:One of the subprocesses has abruptly died during map "
+                  r"operation|A process in the process pool was terminated abruptly)")
 _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?(?:SIG\w{1,8}|\d{1,2}) death signal")
 _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
                         r"|^zsh: killed\s"
@@ -106,6 +115,8 @@ _BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
 _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code"
+                          # SageMaker's "ExecuteUserScriptError: ExitCode 137"
+                          r"|ExitCode(?=\s+\d)"
                           # "ERROR: error code -9" (launchers that report the child's status as an error code):
                           # a negative one is the signal that ended it
                           r"|error code(?= -\d))"
@@ -163,7 +174,7 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
-          "unable to write to file </torch_") + KILLED_LOCALISED
+          "unable to write to file </torch_", "mpirun noticed", "abruptly") + KILLED_LOCALISED
 
 
 @dataclass
@@ -490,6 +501,19 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if "closing signal SIGTERM" in text and ctx.search(_TORCHRUN_SIGTERM, text):
         s.sigterms.append(i)
         return
+    m = ctx.search(_MPI_SIGNAL, text) if "mpirun noticed" in text else None
+    if m:
+        code = -int(m.group("sig"))
+        s.exit_code(code)
+        if code == -9:
+            s.kill(i, _SIGKILL_ONLY, "launcher", "mpirun: a rank exited on signal 9 (SIGKILL)")
+        elif code == -7:
+            s.sigbus.append(i)
+        return
+    if "abruptly" in text and ctx.search(_POOL_DIED, text):
+        s.kill(i, _SIGKILL_ONLY, "pool", "a worker process of a pool (a dataset's map, a process pool) died "
+                                         "without an exception")
+        return
     if "death signal" in text and ctx.search(_DEATH_SIGNAL, text):
         s.death_signals.append(i)
         return
@@ -599,7 +623,9 @@ def _resolve_launchers(s: _Scan) -> None:
         s.kill(g[0], "weak", "torchrun-survivors",
                "torchrun stopped the surviving ranks after one died without a Python exception")
     for j in s.exit_sigkill:
-        if s.first_failure is None or s.first_failure > j:
+        # (an exception on the exit line itself only reports that exit: SageMaker's
+        # "ExecuteUserScriptError: ExitCode 137")
+        if s.first_failure is None or s.first_failure >= j:
             s.kill(j, "weak", "exit-137", "an exit code that means SIGKILL (137, or -9)")
 
 
@@ -608,7 +634,7 @@ _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "schedule
                   "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill",
                   "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",
                   "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137",
-                  "notebook": "notebook-out-of-ram"}
+                  "notebook": "notebook-out-of-ram", "pool": "worker-pool-died"}
 # the formats of a launcher's kills that only say a rank died without a Python exception
 SILENT_DEATH_FORMATS = (_SOURCE_FORMAT["torchrun-survivors"], _SOURCE_FORMAT["deepspeed"])
 _SOURCE_RANK = {"kernel": 0, "slurm": 1, "scheduler": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,

@@ -65,6 +65,8 @@ ANCHOR_LITERALS = (
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
     "Unexpected bus", "nsufficient shared memory", "out of shared memory", "shared memory segment",
     "unable to write to file </torch_",
+    # OpenMPI's rank ended by a signal; a worker pool losing a process without an exception
+    "mpirun noticed", "abruptly died during map", "terminated abruptly", "ExitCode",
     "allocate shared memory", "m_open", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
     "me device", "IllegalAddress", "ILLEGAL_ADDRESS", "Memory access fault", "misaligned address",
     "MisalignedAddress", "MISALIGNED_ADDRESS", "ERROR_ASSERT", "Assertion `", "unspecified launch failure",
