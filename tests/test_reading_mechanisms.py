@@ -75,6 +75,13 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
 
 
 @pytest.mark.parametrize("frames,phase", [
+    # DDP's constructor broadcasting rank 0's weights
+    ([("train.py", "main", "model = DDP(model, device_ids=[rank])"),
+      ("/env/site-packages/torch/distributed/utils.py", "_sync_params_and_buffers", "dist._broadcast_coalesced(")],
+     "model_load"),
+    # a policy's log-probabilities of its tokens: a forward pass
+    ([("/app/rl/trainer.py", "train_step", "logprobs = self.policy.get_logprobs(batch)"),
+      ("/app/rl/policy_worker.py", "get_logprobs", "out = self.model(input_ids)")], "forward"),
     # a trainer caching its dataset's latents before training
     ([("train_network.py", "train", "train_dataset_group.cache_latents(vae, args.vae_batch_size)"),
       ("library/train_util.py", "cache_latents", "cache_batch_latents(vae, cache_to_disk, batch)"),

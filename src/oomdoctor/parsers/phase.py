@@ -201,8 +201,9 @@ _MODEL_LOAD = lazy(
     r"|accelerator\.py:(?:prepare|_prepare_one|_prepare_deepspeed)\b|_configure_optimizer|_configure_zero_optimizer"
     # an OOM inside a trainer's constructor is the model being placed on the device
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model"
-    # DistributedDataParallel's constructor: its reducer allocates the gradient buckets
-    r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b")
+    # DistributedDataParallel's constructor: its reducer allocates the gradient buckets; it
+    # (and FSDP's sync_module_states) broadcasts rank 0's weights to the others
+    r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b|distributed/utils\.py:_sync_params_and_buffers\b")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
              # Apache Arrow's own code (its Cython sources: "pyarrow/table.pxi"), under a dataset's tables
              r"|(?:^|/)pyarrow/"
@@ -224,7 +225,9 @@ _STEP = (
     ("backward", lazy(r"backward|_bwd(?:_kernel)?\b|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward"
                       r"|apex/amp/handle\.py:scale_loss\b")),
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
-    ("forward", lazy(r"\bforward\b|_fwd(?:_kernel)?\b|/activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
+    # (a policy's log-probabilities of its tokens are a forward pass: "get_logprobs",
+    # "compute_log_prob", TRL's "_get_per_token_logps")
+    ("forward", lazy(r"\bforward\b|:\w*(?:log_?probs?|logps)\b|_fwd(?:_kernel)?\b|/activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
 )
 
 
