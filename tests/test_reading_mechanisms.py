@@ -1846,3 +1846,13 @@ def test_an_error_reports_own_prose_about_memory_is_not_the_message():
     d = report("- **Exception Type:** torch.OutOfMemoryError\n- **Exception Message:** Allocation on device \n"
                "This error means you ran out of memory on your GPU.\n")
     assert [e["kind"] for e in d["oom_events"]] == ["cuda_caching_allocator"]
+
+
+@pytest.mark.parametrize("code, phase", [
+    ("    return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)", "model_load"),
+    ("    return self._apply(convert)", "model_load"),
+    ("    out = self._apply_rotary(q, cos, sin)", None),
+])
+def test_a_modules_conversion_of_its_parameters_is_placing_the_model(code, phase):
+    d = report(code + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 72.00 MiB.\n")
+    assert d["phase"] == phase

@@ -660,6 +660,9 @@ def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
 
 
 _CODE = (
+    # a module converting or moving all its parameters (Module.to / cuda / half / bfloat16 run
+    # "return self._apply(lambda t: ...)"): the model being placed
+    ("model_load", lazy(r"\bself\._apply\(\s*(?:lambda|convert|fn)\b")),
     ("optimizer_step", lazy(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
     ("backward", lazy(r"\.backward\(|autograd\.grad\(|run_backward\(")),
     ("forward", lazy(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|functional\.linear\("
