@@ -503,12 +503,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         return
     m = ctx.search(_MPI_SIGNAL, text) if "mpirun noticed" in text else None
     if m:
-        code = -int(m.group("sig"))
-        s.exit_code(code)
-        if code == -9:
-            s.kill(i, _SIGKILL_ONLY, "launcher", "mpirun: a rank exited on signal 9 (SIGKILL)")
-        elif code == -7:
-            s.sigbus.append(i)
+        _ended_by_signal(s, i, int(m.group("sig")), "mpirun: a rank exited on signal 9 (SIGKILL)")
         return
     if "abruptly" in text and ctx.search(_POOL_DIED, text):
         s.kill(i, _SIGKILL_ONLY, "pool", "a worker process of a pool (a dataset's map, a process pool) died "
@@ -542,10 +537,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         return
     m = ctx.search(_DIED_WITH, text) if "died with" in text else None
     if m:
-        code = -int(m.group("sig"))
-        s.exit_code(code)
-        if code == -9:
-            s.kill(i, _SIGKILL_ONLY, "launcher", "the launched process died with SIGKILL")
+        _ended_by_signal(s, i, int(m.group("sig")), "the launched process died with SIGKILL")
         return
     if "Killed" in text or "zsh: killed" in text or " killed  " in text:
         m = ctx.search(_SHELL_JOB, text)
@@ -563,6 +555,16 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
             s.exit_code(code)
             if code in SIGKILL_EXIT_CODES:   # 128 + SIGKILL as a shell reports it, -9 as Python's subprocess does
                 s.exit_sigkill.append(i)
+
+
+def _ended_by_signal(s: _Scan, i: int, sig: int, killed: str) -> None:
+    """A launcher reporting a process ended by signal ``sig``: SIGKILL is a (weak) kill, SIGBUS
+    shared memory; any other signal is only its exit code."""
+    s.exit_code(-sig)
+    if sig == 9:
+        s.kill(i, _SIGKILL_ONLY, "launcher", killed)
+    elif sig == 7:
+        s.sigbus.append(i)
 
 
 def _groups(idxs: list[int], gap: int) -> list[list[int]]:
