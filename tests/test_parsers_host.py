@@ -135,6 +135,8 @@ def test_numpy_size_is_binary():
     "failed (exitcode: -7) local_rank: 0 (pid: 5) of binary: /usr/bin/python",
     "subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGBUS: 7>.",
     "mpirun noticed that process rank 0 with PID 0 on node node1 exited on signal 7 (Bus error).",
+    "Bus error (core dumped)",
+    "./run.sh: line 12:  4411 Bus error               (core dumped) python train.py",
     # PyTorch writing a worker's tensor into its shared-memory segment
     "    fd, size = storage._share_fd_()\nRuntimeError: unable to write to file </torch_74396_2983595444>",
     "RuntimeError: unable to write to file </torch_18692_1954506624>: No space left on device (28)",

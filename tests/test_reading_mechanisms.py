@@ -1856,3 +1856,19 @@ def test_an_error_reports_own_prose_about_memory_is_not_the_message():
 def test_a_modules_conversion_of_its_parameters_is_placing_the_model(code, phase):
     d = report(code + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 72.00 MiB.\n")
     assert d["phase"] == phase
+
+
+@pytest.mark.parametrize("line, device", [
+    ("tensorflow.python.framework.errors_impl.InternalError: Failed copying input tensor from "
+     "/job:localhost/replica:0/task:0/device:CPU:0 to /job:localhost/replica:0/task:0/device:GPU:1 in order to run "
+     "_EagerConst: Dst tensor is not initialized.", 1),
+    ("InternalError: Dst tensor is not initialized.", None),
+])
+def test_tensorflow_failing_to_copy_a_tensor_to_the_gpu_is_an_oom(line, device):
+    d = report(line + "\n")
+    assert [(e["kind"], e["backend"], e["device_index"]) for e in d["oom_events"]] == [("xla", "TF", device)]
+
+
+def test_dst_tensor_quoted_in_a_sentence_is_no_failure():
+    d = report("tip: the error 'Dst tensor is not initialized' usually means the GPU is full\n")
+    assert d["oom_events"] == []

@@ -233,7 +233,13 @@ def _attach_hint(ctx: ParseContext, ev: OomEvent, idx: int) -> None:
 # every branch below and in _xla_event tests one of these first ("allocat" covers
 # TensorFlow "allocating" and the BFC "allocate" messages)
 _XLA_TF_LITERALS = ("allocat", "BufferAssignment", "not possible", "Used ", "ESOURCE", "esource", "OOM when",
-                    " requirement ")
+                    " requirement ", "Dst tensor is not initialized")
+# TensorFlow failing to copy a tensor to the GPU because it could not allocate the copy there
+# ("InternalError: Failed copying input tensor from /job:localhost/.../device:CPU:0 to
+# /job:localhost/.../device:GPU:0 in order to run _EagerConst: Dst tensor is not initialized."):
+# the GPU's memory is full (read as raised, after its exception's name)
+_TF_DST = lazy(r"(?:^|Error:\s{0,3})(?:Failed copying input tensor from \S{1,200} to \S{0,200}?device:GPU:(?P<d>\d{1,3})"
+               r" in order to run \S{1,100}: )?Dst tensor is not initialized")
 
 
 def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
@@ -250,6 +256,15 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
             m = ctx.search(_BFC, text)
             if m and not (ctx.search(_BFC_NOT_FAILURE, text) or ctx.rejoined(i, _BFC_NOT_FAILURE, max_lines=2)):
                 bfc_hits.append((i, m))
+            continue
+        if "Dst tensor is not initialized" in text:
+            m = ctx.search(_TF_DST, text)
+            if m:
+                dev = int(m.group("d")) if m.group("d") else None
+                events.add(("tensorflow", "dst", dev), i, lambda: OomEvent(
+                    kind="xla", backend="TF", line=0, strength="likely", message_format="tf-dst-not-initialized",
+                    device_index=dev, exception=_xla_exception(ctx, text, m.start()),
+                    detail="TensorFlow could not allocate a tensor's copy on the GPU (Dst tensor is not initialized)"))
             continue
         if "BufferAssignment" in text and ctx.search(_BUFFER_ASSIGNMENT, text):
             if not buffer_dumps or i - buffer_dumps[-1] > 2:  # "OOM Debugging" + "stats:" = one dump

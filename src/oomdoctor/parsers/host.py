@@ -158,7 +158,10 @@ _SHM_DISK = lazy(r"No space left on device")
 _SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
 _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>"
                # a native backtrace handler's report (UCX, NCCL's process): "Caught signal 7 (Bus error: ...)"
-               r"|[Cc]aught signal 7 \(Bus error")
+               r"|[Cc]aught signal 7 \(Bus error"
+               # the shell's report of its job ended by SIGBUS ("Bus error (core dumped)", "line 3:
+               # 4411 Bus error  python train.py")
+               r"|^\s*Bus error(?: \(core dumped\))?\s*$|:\s*line \d{1,7}:\s*\d{1,9} Bus error\b")
 
 # exit codes of a process killed by SIGKILL or SIGBUS (negative from Python, 128 + N from a shell)
 SIGKILL_EXIT_CODES = (-9, 137)
@@ -174,7 +177,7 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
-          "unable to write to file </torch_", "mpirun noticed", "abruptly") + KILLED_LOCALISED
+          "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error") + KILLED_LOCALISED
 
 
 @dataclass
@@ -452,7 +455,7 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
 
 def _launcher(s: _Scan, i: int, text: str) -> None:
     ctx = s.ctx
-    if "-7" in text or "SIGBUS" in text or "signal 7" in text:
+    if "-7" in text or "SIGBUS" in text or "signal 7" in text or "Bus error" in text:
         if ctx.search(_SIGBUS, text):
             s.sigbus.append(i)
     if "aught signal" in text and ctx.search(_CAUGHT_SIGNAL, text):
