@@ -162,6 +162,8 @@ def test_shared_memory_is_not_a_host_oom(text):
     # a rank ended by another signal; "abruptly" in other words
     "mpirun noticed that process rank 1 with PID 0 on node node1 exited on signal 11 (Segmentation fault).",
     "the loss dropped abruptly after the warm-up",
+    # an exit that is not SIGKILL's
+    'ExecuteUserScriptError: ExitCode 1 ErrorMessage "" Command "/opt/conda/bin/python3.10 train.py"',
     # the message in the source a rich traceback prints around a frame
     '    714                 "One of the subprocesses has abruptly died during map operation."',
     # a file of another name that could not be written is no shared memory
@@ -170,6 +172,14 @@ def test_shared_memory_is_not_a_host_oom(text):
 ])
 def test_things_that_are_not_host_kills(text):
     assert _host_events(_host_only(text)) == []
+
+
+@pytest.mark.parametrize("text, bus", [
+    ("Bus error (core dumped)", True),
+    ("a Bus error (core dumped) here means the shared memory is too small", False),
+])
+def test_the_shells_bus_error_is_read_only_as_its_own_line(text, bus):
+    assert ("sigbus_shm" in {f.kind for f in _host_only(text).facts.failures}) == bus
 
 
 @pytest.mark.parametrize("text", ["", "Killed\n" * 5000, "Out of memory: Killed process " + "9" * 70000,

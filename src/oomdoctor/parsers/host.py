@@ -89,7 +89,6 @@ _DS_KILLING = lazy(r"Killing subprocess (?P<pid>\d{1,9})")
 _DS_RC = lazy(r"exits with return code = (?P<code>-?\d{1,4})")
 _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
 _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
-# (newer torchrun prints the signal's number: "Received 15 death signal, shutting down workers")
 # OpenMPI's report of a rank ended by a signal ("mpirun noticed that process rank 0 with PID 0
 # on node node1 exited on signal 9 (Killed).")
 _MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID \d{1,9} on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
@@ -99,6 +98,7 @@ _MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID \d{1,9} o
 # (read as raised: at the line's start or after its exception's name, not in printed source)
 _POOL_DIED = lazy(r"(?:^|Error:\s{0,3}|BrokenProcessPool:\s{0,3})(?:One of the subprocesses has abruptly died during map "
                   r"operation|A process in the process pool was terminated abruptly)")
+# (newer torchrun prints the signal's number: "Received 15 death signal, shutting down workers")
 _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?(?:SIG\w{1,8}|\d{1,2}) death signal")
 _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
                         r"|^zsh: killed\s"
@@ -529,14 +529,9 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         return
     m = ctx.search(_SPAWN_SIGNAL, text) if "terminated with signal" in text else None
     if m:
-        name = m.group("name")
-        if name == "SIGKILL":
-            s.exit_code(-9)
-            s.kill(i, _SIGKILL_ONLY, "launcher", f"process {m.group('rank')} terminated with SIGKILL",
-                   ranks=[int(m.group("rank"))])
-        elif name == "SIGBUS":
-            s.exit_code(-7)
-            s.sigbus.append(i)
+        sig = {"SIGKILL": 9, "SIGBUS": 7}.get(m.group("name"))
+        if sig:
+            _ended_by_signal(s, i, sig, f"process {m.group('rank')} terminated with SIGKILL", ranks=[int(m.group("rank"))])
         return
     m = ctx.search(_DIED_WITH, text) if "died with" in text else None
     if m:
@@ -560,12 +555,12 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
                 s.exit_sigkill.append(i)
 
 
-def _ended_by_signal(s: _Scan, i: int, sig: int, killed: str) -> None:
-    """A launcher reporting a process ended by signal ``sig``: SIGKILL is a (weak) kill, SIGBUS
-    shared memory; any other signal is only its exit code."""
+def _ended_by_signal(s: _Scan, i: int, sig: int, killed: str, **kw) -> None:
+    """A launcher reporting a process ended by signal ``sig``: SIGKILL is a (weak) kill (``kw``
+    for it), SIGBUS shared memory; any other signal is only its exit code."""
     s.exit_code(-sig)
     if sig == 9:
-        s.kill(i, _SIGKILL_ONLY, "launcher", killed)
+        s.kill(i, _SIGKILL_ONLY, "launcher", killed, **kw)
     elif sig == 7:
         s.sigbus.append(i)
 

@@ -142,7 +142,7 @@ _NPU_ACL = lazy(r"ACL_ERROR_RT_MEMORY_ALLOCATION")
 _CANN_OOM = lazy(r"\bEL0004:(?:\s*[\d.:-]{10,30})?\s*Failed to allocate memory"
                  r"|rtMalloc execute failed, reason=\[driver error:out of memory\]")
 _CANN_DEVICE = lazy(r"\bdevice_?[iI]d\s*[=:]\s*(?P<dev>\d{1,3})\b")
-_CANN_SIZE = lazy(r"(?:\bsize\s*[=:]\s*)(?P<n>\d{4,20})\b")
+_CANN_SIZE = lazy(r"\bsize\s*[=:]\s*(?P<n>\d{4,20})\b")
 # Intel Gaudi's bridge failing its graph's workspace ("SYNHELPER workspace Allocation of size
 # ::14493510400 failed!")
 _HPU_WORKSPACE = lazy(r"workspace Allocation of size ::(?P<n>\d{1,20}) failed")

@@ -301,7 +301,7 @@ def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
     if not raw.isprintable() and _CONTROL.search(raw):  # isprintable: one C pass, no controls
         raw = _CONTROL.sub("", raw.replace("\r", "\x00")).replace("\x00", "\r")
     if not glue and raw != physical:
-        glue = True   # what was taken out (escape codes, bold, controls) may bring two records together
+        glue = True   # what was taken out (escape codes, bold, backticks, controls) may bring two records together
     if "\r" in raw:
         # A terminal shows only the last carriage-return segment; intermediate progress-bar
         # updates (hundreds per line in tqdm logs) carry nothing, but a segment with other
