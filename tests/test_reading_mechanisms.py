@@ -79,6 +79,11 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("train.py", "main", "model = DDP(model, device_ids=[rank])"),
       ("/env/site-packages/torch/distributed/utils.py", "_sync_params_and_buffers", "dist._broadcast_coalesced(")],
      "model_load"),
+    # ... but DDP's forward syncing its buffers each step is the forward pass
+    ([("train.py", "train", "out = model(x)"),
+      ("/env/site-packages/torch/nn/parallel/distributed.py", "forward", "self._sync_buffers()"),
+      ("/env/site-packages/torch/nn/parallel/distributed.py", "_sync_module_buffers", "self._default_broadcast_coalesced(")],
+     "forward"),
     # a policy's log-probabilities of its tokens: a forward pass
     ([("/app/rl/trainer.py", "train_step", "logprobs = self.policy.get_logprobs(batch)"),
       ("/app/rl/policy_worker.py", "get_logprobs", "out = self.model(input_ids)")], "forward"),
@@ -87,9 +92,18 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("library/train_util.py", "cache_latents", "cache_batch_latents(vae, cache_to_disk, batch)"),
       ("library/train_util.py", "cache_batch_latents", "latents = vae.encode(img_tensors).latent_dist.sample()")],
      "data_loading"),
+    # ... not a model's key/value cache, updated in its forward pass
+    ([("train.py", "train", "out = model(input_ids)"),
+      ("/env/site-packages/transformers/models/llama/modeling_llama.py", "forward",
+       "key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)"),
+      ("/env/site-packages/transformers/cache_utils.py", "update", "self.key_cache[layer_idx] = torch.cat(")],
+     "forward"),
     # Apache Arrow combining a dataset's tables
     ([("/env/site-packages/datasets/table.py", "concat_tables", "pa_table = pa_table.combine_chunks()"),
       ("pyarrow/table.pxi", "pyarrow.lib.Table.combine_chunks", "")], "data_loading"),
+    # ... not a project's own module whose folder is named after Arrow, called in the step
+    ([("train.py", "train", "loss = step(batch)"),
+      ("/app/to_pyarrow/metrics.py", "step", "out = self.model(batch)")], "forward"),
     # transformers padding and joining the predictions an evaluation gathers
     ([("/env/site-packages/transformers/trainer_pt_utils.py", "torch_pad_and_concatenate",
        "result = tensor1.new_full(new_shape, padding_index)")], "eval"),
