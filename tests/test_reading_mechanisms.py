@@ -1706,7 +1706,7 @@ def test_an_engines_start_up_guard_reads_the_device_it_found():
     d = report("ValueError: Free memory on device (61.05/119.7 GiB) on startup is less than desired GPU memory "
                "utilization (0.52, 62.24 GiB).\n")
     (ev,) = d["oom_events"]
-    assert ev["free_bytes"] == int(61.05 * 2**30) and ev["total_capacity_bytes"] == int(119.7 * 2**30)
+    assert ev["free_bytes"] == 65551938355 and ev["total_capacity_bytes"] == 128526896333   # 61.05 and 119.7 GiB
 
 
 @pytest.mark.parametrize("text, kind, device", [

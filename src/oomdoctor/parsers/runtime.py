@@ -365,8 +365,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     m = ctx.search(_ENGINE_BUDGET, text)
     if m:
         engine = "SGLang" if m.group("sglang") else "vLLM"
-        cap = int(float(m.group("cap")) * 2**30) if m.group("cap") else None
-        free = int(float(m.group("free")) * 2**30) if m.group("free") else None
+        cap = to_bytes(m.group("cap"), "GiB") if m.group("cap") else None
+        free = to_bytes(m.group("free"), "GiB") if m.group("free") else None
         events.add(("device_runtime", engine), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="inference-engine-budget",
             total_capacity_bytes=cap, free_bytes=free,

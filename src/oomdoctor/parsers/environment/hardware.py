@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import regex as re
 
+from ...facts.sizes import to_bytes
 from ...read.patterns import lazy
 from .collector import CONFIG, EXECUTED, NAME_HINT, RUNTIME, WEAK, Collector
 
@@ -66,7 +67,7 @@ def hardware(col: Collector, text: str, low: str, line: int, gpu_ids: dict, word
         if m and m.group("n"):
             col.set("gpu_count", int(m.group("n")), line, RUNTIME)
         elif m:
-            col.set("gpu_capacity_bytes", int(float(m.group("mem")) * 2**30), line, RUNTIME - 5)
+            col.set("gpu_capacity_bytes", to_bytes(m.group("mem"), "GiB"), line, RUNTIME - 5)
     if text.startswith("|"):
         m = _SMI_ROW.match(text)
         if m:
@@ -91,7 +92,7 @@ def hardware(col: Collector, text: str, low: str, line: int, gpu_ids: dict, word
         m = _UNSLOTH.search(text)
         if m and m.group("name"):
             _gpu_name(col, m.group("name"), line, RUNTIME)
-            col.set("gpu_capacity_bytes", int(float(m.group("mem")) * 2**30), line, RUNTIME - 5)
+            col.set("gpu_capacity_bytes", to_bytes(m.group("mem"), "GiB"), line, RUNTIME - 5)
         elif m:
             col.set("compute_capability", m.group("cc"), line, RUNTIME)
     if "accelerator" in low or "available: true" in low:
