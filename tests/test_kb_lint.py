@@ -487,3 +487,37 @@ def test_kb_docs_without_out_prints_every_incident():
     assert result.exit_code == 0
     for incident_id in TAXONOMY_IDS:
         assert f"`{incident_id}`" in result.output
+
+
+def test_a_shared_condition_reads_as_if_written_out():
+    from oomdoctor.kb.knowledge import _shared_conditions
+    shared, problems = _shared_conditions([shipped_dir()])
+    assert not problems and "deepspeed-optimizer-construction" in shared
+    signals = {s.id: s for s in load_knowledge().get("optimizer-state").signals}
+    assert signals["optimizer-construction-frames"].when == shared["deepspeed-optimizer-construction"].when
+    assert "use:" in (shipped_dir() / "optimizer-state.yaml").read_text(encoding="utf-8")
+
+
+def test_an_unknown_shared_condition_is_named_where_it_is_used(tmp_path):
+    data = dict(_template(), id="uses-nothing")
+    data["signals"][0]["when"] = {"use": "no-such-condition"}
+    path = _write(tmp_path, "uses-nothing", data)
+    (problem,) = lint([tmp_path], include_shipped=False)
+    assert problem == f"{path}:{_place(path, ('signals', 0, 'when', 'use'))}: no shared condition 'no-such-condition' (known: none)"
+
+
+def test_a_team_directory_shares_its_own_conditions_and_lint_checks_them(tmp_path):
+    (tmp_path / "conditions").mkdir()
+    _write(tmp_path / "conditions", "big-request", {"id": "big-request", "says": "a request of 8 GiB or more",
+                                                    "when": {"fact": "oom.tried_to_allocate_bytes", "gte": 8 * 2**30}})
+    data = dict(_template(), id="team-incident")
+    data["signals"][0]["when"] = {"not": {"use": "big-request"}}
+    _write(tmp_path, "team-incident", data)
+    assert [p for p in check([tmp_path], include_shipped=False) if p.severity == "error"] == []
+    inc = load_knowledge([tmp_path], include_shipped=False).get("team-incident")
+    assert inc.signals[0].when.not_.fact == "oom.tried_to_allocate_bytes"
+    # a broken shared condition is a problem of its own file, at its node
+    bad = _write(tmp_path / "conditions", "big-request", {"id": "big-request", "says": "x", "when": {"frame": "(a+)+"}})
+    errors = [p for p in check([tmp_path], include_shipped=False) if p.severity == "error"]
+    assert errors[0].path == bad and f"{errors[0].line}:{errors[0].col}" == _place(bad, ("when", "frame"))
+    assert "backtrack" in errors[0].message

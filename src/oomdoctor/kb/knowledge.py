@@ -211,6 +211,15 @@ class Condition(_Strict):
 Condition.model_rebuild()
 
 
+class SharedCondition(_Strict):
+    """A condition several incidents test, written once: ``conditions/<id>.yaml`` beside the
+    incident files, used in any of them as ``{use: <id>}``."""
+
+    id: str = Field(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+    says: str = Field(description="what the condition recognises, in words")
+    when: Condition
+
+
 class Signal(_Strict):
     id: str
     weight: float = Field(description="added to the score when the condition holds; negative for counter-evidence")
@@ -366,9 +375,9 @@ def _unwrap(tp: Any) -> Any:
     return tp
 
 
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The model that validates the mapping at ``loc`` (Incident at the top)."""
-    tp: Any = Incident
+def _model_at(loc: tuple, top: Optional[type[BaseModel]] = None) -> type[BaseModel] | None:
+    """The model that validates the mapping at ``loc`` (``top``, Incident by default, at the top)."""
+    tp: Any = top or Incident
     for part in loc:
         tp = _unwrap(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
@@ -384,12 +393,13 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
-def _allowed_keys(loc: tuple) -> list[str]:
-    model = _model_at(loc)
+def _allowed_keys(loc: tuple, top: Optional[type[BaseModel]] = None) -> list[str]:
+    model = _model_at(loc, top)
     return [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
 
 
-def _validation_problems(path: Path, exc: ValidationError, root: Node | None) -> list[Problem]:
+def _validation_problems(path: Path, exc: ValidationError, root: Node | None,
+                         top: Optional[type[BaseModel]] = None) -> list[Problem]:
     """One problem per YAML node that pydantic refused, each naming its real cause: an
     unknown key (and the key it is a typo of, whose 'missing' error it then stands for), a
     missing key, or the first error at that node."""
@@ -409,7 +419,7 @@ def _validation_problems(path: Path, exc: ValidationError, root: Node | None) ->
             continue
         seen.add(loc)
         parent, name = loc[:-1], str(loc[-1])
-        allowed = _allowed_keys(parent)
+        allowed = _allowed_keys(parent, top)
         near = difflib.get_close_matches(name, sorted(missing.get(parent, ())), n=1, cutoff=0.6) \
             or difflib.get_close_matches(name, allowed, n=1, cutoff=0.75)
         if near and near[0] in missing.get(parent, ()):
@@ -463,14 +473,18 @@ def _compose(loader) -> tuple[Any, Optional[Node]]:
 
 
 def load_file(path: Path) -> Incident:
-    """One incident file, validated; KnowledgeError when it cannot be used."""
-    return _load(path)[0]
+    """One incident file, validated; KnowledgeError when it cannot be used. Its ``{use: id}``
+    conditions are the shipped KB's shared ones and those of its own directory."""
+    shared, problems = _shared_conditions([shipped_dir(), path.parent])
+    if problems:
+        raise KnowledgeError([p for err in problems for p in err.problems])
+    return _load(path, shared)[0]
 
 
-def _load(path: Path) -> tuple[Incident, Node | None]:
-    """The incident and the YAML node tree it was read from (for the places lint reports)."""
+def _read(path: Path) -> tuple[Any, Optional[Node]]:
+    """The file's data and node tree; KnowledgeError for what is not YAML this KB reads."""
     try:
-        data, root = _parse(path)
+        return _parse(path)
     except _AliasFound as exc:
         mark = exc.problem_mark
         raise KnowledgeError(Problem(path, mark.line + 1, mark.column + 1, f"YAML alias {exc.problem} is not "
@@ -484,8 +498,14 @@ def _load(path: Path) -> tuple[Incident, Node | None]:
         raise KnowledgeError(Problem(path, 1, 1, "invalid YAML: nested too deeply")) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise KnowledgeError(Problem(path, None, None, f"cannot read: {exc}")) from None
+
+
+def _load(path: Path, shared: Optional[dict[str, SharedCondition]] = None) -> tuple[Incident, Node | None]:
+    """The incident and the YAML node tree it was read from (for the places lint reports)."""
+    data, root = _read(path)
     if not isinstance(data, dict):
         raise KnowledgeError(_problem(path, root, (), "expected a mapping with id, title, signals, ..."))
+    data = _expand(data, shared or {}, path, root, ())
     try:
         incident = Incident.model_validate(data)
     except ValidationError as exc:
@@ -496,6 +516,52 @@ def _load(path: Path) -> tuple[Incident, Node | None]:
         raise KnowledgeError(_problem(path, root, ("id",),
                                       f"id: '{incident.id}' does not match the file name '{path.stem}'"))
     return incident, root
+
+
+# where a KB directory keeps its shared conditions
+CONDITIONS_DIR = "conditions"
+
+
+def _expand(data: Any, shared: dict[str, SharedCondition], path: Path, root: Node | None, loc: tuple) -> Any:
+    """``data`` with every ``{use: id}`` replaced by that shared condition's ``when``
+    (validated with the incident, as if written out in its place)."""
+    if isinstance(data, dict):
+        if set(data) == {"use"} and isinstance(data["use"], str):
+            cond = shared.get(data["use"])
+            if cond is None:
+                known = ", ".join(sorted(shared)) or "none"
+                raise KnowledgeError(_problem(path, root, loc + ("use",),
+                                              f"no shared condition '{data['use']}' (known: {known})"))
+            return cond.when.model_dump(by_alias=True, exclude_unset=True)
+        return {k: _expand(v, shared, path, root, loc + (k,)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_expand(v, shared, path, root, loc + (i,)) for i, v in enumerate(data)]
+    return data
+
+
+def _shared_conditions(dirs: list[Path]) -> tuple[dict[str, SharedCondition], list[KnowledgeError]]:
+    """The shared conditions of every directory (a later one with the same id replaces an
+    earlier one, as incidents do), and the files that could not be used."""
+    shared: dict[str, SharedCondition] = {}
+    problems: list[KnowledgeError] = []
+    for d in dirs:
+        for path in sorted((d / CONDITIONS_DIR).glob("*.yaml")) if (d / CONDITIONS_DIR).is_dir() else ():
+            try:
+                data, root = _read(path)
+                if not isinstance(data, dict):
+                    raise KnowledgeError(_problem(path, root, (), "expected a mapping with id, says, when"))
+                try:
+                    cond = SharedCondition.model_validate(data)
+                except ValidationError as exc:
+                    raise KnowledgeError(_validation_problems(path, exc, root, SharedCondition)) from None
+                if cond.id != path.stem:
+                    raise KnowledgeError(_problem(path, root, ("id",),
+                                                  f"id: '{cond.id}' does not match the file name '{path.stem}'"))
+            except KnowledgeError as exc:
+                problems.append(exc)
+            else:
+                shared[cond.id] = cond
+    return shared, problems
 
 
 def kb_dirs(extra: Optional[list[Union[str, Path]]] = None) -> list[Path]:
@@ -535,13 +601,16 @@ def _walk(dirs: list[Path]):
     """(path, incident, YAML root node, None) for each file that loads, (path, None, None,
     KnowledgeError) for the rest, directories in order and files in name order: what
     loading and lint both read."""
+    shared, problems = _shared_conditions([d for d in dirs if d.is_dir()])
+    for error in problems:
+        yield error.problems[0].path, None, None, error
     for d in dirs:
         if not d.is_dir():
             yield d, None, None, KnowledgeError(Problem(d, None, None, "not a directory"))
             continue
         for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
             try:
-                inc, root = _load(path)
+                inc, root = _load(path, shared)
             except KnowledgeError as exc:
                 yield path, None, None, exc
             else:
