@@ -62,6 +62,15 @@ def test_a_stated_world_size_beats_the_teardown_count():
     assert report(log)["environment"]["world_size"] == 16
 
 
+def test_a_package_installed_as_an_egg_names_its_version_in_its_path():
+    frame = ('  File "/opt/tts/lib/python3.6/site-packages/torch-1.2.0-py3.6-linux-x86_64.egg/torch/nn/modules/'
+             'module.py", line 547, in __call__\n    result = self.forward(*input, **kwargs)\nRuntimeError: x\n')
+    assert report(frame)["environment"]["torch_version"] == "1.2.0"
+    # ... not a project's own egg, nor a package the report does not track
+    other = frame.replace("torch-1.2.0-py3.6-linux-x86_64.egg/torch", "torchaudio-0.3.0-py3.6.egg/torchaudio")
+    assert report(other)["environment"]["torch_version"] is None
+
+
 def test_banner_versions_in_the_python_dash_torch_dash_form():
     d = report("Ultralytics YOLOv8.1.19 Python-3.10.12 torch-2.2.1+cu121 CUDA:0 (NVIDIA GeForce RTX 3060, 12036MiB)\n")
     assert d["environment"]["torch_version"] == "2.2.1"
