@@ -1895,3 +1895,17 @@ def test_tensorflow_failing_to_copy_a_tensor_to_the_gpu_is_an_oom(line, device):
 def test_dst_tensor_quoted_in_a_sentence_is_no_failure():
     d = report("tip: the error 'Dst tensor is not initialized' usually means the GPU is full\n")
     assert d["oom_events"] == []
+
+
+@pytest.mark.parametrize("start, phase", [
+    ("2024-05-07 15:51:09,140 - root - INFO - Starting training step on epoch 3", "epoch_end"),
+    ("Beginning epoch 2/10", "epoch_end"),
+    # the first epoch beginning is the start of training; a resumed run is not a boundary
+    ("Starting training step on epoch 1", None),
+    ("Restarting from epoch 3", None),
+])
+def test_a_line_announcing_an_epoch_begins_is_a_boundary(start, phase):
+    timeout = ("[E ProcessGroupNCCL.cpp:457] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL("
+               "SeqNum=1132079, OpType=ALLREDUCE, NumelIn=304640, NumelOut=304640, Timeout(ms)=1800000) ran for "
+               "1800035 milliseconds before timing out.\n")
+    assert report(start + "\n" + timeout)["phase"] == phase

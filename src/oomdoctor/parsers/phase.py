@@ -122,6 +122,9 @@ _EPOCH_WORD = lazy(r"(?i)\bepoch\s*[=:]?\s*(?P<e>\d+(?:\.\d+)?)")
 _EPOCH_DICT = lazy(r"'epoch':\s*'?(?P<e>\d+(?:\.\d+)?)")
 _EPOCH_TEXT = lazy(r"\bEpoch[ :\[]*(?P<e>\d+)(?:\s*/\s*\d+)?[\]\s,:|-]*(?:Iter|Step|step|iter|Batch|batch)?\s*\[?(?P<i>\d+)?")
 _PERCENT_AFTER = lazy(r"[\d.]*%")
+# a line announcing that an epoch begins ("Starting training step on epoch 3", "Beginning epoch 2"):
+# from the second on, one has just ended
+_EPOCH_START = lazy(r"(?i)\b(?:start(?:s|ing|ed)?|begin(?:s|ning)?)\b[^\n]{0,40}?\bepoch\s*[:#]?\s*(?P<e>\d{1,6})\b")
 # a variable passed along (resume or not is decided at run time), not a path or True
 _RESUME_ARG = lazy(r"resume_from_checkpoint\s*=\s*(?!True\b)[A-Za-z_][\w.]*\s*[,)]")
 # (and hand-written loops' "Loss: 0.0367" (pytorch/examples' "Train Epoch: 1 [0/60000 (0%)]\tLoss:
@@ -378,6 +381,13 @@ def _markers(ctx: ParseContext) -> None:
         if m:
             e = float(m.group("e"))
             if e >= 1 and abs(e - round(e)) < 0.011 and (not seen_epochs or seen_epochs[-1] < e):
+                ctx.mark("epoch_boundary", ln)
+            seen_epochs.append(e)
+            continue
+        m = _EPOCH_START.search(text)
+        if m:
+            e = float(m.group("e"))
+            if e >= 2 and (not seen_epochs or seen_epochs[-1] < e):
                 ctx.mark("epoch_boundary", ln)
             seen_epochs.append(e)
             continue
