@@ -61,6 +61,7 @@ def test_ray_zero_workers_killed_is_no_event():
     "./run.sh: line 12:  4411 Killed                  python train.py",
     "[1]+  Killed                  python train.py --bs 64",
     "zsh: killed     python3 finetune.py",
+    "71885 Killed                  PYTHONPATH=$PYTHONPATH:. python -m kauldron.main --cfg=pod_config.py",
     "[1]  + 26478 killed     python train.py",
     "Loading checkpoint shards:   0%|          | 0/3 [00:00<?, ?it/s][1]    26478 killed     python test.py",
     "Killed: 9",
@@ -159,6 +160,8 @@ def test_shared_memory_is_not_a_host_oom(text):
     # zsh's report of another signal, and "killed" in prose after a job number
     "[1]    26478 segmentation fault  python train.py",
     "[2] 3 workers were killed by the scheduler",
+    # a count of things killed, not a process's report
+    "3 Killed processes were restarted",
     # a rank ended by another signal; "abruptly" in other words
     "mpirun noticed that process rank 1 with PID 0 on node node1 exited on signal 11 (Segmentation fault).",
     "the loss dropped abruptly after the warm-up",

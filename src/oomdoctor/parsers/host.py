@@ -101,6 +101,9 @@ _POOL_DIED = lazy(r"(?:^|Error:\s{0,3}|BrokenProcessPool:\s{0,3})(?:One of the s
 # (newer torchrun prints the signal's number: "Received 15 death signal, shutting down workers")
 _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?(?:SIG\w{1,8}|\d{1,2}) death signal")
 _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
+                        # bash's report without its script's line ("71885 Killed     python -m x"): the
+                        # pid, the status padded to a column, the command
+                        r"|^\s*(?P<bpid>\d{1,9}) Killed {2,}\S"
                         r"|^zsh: killed\s"
                         # zsh's report of a background job ("[1]  + 26478 killed     python train.py"),
                         # its status padded to a column; on a line of its own or glued to the progress
@@ -540,7 +543,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if "Killed" in text or "zsh: killed" in text or " killed  " in text:
         m = ctx.search(_SHELL_JOB, text)
         if m:
-            pid = m.group("pid") or m.group("zpid")
+            pid = m.group("pid") or m.group("zpid") or m.group("bpid")
             s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)", pid=int(pid) if pid else None)
             return
     if ("Killed" in text or any(w in text for w in KILLED_LOCALISED)) and ctx.search(_BARE_KILLED, text):
