@@ -1583,6 +1583,21 @@ def test_a_scheduler_line_that_is_not_a_memory_kill_is_not_one(line):
     assert report(line + "\n")["oom_events"] == []
 
 
+def test_a_native_assertion_is_a_crash_that_explains_the_launchers_kills():
+    log = ("python: /opt/conda/lib/python3.10/site-packages/deepspeed/ops/csrc/aio/common/deepspeed_aio_common.cpp:125: "
+           "int _do_io_complete(long long int, long long int): Assertion `n_completes >= min_completes' failed.\n"
+           "[2023-12-31 02:55:09,375] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 302\n")
+    d = report(log)
+    assert [f["kind"] for f in d["failures"]][:1] == ["native_assertion"]
+    assert [x["incident"] for x in d["diagnoses"] if not x.get("warning")] in ([], ["not-oom"])
+    # ... while a kernel's assertion on the device stays a device-side assert
+    kernel = ("../aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [56,0,0], thread: [64,0,0] "
+              "Assertion `srcIndex < srcSelectDimSize` failed.\n")
+    assert [f["kind"] for f in report(kernel)["failures"]] == ["device_side_assert"]
+    # ... and an assertion named in prose is none
+    assert report("the Assertion `x' failed. line is printed by assert()\n")["failures"] == []
+
+
 def test_the_interpreters_own_abort_is_a_crash_that_explains_the_launchers_kills():
     log = ("Train:  27%|███▍         | 1250/4708 [31:08:58<88:27:54, 92.10s/it]\n"
            "Fatal Python error: none_dealloc: deallocating None: bug likely caused by a refcount error in a C extension\n"

@@ -32,6 +32,10 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     ("device_side_assert", ("device-side assert", "ErrorAssert", "ERROR_ASSERT", "Assertion `"),
      lazy(r"device-side assert triggered|cudaErrorAssert|CUDA_ERROR_ASSERT"
                 r"|\.cuh?:\d{1,6}: [^\n]{0,200}?block: \[\d{1,6},\d{1,6},\d{1,6}\], thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion `")),
+    # a C or C++ assert() on the host (glibc: "prog: file.cpp:125: int f(...): Assertion `x' failed."):
+    # the process aborts (SIGABRT) by itself; a launcher's kills after it are its consequence
+    ("native_assertion", ("Assertion `",),
+     lazy(r"(?:^|\s)\S{1,300}?\.\w{1,5}:\d{1,7}: [^\n]{0,600}?Assertion `[^\n]{1,400}?' failed\.")),
     ("unspecified_launch_failure", ("unspecified launch failure", "LaunchFailure", "LAUNCH_FAILED"),
      lazy(r"unspecified launch failure|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED")),
     ("no_kernel_image", ("no kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU", "invalid device function", "InvalidDeviceFunction"),
