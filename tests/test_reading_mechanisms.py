@@ -1924,3 +1924,14 @@ def test_a_line_announcing_an_epoch_begins_is_a_boundary(start, phase):
                "SeqNum=1132079, OpType=ALLREDUCE, NumelIn=304640, NumelOut=304640, Timeout(ms)=1800000) ran for "
                "1800035 milliseconds before timing out.\n")
     assert report(start + "\n" + timeout)["phase"] == phase
+
+
+def test_tensorflows_pinned_host_allocation_failure_is_read_with_its_size():
+    d = report("2020-11-24 11:32:25.434730: E tensorflow/stream_executor/cuda/cuda_driver.cc:868] failed to alloc "
+               "4294967296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n")
+    (ev,) = d["oom_events"]
+    assert ev["tried_to_allocate_bytes"] == 4294967296 and "host" in ev["detail"]
+    # ... the device's own ("from device") stays the driver's device failure
+    (ev,) = report("E tensorflow/stream_executor/cuda/cuda_driver.cc:932] failed to allocate 2.2K (2304 bytes) from "
+                   "device: CUDA_ERROR_OUT_OF_MEMORY\n")["oom_events"]
+    assert ev["tried_to_allocate_bytes"] == 2304 and "host" not in ev["detail"]

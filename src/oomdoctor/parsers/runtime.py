@@ -34,6 +34,9 @@ _CUDA_ERROR = lazy(r"(?:CUDA|Cuda) [Ee]rror: out of memory|cuda runtime error \(
 # TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
 _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"
 _CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r")?CUDA_ERROR_OUT_OF_MEMORY")
+# ... and its pinned host buffers ("failed to alloc 4294967296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY",
+# cuMemHostAlloc): page-locked host memory, not the device's
+_CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: CUDA_ERROR_OUT_OF_MEMORY")
 # the same line from TensorFlow's ROCm build: HIP's allocation failure by number (1002 is
 # hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
 _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
@@ -300,6 +303,14 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("hip", "driver", n), i, lambda: OomEvent(
             kind="hip", backend="HIP", exception=exc, message_format="hip-driver-api", tried_to_allocate_bytes=n,
             line=0, detail="hipErrorMemoryAllocation"))
+        return
+    m = ctx.search(_CUDA_HOST_OOM, text) if "on host" in text else None
+    if m:
+        n = int(m.group("n"))
+        events.add(("cuda_runtime_error", "host", n), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="cuda-driver-api",
+            tried_to_allocate_bytes=n, line=0,
+            detail="CUDA_ERROR_OUT_OF_MEMORY allocating pinned (page-locked) host memory"))
         return
     m = ctx.search(_CUDA_DRIVER_OOM, text)
     at = i
