@@ -1935,3 +1935,15 @@ def test_tensorflows_pinned_host_allocation_failure_is_read_with_its_size():
     (ev,) = report("E tensorflow/stream_executor/cuda/cuda_driver.cc:932] failed to allocate 2.2K (2304 bytes) from "
                    "device: CUDA_ERROR_OUT_OF_MEMORY\n")["oom_events"]
     assert ev["tried_to_allocate_bytes"] == 2304 and "host" not in ev["detail"]
+
+
+@pytest.mark.parametrize("line, oom", [
+    # Caffe's glog CHECK on the runtime's code (2: cudaErrorMemoryAllocation)
+    ("F1025 17:11:54.660645  1436 syncedmem.cpp:58] Check failed: error == cudaSuccess (2 vs. 0)  out of memory", True),
+    ("F1025 17:11:54.660645  1436 syncedmem.cpp:58] Check failed: error == cudaSuccess (2 vs. 0)", True),
+    # ... another code is another error
+    ("F1025 17:11:54.660645  1436 math_functions.cu:79] Check failed: error == cudaSuccess (8 vs. 0)  invalid device "
+     "function", False),
+])
+def test_a_glog_check_on_the_cuda_runtimes_code(line, oom):
+    assert bool(report(line + "\n")["oom_events"]) == oom

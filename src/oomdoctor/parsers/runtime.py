@@ -27,9 +27,10 @@ _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 # "CUDA Error: out of memory at .../cumem_allocator.cpp" (vLLM's allocator) capitalises it; a
 # message typed out again by hand may spell it "Cuda error: out of memory"
 # Caffe2's CUDA_ENFORCE prints the runtime's code: "error == cudaSuccess. 2 vs 0." (2 is
-# cudaErrorMemoryAllocation)
+# cudaErrorMemoryAllocation); Caffe's glog CHECK the same in its own form: "Check failed: error ==
+# cudaSuccess (2 vs. 0)  out of memory"
 _CUDA_ERROR = lazy(r"(?:CUDA|Cuda) [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
-                   r"|error == cudaSuccess\. 2 vs 0\."
+                   r"|error == cudaSuccess(?:\. 2 vs 0\.| \(2 vs\. 0\))"
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
 # TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
 _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"
@@ -158,7 +159,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
           "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
-          "CUresult", "DEVMEM Allocation failed", "cudaSuccess. 2 vs 0", "memory for the cache blocks",
+          "CUresult", "DEVMEM Allocation failed", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
           "workspace Allocation of size")

@@ -30,8 +30,8 @@ ANCHOR_LITERALS = (
     "enforced memory limit", "MEMLIMIT", "job killed",
     # the interpreter's own abort report
     "Fatal Python error",
-    # Caffe2's CUDA_ENFORCE with the runtime's out-of-memory code; MLX's buffer-size refusal
-    "cudaSuccess. 2 vs 0", "[metal::malloc] Attempting",
+    # Caffe2's CUDA_ENFORCE and Caffe's CHECK with the runtime's out-of-memory code; MLX's buffer-size refusal
+    "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "[metal::malloc] Attempting",
     # "exit code" alone ends every Slurm epilogue ("exit code 0"): only signal-like codes
     # (-9, 137, 134, 135, 139, 253) say something died.
     "exit code -", "exit code 13", "exit code 25", "exit code: -", "exit code: 13",
@@ -119,7 +119,7 @@ FAILURE_LITERALS = (
     "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ut of memory",   # "ut of memory": out of / Out of
     "Tried to allocate", "RESOURCE_EXHAUSTED", "Resource exhausted", "OOM", "oom-kill", "oom_kill",
     "Killed", "SIGKILL", "Signal 9", "enforced memory limit", "MEMLIMIT", "job killed", "Fatal Python error",
-    "MemoryError", "Unable to allocate", "Cannot allocate memory", "cudaSuccess. 2 vs 0", "[metal::malloc] Attempting",
+    "MemoryError", "Unable to allocate", "Cannot allocate memory", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "[metal::malloc] Attempting",
     "not enough memory", "OUT_OF_MEMORY", "ALLOC_FAILED", "ChildFailedError", "exitcode: -", "exitcode: 1",
     "return code = -", "exit code -", "exit code 13", "exit status -", "exit status 13", "DiedError",
     "WorkerCrashedError", "died unexpectedly", "Segmentation fault", "core dumped", "Bus error", "SIGBUS",
