@@ -1947,3 +1947,15 @@ def test_tensorflows_pinned_host_allocation_failure_is_read_with_its_size():
 ])
 def test_a_glog_check_on_the_cuda_runtimes_code(line, oom):
     assert bool(report(line + "\n")["oom_events"]) == oom
+
+
+@pytest.mark.parametrize("line, n", [
+    # PhysX's device allocator (Isaac Gym)
+    ("PxgCudaDeviceMemoryAllocator fail to allocate memory 339738624 bytes!! Result = 2", 339738624),
+    ("CudaHostAllocator statistics: 3 blocks", None),
+    # ... an allocator that is not the device's
+    ("PinnedHostAllocator fail to allocate memory 4096 bytes", None),
+])
+def test_a_cuda_librarys_own_allocator_refusing_a_request(line, n):
+    events = report(line + "\n")["oom_events"]
+    assert [e["tried_to_allocate_bytes"] for e in events] == ([n] if n else [])

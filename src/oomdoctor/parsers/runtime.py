@@ -91,6 +91,9 @@ _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20
                            # (as Gaudi's bridge raises it: "FATAL ERROR :: MODULE:..." after an exception)
                            r"|FATAL ERROR :: MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
+# a CUDA library's own device allocator refusing a request (PhysX, in Isaac Gym: "PxgCudaDeviceMemoryAllocator
+# fail to allocate memory 339738624 bytes!! Result = 2"): the device's memory, outside PyTorch's allocator
+_CUDA_LIB_ALLOCATOR = lazy(r"(?:Cuda|CUDA)\w{0,40}Allocator fail(?:ed|s)? to allocate (?:device )?memory:? (?P<n>\d{1,20}) bytes")
 # An inference engine sizing its KV cache from the memory the device has left (a rollout engine
 # beside the model being trained, an evaluation server): vLLM's "No available memory for the
 # cache blocks", its check that one sequence's cache fits ("... is larger than the maximum
@@ -159,7 +162,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
           "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
-          "CUresult", "DEVMEM Allocation failed", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
+          "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
           "workspace Allocation of size")
@@ -390,6 +393,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("device_runtime", "batch-finder"), i, lambda: OomEvent(
             kind="device_runtime", exception=exc, line=0, message_format="batch-size-finder",
             detail="the batch-size finder halved the batch to zero: every size it tried ran out of memory"))
+        return
+    m = ctx.search(_CUDA_LIB_ALLOCATOR, text) if "Allocator" in text else None
+    if m:
+        n = int(m.group("n"))
+        events.add(("cuda_runtime_error", "library-allocator", n), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, tried_to_allocate_bytes=n,
+            detail=text[m.start():m.start() + 200].strip()))
         return
     m = ctx.search(_DEVICE_ALLOC, text)
     if m:

@@ -46,7 +46,7 @@ ANCHOR_LITERALS = (
     # capacity", "me device"): the prefix-tree pattern stops at every byte that starts one
     "OUT_OF_", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED", "unable to find an engine",
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
-    "Failed to CUDA", "Failed to cuMem", "CUresult", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
+    "Failed to CUDA", "Failed to cuMem", "CUresult", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "being killed", "Exceeded job memory", "Exceeded step memory", "Task was killed",
     "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement",
     # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
