@@ -246,6 +246,15 @@ def test_deepspeed_cache_flushes_are_a_warning():
     assert all(d.warning for d in rep.diagnoses)
 
 
+def test_deepspeed_cache_flushes_pasted_without_their_count_are_the_same_warning():
+    rep = report("""
+    pytorch allocator cache flushes since last step. this happens when there is high memory pressure and is detrimental to performance.
+    """)
+    assert incidents(rep)[:1] == ["alloc-fragmentation"]
+    assert all(d.warning for d in rep.diagnoses)
+    assert [s.alloc_retries for s in rep.memory_samples] == [1]
+
+
 def test_rising_allocations_are_a_leak_warning():
     lines = "\n".join(f"    step {i * 100}: mem_alloc {10 + 2 * i:.2f} GB mem_reserved {12 + 2 * i:.2f} GB" for i in range(8))
     rep = report("\n" + lines + "\n")

@@ -188,7 +188,8 @@ _AXOLOTL = lazy(
     r"(?:GPU|(?P<dev>cuda|npu|xpu|mps)(?::(?P<idx>\d{1,3}))?) memory usage (?P<label>[^:\n]{1,80}): "
     r"(?P<usage>\d+(?:\.\d+)?)(?P<space> ?)GB(?: \((?P<extras>[^)\n]{0,80})\))?")
 _AX_EXTRA = lazy(r"\+(?P<v>\d+(?:\.\d+)?)GB (?P<k>cache|misc)")
-_FLUSH = lazy(r"(?P<n>\d{1,9}) pytorch allocator cache flushes since last step")
+# (DeepSpeed prints it only when there was a flush: a line pasted without its count had one or more)
+_FLUSH = lazy(r"(?:(?P<n>\d{1,9}) )?pytorch allocator cache flushes since last step")
 _NUM = r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B|bytes)?"
 _USER = lazy(
     r"(?P<key>(?:torch\.cuda\.)?(?:max_memory_allocated|memory_allocated|max_memory_reserved|memory_reserved|"
@@ -330,7 +331,8 @@ def parse(ctx: ParseContext) -> None:
         if "cache flushes" in text:
             m = _FLUSH.search(text)
             if m:
-                _add(ctx, MemorySample(source="deepspeed_flush", line=ln.no, alloc_retries=int(m.group("n"))))
+                _add(ctx, MemorySample(source="deepspeed_flush", line=ln.no,
+                                       alloc_retries=int(m.group("n")) if m.group("n") else 1))
         if text.startswith("GPU:"):
             m = _GPU_HEADER.match(text)
             if m:
