@@ -62,3 +62,13 @@ def test_a_checkpoint_load_call_and_a_resume_message_still_are():
 def test_a_checkpoint_path_or_true_on_a_code_line_is_a_resume():
     for arg in ('"out/checkpoint-500"', "True"):
         assert facts(TB.format(code=f"trainer.train(resume_from_checkpoint={arg})")).markers.get("resuming"), arg
+
+
+def test_a_saves_own_error_report_is_a_save():
+    line = ("2023-04-18 20:39:29.054 | INFO     | __main__:savemodel:34 - Error saving model: CUDA out of memory. "
+            "Tried to allocate 16.00 MiB (GPU 0; 10.00 GiB total capacity; 9.03 GiB already allocated; 0 bytes free; "
+            "9.27 GiB reserved in total by PyTorch)\n")
+    f = facts(line)
+    assert f.markers.get("saving_checkpoint") and f.phase.phase == "checkpoint_save"
+    # ... not a run that goes on after saving, nor a save that worked
+    assert not facts("Saved model without error; saving time 2.1 s\n").markers.get("saving_checkpoint")

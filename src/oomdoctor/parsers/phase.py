@@ -31,6 +31,8 @@ MARKERS = {
         r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?model (?:to|checkpoint)"
         r"|Saving (?:LoRA )?adapter|save_pretrained\(|Saving model weights|Saving current state|Saving DeepSpeed|"
         r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint"
+        # a save's own error report ("Error saving model: CUDA out of memory ...")
+        r"|(?:error|fail\w{0,4}) (?:while |when )?saving (?:the )?(?:model|checkpoint|weights|adapter)"
         # FSDP warns per tensor it cannot copy while building the full state dict of a save
         r"|Failed to clone\(\) tensor with name", re.I),
     "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"
