@@ -1,6 +1,8 @@
 """Progress markers that decide a phase: epoch boundaries and resuming from a checkpoint."""
 from __future__ import annotations
 
+import pytest
+
 from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import extract
 
@@ -72,3 +74,20 @@ def test_a_saves_own_error_report_is_a_save():
     assert f.markers.get("saving_checkpoint") and f.phase.phase == "checkpoint_save"
     # ... not a run that goes on after saving, nor a save that worked
     assert not facts("Saved model without error; saving time 2.1 s\n").markers.get("saving_checkpoint")
+
+
+@pytest.mark.parametrize("line, marker, found", [
+    ("Epoch 15 (validation) validation/acc/qa=1.000000:   2%|#4      | 20/1094 [00:41<11:04,  1.62it/s]",
+     "running_evaluation", True),
+    # ... a finished one is over
+    ("Epoch 15 (validation) validation/acc/qa=1.000000: 100%|#####| 1094/1094 [00:41<00:00,  1.62it/s]",
+     "running_evaluation", False),
+    ("Error while evaluating MSMARCO: CUDA out of memory. Tried to allocate 93.68 GiB. ...", "running_evaluation", True),
+    ("Preprocess Video 474", "preprocessing", True),
+    ("Preprocessing 12000 images", "preprocessing", True),
+    # ... a preprocessor's settings or a step's name are not preprocessing under way
+    ("Preprocessor config saved in out/preprocessor_config.json", "preprocessing", False),
+    ("Preprocessing function: default", "preprocessing", False),
+])
+def test_evaluation_and_preprocessing_named_in_other_words(line, marker, found):
+    assert bool(facts(line + "\n").markers.get(marker)) == found

@@ -56,8 +56,12 @@ MARKERS = {
                                # a script's own evaluation stage: "Evaluating bboxes of pts_bbox",
                                # "Initializing nuScenes detection evaluation"
                                r"|(?m:^)Evaluating\b|Initializing \w+(?: \w+)? evaluation\b"
-                               # a progress bar named for the evaluation pass, not finished ("Val:  21%|███")
+                               # a progress bar named for the evaluation pass, not finished ("Val:  21%|███"),
+                               # or whose description says so ("Epoch 15 (validation) acc=1.0:   2%|#4")
                                r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"
+                               r"|(?m:^)[^\n|]{0,80}\((?:validation|validating|val|eval|evaluation|evaluating|test)\)[^\n|]{0,300}?:\s+(?!100%)\d{1,3}%\|"
+                               # an evaluation's own error report ("Error while evaluating MSMARCO: CUDA out of memory")
+                               r"|(?i:error|fail\w{0,4}) (?:while |when )?(?:evaluating|validating)\b"
                                # mmcv's task bar, which its test loops draw ("[>>>>    ] 6/15, 0.6 task/s")
                                # (it draws the bar for other work too, such as a data-preparation script's:
                                # read in a training log, it is the evaluation)
@@ -78,7 +82,7 @@ MARKERS = {
         r"|Worker exit type: SYSTEM_ERROR|Killing subprocess \d|exits with return code = -?[1-9]|exitcode\s*:\s*-?[1-9]"
         r"|ChildFailedError|terminated with signal SIG|returned non-zero exit status|exited with (?:exit )?code -?[1-9]"
         r"|closed by remote host|core dumped"),
-    "preprocessing": lazy(r"(?m)Running tokenizer on dataset|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
+    "preprocessing": lazy(r"(?m)Running tokenizer on dataset|^Preprocess(?:ing)?\b(?! (?:config|function|step)\b)|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"
                                 # a script reading its training data ("Loading prepared training docs from x.json")
                                 r"|Loading (?:\w+ ){0,3}(?:data|datasets?|docs|documents|corpus|samples|examples) from\b"
@@ -101,7 +105,8 @@ MARKER_GATES = {
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
-    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "task/s")
+    "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "task/s",
+                           "(val", "(eval", "(test)", "validating")
                           + _EVAL_BAR_GATES,
     "evaluation_finished": _EVAL_BAR_GATES + ("task/s",),
     "running_prediction": ("running prediction", "predict_with_generate"),
@@ -113,7 +118,7 @@ MARKER_GATES = {
                      "the actor died", "worker exit type", "killing subprocess", "return code", "exitcode",
                      "childfailederror", "terminated with signal", "non-zero exit status", "exited with",
                      "closed by remote host", "core dumped"),
-    "preprocessing": ("running tokenizer", "converting format", "map", "tokenizing", "generating",
+    "preprocessing": ("running tokenizer", "preprocess", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
                       "examples to features", "examples/s", "s/examples"),
 }
