@@ -138,6 +138,8 @@ MARKER_LITERALS = (
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
+    # a bar whose description names its pass ("Epoch 15 (validation) ...:  2%|"); an evaluation's error report
+    "(val", "(eval", "(test)", "while evaluating", "when evaluating", "while validating", "when validating",
     # progress bars named for their pass ("Val:  21%|", "Train:  51%|")
     "Val:", "Valid:", "Validation:", "Validating:", "Eval:", "Evaluation:", "Train:", "Training:",
     # mmcv's task bar, drawn by its test loops ("[>>>>    ] 6/15, 0.6 task/s")
@@ -148,7 +150,7 @@ MARKER_LITERALS = (
     "DeepSpeed Final Optimizer", "Running tokenizer on dataset", "Converting format of dataset", "Map:",
     "features from dataset file", "features from cached file", "features into cached file", "examples to features",
     "Map (num_proc=", "Tokenizing train", "Tokenizing dataset", "Generating train split",
-    "Generating validation split", "Preprocessing dataset", "Packing dataset",
+    "Generating validation split", "Preprocess", "Packing dataset",
     # a dataset's map, unfinished (its bar counts examples)
     "examples/s", "s/examples",
     # a script reading its training data ("Loading prepared training docs from x.json")
