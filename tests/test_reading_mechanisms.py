@@ -113,6 +113,12 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... not a project's own module whose folder is named after Arrow, called in the step
     ([("train.py", "train", "loss = step(batch)"),
       ("/app/to_pyarrow/metrics.py", "step", "out = self.model(batch)")], "forward"),
+    # the code of a package's evaluation module, in a traceback cut above the trainer's frames
+    ([("rfdetr/evaluation/matching.py", "_match_single_class", "iou_matrix = _compute_mask_iou(pred, gt)"),
+      ("rfdetr/evaluation/matching.py", "_compute_mask_iou", "gt_flat = gt_masks.bool().view(m, -1).float()")], "eval"),
+    # ... not a package whose name only ends in those letters (retrieval/), in a training step
+    ([("retrieval/train.py", "train", "loss = model(batch)"),
+      ("retrieval/model.py", "forward", "scores = q @ d.T")], "forward"),
     # transformers padding and joining the predictions an evaluation gathers
     ([("/env/site-packages/transformers/trainer_pt_utils.py", "torch_pad_and_concatenate",
        "result = tensor1.new_full(new_shape, padding_index)")], "eval"),

@@ -182,6 +182,9 @@ _ANYWHERE = (
         # an inference routine run inside a training script (MONAI's sliding_window_inference
         # in its validation, a script's run_inference)
         r"|:(?:\w+_)?inference$"
+        # the code of a package's evaluation module ("rfdetr/evaluation/matching.py",
+        # "detectron2/evaluation/coco_evaluation.py"): it runs in the evaluation pass
+        r"|(?:^|/)(?:eval|evaluation|evaluators?)/[^/:]{1,200}:"
         # a script's own evaluation function (validate(), run_eval(), val_epoch(), a trainer's
         # private _eval_loop()), unless its name says it trains or saves as well
         # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
