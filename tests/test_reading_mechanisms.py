@@ -119,6 +119,15 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... not a package whose name only ends in those letters (retrieval/), in a training step
     ([("retrieval/train.py", "train", "loss = model(batch)"),
       ("retrieval/model.py", "forward", "scores = q @ d.T")], "forward"),
+    # a function of the training loop run under torch.no_grad (sample images drawn for a look)
+    ([("core/solver.py", "train", "utils.debug_image(nets_ema, args, inputs=inputs_val, step=i+1)"),
+      ("/env/site-packages/torch/autograd/grad_mode.py", "decorate_no_grad", "return func(*args, **kwargs)"),
+      ("core/utils.py", "debug_image", "translate_using_latent(nets, args, x_src, y_trg_list, z_trg_list, psi, filename)")],
+     "eval"),
+    # ... not one that updates an average of the weights without gradients
+    ([("core/solver.py", "train", "moving_average(nets.generator, nets_ema.generator, beta=0.999)"),
+      ("/env/site-packages/torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
+      ("core/solver.py", "update_ema", "param_test.copy_(torch.lerp(param, param_test, beta))")], None),
     # transformers padding and joining the predictions an evaluation gathers
     ([("/env/site-packages/transformers/trainer_pt_utils.py", "torch_pad_and_concatenate",
        "result = tensor1.new_full(new_shape, padding_index)")], "eval"),

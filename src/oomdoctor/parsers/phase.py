@@ -244,6 +244,8 @@ _STEP = (
 )
 
 
+_NO_GRAD = lazy(r"(?:autograd/grad_mode|utils/_contextlib)\.py:decorate_(?:no_grad|context)$")
+_WEIGHT_UPDATE = lazy(r"(?i)ema|swa|averag|update|step")
 _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
 
 
@@ -352,6 +354,13 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         for phase, rx in _STEP:
             if rx.search(text):
                 return phase, fr
+    # a function of the training script run without gradients (torch.no_grad's decorator): sampling or
+    # validating images, scoring a batch; the frame below the decorator is that function (unless it
+    # updates weights without gradients: an EMA or SWA average, a parameter update)
+    if training:
+        for k, (text, fr) in enumerate(texts[:-1]):
+            if _NO_GRAD.search(text) and k > trains[0] and not _WEIGHT_UPDATE.search(texts[k + 1][1].function):
+                return "eval", texts[k + 1][1]
     # nothing in the stack names a phase: a script named for evaluation or inference
     # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too
     for fr in frames:
