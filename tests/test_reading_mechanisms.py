@@ -192,6 +192,14 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("lm/main.py", "load_model", "optim_model.load_state_dict(torch.load(path))"),
       ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)")],
      "model_load"),
+    # a trainer setting up its model and tokenizer (a plugin's check before the model loads)
+    ([("/env/site-packages/axolotl/train.py", "setup_model_and_tokenizer", "model, peft_config = model_loader.load()"),
+      ("/env/site-packages/axolotl/integrations/base.py", "pre_model_load", "plugin.pre_model_load(cfg)"),
+      ("/env/site-packages/axolotl/integrations/cut_cross_entropy/__init__.py", "_check_requirements", "raise ImportError(")],
+     "model_load"),
+    # ... while tokenising the data is loading data
+    ([("/env/site-packages/datasets/arrow_dataset.py", "map", "for rank, done, content in iflatmap_unordered("),
+      ("train.py", "tokenize_function", "return tokenizer(examples['text'])")], "data_loading"),
     # a trainer preparing its datasets
     ([("/env/site-packages/axolotl/cli/train.py", "do_cli", "dataset_meta = load_datasets(cfg=parsed_cfg)"),
       ("/env/site-packages/axolotl/utils/data.py", "prepare_dataset", "raise ValueError(")], "data_loading"),

@@ -196,6 +196,8 @@ _MODEL_LOAD = lazy(
     r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
     r"|set_module_tensor_to_device|dispatch_model|load_model\w*\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
     r"|_post_init_method|prepare_model|"
+    # a trainer setting up its model ("setup_model_and_tokenizer", a plugin's "pre_model_load" hook)
+    r":(?:setup|init|initialize)_model(?:_and_\w+)?$|:pre_model_load$|"
     # ZeRO-3's zero.Init: the model's construction, tensor constructors wrapped while it is
     # built, and the first partitioning of each new parameter (later ones free, not allocate)
     r"partition_parameters\.py:(?:__init__|wrapped_fn|_partition_param)\b|"
@@ -217,7 +219,9 @@ _MODEL_LOAD = lazy(
     # DistributedDataParallel's constructor: its reducer allocates the gradient buckets; it
     # (and FSDP's sync_module_states) broadcasts rank 0's weights to the others
     r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b|distributed/utils\.py:_sync_params_and_buffers\b")
-_DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_|tokeniz"
+_DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
+             # (tokenising the data; a function that sets up a tokenizer, "setup_model_and_tokenizer", loads)
+             r"|tokeniz(?!er$)"
              # Apache Arrow's own code (its Cython sources: "pyarrow/table.pxi"), under a dataset's tables
              r"|(?:^|/)pyarrow/"
              # a trainer caching its dataset's latents or text-encoder outputs before training
