@@ -192,6 +192,14 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("lm/main.py", "load_model", "optim_model.load_state_dict(torch.load(path))"),
       ("/env/site-packages/torch/serialization.py", "load", "return _load(f, map_location, pickle_module)")],
      "model_load"),
+    # an image written by PIL during training (a visualiser's samples) is no checkpoint save
+    ([("train.py", "<module>", "visualizer.display_current_results(visuals, epoch, total_steps)"),
+      ("util/util.py", "save_image", "image_pil.save(image_path)"),
+      ("/env/site-packages/PIL/Image.py", "save", "save_handler(self, fp, filename)"),
+      ("/env/site-packages/PIL/JpegImagePlugin.py", "_save", "ImageFile._save(im, fp, tile, bufsize)")], None),
+    # ... while a trainer's own _save is one
+    ([("/env/site-packages/transformers/trainer.py", "_save_checkpoint", "self.save_model(output_dir, _internal_call=True)"),
+      ("/env/site-packages/transformers/trainer.py", "_save", "self.model.save_pretrained(output_dir)")], "checkpoint_save"),
     # a trainer setting up its model and tokenizer (a plugin's check before the model loads)
     ([("/env/site-packages/axolotl/train.py", "setup_model_and_tokenizer", "model, peft_config = model_loader.load()"),
       ("/env/site-packages/axolotl/integrations/base.py", "pre_model_load", "plugin.pre_model_load(cfg)"),

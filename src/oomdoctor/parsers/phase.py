@@ -141,8 +141,9 @@ _FRAME_LINE = lazy(r"^\s*File \"")
 
 # (phase, frame pattern) checked against every frame, in this order
 _ANYWHERE = (
+    # (an image written by PIL, imageio or matplotlib is a picture, not a checkpoint)
     ("checkpoint_save", lazy(
-        r"save_checkpoint|_save_checkpoint|\bsave_model\b|:_save\b|save_pretrained|consolidated_16bit_state_dict|save_16bit_model"
+        r"save_checkpoint|_save_checkpoint|\bsave_model\b|(?<!(?:^|/)(?:PIL|imageio|matplotlib)/[\w./-]{0,80}):_save\b|save_pretrained|consolidated_16bit_state_dict|save_16bit_model"
         r"|full_state_dict|_full_pre_state_dict_hook|_common_unshard_pre_state_dict_hook|_full_post_state_dict_hook|get_state_dict"
         r"|fsdp_save|save_fsdp_model|save_fsdp_optimizer|save_model_checkpoint|save_optimizer_checkpoint|save_state\b|_save_to_state_dict"
         r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora"
