@@ -249,6 +249,8 @@ _STEP = (
 )
 
 
+# libraries that write pictures: their save() calls are no checkpoint
+_IMAGE_LIB = lazy(r"(?:^|[/\\])(?:PIL|imageio|matplotlib)[/\\]")
 _NO_GRAD = lazy(r"(?:autograd/grad_mode|utils/_contextlib)\.py:decorate_(?:no_grad|context)$")
 _WEIGHT_UPDATE = lazy(r"(?i)ema|swa|averag|update|step")
 _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
@@ -333,7 +335,7 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         return ("checkpoint_load" if training and not loading_model else "model_load"), reads[-1]
     if frames and frames[-1].code:
         for phase, rx in _CALL:
-            if rx.search(frames[-1].code):
+            if rx.search(frames[-1].code) and not (phase == "checkpoint_save" and _IMAGE_LIB.search(frames[-1].file)):
                 return phase, frames[-1]
     if not training:
         for text, fr in texts:
