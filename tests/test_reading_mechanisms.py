@@ -71,6 +71,15 @@ def test_a_package_installed_as_an_egg_names_its_version_in_its_path():
     assert report(other)["environment"]["torch_version"] is None
 
 
+def test_an_old_binarys_source_tree_names_its_version_in_its_error_paths():
+    line = ("THCudaCheck FAIL file=/opt/conda/conda-bld/pytorch_1501972792122/work/pytorch-0.1.12/torch/lib/THC/generic/"
+            "THCStorage.cu line=66 error=2 : out of memory\n")
+    assert report(line)["environment"]["torch_version"] == "0.1.12"
+    # ... a newer build's path names none
+    line = "RuntimeError: $ Torch: not enough memory: at /opt/conda/conda-bld/pytorch_1544199946412/work/aten/src/TH/THGeneral.cpp:201\n"
+    assert report(line)["environment"]["torch_version"] is None
+
+
 def test_banner_versions_in_the_python_dash_torch_dash_form():
     d = report("Ultralytics YOLOv8.1.19 Python-3.10.12 torch-2.2.1+cu121 CUDA:0 (NVIDIA GeForce RTX 3060, 12036MiB)\n")
     assert d["environment"]["torch_version"] == "2.2.1"
