@@ -240,3 +240,20 @@ def test_arbitrary_bytes_never_raise(data):
         assert "\n" not in str(exc) and str(exc)
         return
     assert report.lines_read >= 0
+
+
+def test_a_notebook_header_whose_message_was_pasted_above_it_is_that_message():
+    from oomdoctor.read.normalise import normalise
+    from oomdoctor.parsers import extract
+    text = ("`OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 14.75 GiB total capacity; 13.91 GiB "
+            "already allocated; 6.81 MiB free; 14.02 GiB reserved in total by PyTorch)`\n\n"
+            "---------------------------------------------------------------------------\n"
+            "OutOfMemoryError                          Traceback (most recent call last)\n"
+            "<ipython-input-4-f24794477812> in <cell line: 6>()\n"
+            "----> 6 results = model.train(dataset=\"ludwig://alpaca\")\n")
+    assert len(extract(normalise(text)).oom_events) == 1
+    # ... but a second cell's failure, below another header, is its own
+    second = text + ("\n---------------------------------------------------------------------------\n"
+                     "OutOfMemoryError                          Traceback (most recent call last)\n"
+                     "<ipython-input-5-aaaa> in <cell line: 1>()\n----> 1 model.train()\n")
+    assert len(extract(normalise(second)).oom_events) == 2

@@ -338,16 +338,19 @@ def _merge(into: OomEvent, new: OomEvent, ev: Evidence) -> None:
         into.evidence.append(ev)
 
 
-def _message_later(ctx: ParseContext, i: int) -> bool:
-    """True when the IPython header's own message appears further down (its traceback ends in it)."""
+def _message_near(ctx: ParseContext, i: int) -> bool:
+    """True when the IPython header's own message is in the log: further down (its traceback
+    ends in it), or above it with no other cell's header between (a user who pasted the
+    message first and the notebook's traceback after it)."""
     if "Traceback" not in ctx.lines[i].text:
         return False
-    for j in range(i + 1, min(len(ctx.lines), i + 400)):
-        text = ctx.lines[j].text
-        if ANCHOR.search(text):
-            return True
-        if _CLASS_ONLY.match(text) and "Traceback" in text:
-            return False
+    for step in (range(i + 1, min(len(ctx.lines), i + 400)), range(i - 1, max(-1, i - 400), -1)):
+        for j in step:
+            text = ctx.lines[j].text
+            if ANCHOR.search(text):
+                return True
+            if _CLASS_ONLY.match(text) and "Traceback" in text:
+                break
     return False
 
 
@@ -481,7 +484,7 @@ def parse(ctx: ParseContext) -> None:
                 continue
             m = _CLASS_ONLY.match(ln.text)
             if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
-                    and not _message_later(ctx, i):
+                    and not _message_near(ctx, i):
                 events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
                                        message_format="class only (message not in the log)",
                                        **ctx.at(ln)))
