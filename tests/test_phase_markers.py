@@ -88,6 +88,15 @@ def test_a_saves_own_error_report_is_a_save():
     # ... a preprocessor's settings or a step's name are not preprocessing under way
     ("Preprocessor config saved in out/preprocessor_config.json", "preprocessing", False),
     ("Preprocessing function: default", "preprocessing", False),
+    # ... nor one that is over
+    ("Preprocessing done", "preprocessing", False),
+    ("Preprocessing took 3.1s", "preprocessing", False),
+    ("Preprocessing: 100%|####| 500/500 [00:03<00:00, 150.2it/s]", "preprocessing", False),
+    # ... nor a data split's name on a data bar
+    ("Tokenizing (test): 45%|###  | 45/100 [00:01<00:01, 40.1it/s]", "running_evaluation", False),
+    # an evaluation's error report; a save that worked
+    ("Error while evaluating MSMARCO: CUDA out of memory.", "running_evaluation", True),
+    ("No error saving model; all shards written", "saving_checkpoint", False),
 ])
 def test_evaluation_and_preprocessing_named_in_other_words(line, marker, found):
     assert bool(facts(line + "\n").markers.get(marker)) == found

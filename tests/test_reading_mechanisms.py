@@ -125,6 +125,10 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # the code of a package's evaluation module, in a traceback cut above the trainer's frames
     ([("rfdetr/evaluation/matching.py", "_match_single_class", "iou_matrix = _compute_mask_iou(pred, gt)"),
       ("rfdetr/evaluation/matching.py", "_compute_mask_iou", "gt_flat = gt_masks.bool().view(m, -1).float()")], "eval"),
+    # ... nor a script kept in a folder of that name, in a training step's backward pass
+    ([("/work/eval/finetune_probe.py", "train", "loss.backward()"),
+      ("/env/site-packages/torch/_tensor.py", "backward", "torch.autograd.backward("),
+      ("/env/site-packages/torch/autograd/__init__.py", "backward", "_engine_run_backward(")], "backward"),
     # ... not a package whose name only ends in those letters (retrieval/), in a training step
     ([("retrieval/train.py", "train", "loss = model(batch)"),
       ("retrieval/model.py", "forward", "scores = q @ d.T")], "forward"),
@@ -133,6 +137,16 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("/env/site-packages/torch/autograd/grad_mode.py", "decorate_no_grad", "return func(*args, **kwargs)"),
       ("core/utils.py", "debug_image", "translate_using_latent(nets, args, x_src, y_trg_list, z_trg_list, psi, filename)")],
      "eval"),
+    # ... with the model's forward below it: still that pass
+    ([("core/solver.py", "train", "utils.debug_image(nets_ema, args, inputs=inputs_val, step=i+1)"),
+      ("/env/site-packages/torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
+      ("core/utils.py", "debug_image", "x_fake = nets.generator(x_src, s_trg)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*args, **kwargs)"),
+      ("core/model.py", "forward", "x = block(x, s)")], "eval"),
+    # ... a name with those letters inside it is no average ("remap_tokens")
+    ([("core/solver.py", "train", "ids = remap_tokens(batch)"),
+      ("/env/site-packages/torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
+      ("core/utils.py", "remap_tokens", "return table[ids]")], "eval"),
     # ... not one that updates an average of the weights without gradients
     ([("core/solver.py", "train", "moving_average(nets.generator, nets_ema.generator, beta=0.999)"),
       ("/env/site-packages/torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
@@ -206,6 +220,8 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("util/util.py", "save_image", "image_pil.save(image_path)"),
       ("/env/site-packages/PIL/Image.py", "save", "save_handler(self, fp, filename)"),
       ("/env/site-packages/PIL/JpegImagePlugin.py", "_save", "ImageFile._save(im, fp, tile, bufsize)")], None),
+    # ... nor a figure saved on the innermost line
+    ([("train.py", "train", "plot_losses(history)"), ("train.py", "plot_losses", "plt.savefig(path)")], None),
     # ... while a trainer's own _save is one
     ([("/env/site-packages/transformers/trainer.py", "_save_checkpoint", "self.save_model(output_dir, _internal_call=True)"),
       ("/env/site-packages/transformers/trainer.py", "_save", "self.model.save_pretrained(output_dir)")], "checkpoint_save"),
@@ -1955,9 +1971,17 @@ def test_dst_tensor_quoted_in_a_sentence_is_no_failure():
 @pytest.mark.parametrize("start, phase", [
     ("2024-05-07 15:51:09,140 - root - INFO - Starting training step on epoch 3", "epoch_end"),
     ("Beginning epoch 2/10", "epoch_end"),
+    # a counter from 0: its second epoch
+    ("Starting epoch 0\nStarting epoch 1", "epoch_end"),
     # the first epoch beginning is the start of training; a resumed run is not a boundary
     ("Starting training step on epoch 1", None),
     ("Restarting from epoch 3", None),
+    ("Resumed checkpoint; starting from epoch 5", None),
+    # settings that name an epoch, and other stages that start at one
+    ("python train.py --start-epoch 3 --lr 0.1", None),
+    ("LR decay starts at epoch 30", None),
+    ("Warmup begins at epoch 2", None),
+    ("Starting evaluation at epoch 3", "eval"),
 ])
 def test_a_line_announcing_an_epoch_begins_is_a_boundary(start, phase):
     timeout = ("[E ProcessGroupNCCL.cpp:457] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL("

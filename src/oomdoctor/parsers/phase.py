@@ -32,7 +32,7 @@ MARKERS = {
         r"|Saving (?:LoRA )?adapter|save_pretrained\(|Saving model weights|Saving current state|Saving DeepSpeed|"
         r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint"
         # a save's own error report ("Error saving model: CUDA out of memory ...")
-        r"|(?:error|fail\w{0,4}) (?:while |when )?saving (?:the )?(?:model|checkpoint|weights|adapter)"
+        r"|(?<!\bno )(?:error|fail\w{0,4}) (?:while |when )?saving (?:the )?(?:model|checkpoint|weights|adapter)"
         # FSDP warns per tensor it cannot copy while building the full state dict of a save
         r"|Failed to clone\(\) tensor with name", re.I),
     "loading_checkpoint_shards": lazy(r"Loading checkpoint shards|loading weights file|Loading model weights|Instantiating \w+ model under default dtype|Loading base model|load_model_and_tokenizer"
@@ -59,7 +59,7 @@ MARKERS = {
                                # a progress bar named for the evaluation pass, not finished ("Val:  21%|███"),
                                # or whose description says so ("Epoch 15 (validation) acc=1.0:   2%|#4")
                                r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"
-                               r"|(?m:^)[^\n|]{0,80}\((?:validation|validating|val|eval|evaluation|evaluating|test)\)[^\n|]{0,300}?:\s+(?!100%)\d{1,3}%\|"
+                               r"|(?m:^)[^\n|]{0,80}\((?:validation|validating|val|eval|evaluation|evaluating)\)[^\n|]{0,300}?:\s+(?!100%)\d{1,3}%\|"
                                # an evaluation's own error report ("Error while evaluating MSMARCO: CUDA out of memory")
                                r"|(?i:error|fail\w{0,4}) (?:while|when) (?:evaluating|validating)\b"
                                # mmcv's task bar, which its test loops draw ("[>>>>    ] 6/15, 0.6 task/s")
@@ -82,7 +82,7 @@ MARKERS = {
         r"|Worker exit type: SYSTEM_ERROR|Killing subprocess \d|exits with return code = -?[1-9]|exitcode\s*:\s*-?[1-9]"
         r"|ChildFailedError|terminated with signal SIG|returned non-zero exit status|exited with (?:exit )?code -?[1-9]"
         r"|closed by remote host|core dumped"),
-    "preprocessing": lazy(r"(?m)Running tokenizer on dataset|^Preprocess(?:ing)?\b(?! (?:config|function|step)\b)|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
+    "preprocessing": lazy(r"(?m)Running tokenizer on dataset|^Preprocess(?:ing)?\b(?!(?: (?:config|function|step|done|finished|completed?|took)\b|:\s*100%))|Converting format of dataset|^Map(?: \(num_proc=\d+\))?:|Tokenizing (?:train|dataset)"
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"
                                 # a script reading its training data ("Loading prepared training docs from x.json")
                                 r"|Loading (?:\w+ ){0,3}(?:data|datasets?|docs|documents|corpus|samples|examples) from\b"
@@ -106,7 +106,7 @@ MARKER_GATES = {
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
     "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "task/s",
-                           "(val", "(eval", "(test)", "validating")
+                           "(val", "(eval", "validating")
                           + _EVAL_BAR_GATES,
     "evaluation_finished": _EVAL_BAR_GATES + ("task/s",),
     "running_prediction": ("running prediction", "predict_with_generate"),
@@ -131,7 +131,10 @@ _EPOCH_TEXT = lazy(r"\bEpoch[ :\[]*(?P<e>\d+)(?:\s*/\s*\d+)?[\]\s,:|-]*(?:Iter|S
 _PERCENT_AFTER = lazy(r"[\d.]*%")
 # a line announcing that an epoch begins ("Starting training step on epoch 3", "Beginning epoch 2"):
 # from the second on, one has just ended
-_EPOCH_START = lazy(r"(?i)\b(?:start(?:s|ing|ed)?|begin(?:s|ning)?)\b[^\n]{0,40}?\bepoch\s*[:#]?\s*(?P<e>\d{1,6})\b")
+_EPOCH_START = lazy(r"(?i)\b(?:start(?:s|ing|ed)?|begin(?:s|ning)?)(?:\s+(?!at\b|after\b|from\b|on\s+epoch)\w+){0,4}"
+                    r"\s+(?:on\s+)?epoch\s*[:#]?\s*(?P<e>\d{1,6})\b")
+# ... unless the line names a setting, a resume or another stage that starts then
+_EPOCH_START_NOT = lazy(r"(?i)--|resum|evaluat|validat|\btest|sav|warm|decay")
 # a variable passed along (resume or not is decided at run time), not a path or True
 _RESUME_ARG = lazy(r"resume_from_checkpoint\s*=\s*(?!True\b)[A-Za-z_][\w.]*\s*[,)]")
 # (and hand-written loops' "Loss: 0.0367" (pytorch/examples' "Train Epoch: 1 [0/60000 (0%)]\tLoss:
@@ -141,9 +144,8 @@ _FRAME_LINE = lazy(r"^\s*File \"")
 
 # (phase, frame pattern) checked against every frame, in this order
 _ANYWHERE = (
-    # (an image written by PIL, imageio or matplotlib is a picture, not a checkpoint)
     ("checkpoint_save", lazy(
-        r"save_checkpoint|_save_checkpoint|\bsave_model\b|(?<!(?:^|/)(?:PIL|imageio|matplotlib)/[\w./-]{0,80}):_save\b|save_pretrained|consolidated_16bit_state_dict|save_16bit_model"
+        r"save_checkpoint|_save_checkpoint|\bsave_model\b|:_save\b|save_pretrained|consolidated_16bit_state_dict|save_16bit_model"
         r"|full_state_dict|_full_pre_state_dict_hook|_common_unshard_pre_state_dict_hook|_full_post_state_dict_hook|get_state_dict"
         r"|fsdp_save|save_fsdp_model|save_fsdp_optimizer|save_model_checkpoint|save_optimizer_checkpoint|save_state\b|_save_to_state_dict"
         r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora"
@@ -183,9 +185,6 @@ _ANYWHERE = (
         # an inference routine run inside a training script (MONAI's sliding_window_inference
         # in its validation, a script's run_inference)
         r"|:(?:\w+_)?inference$"
-        # the code of a package's evaluation module ("rfdetr/evaluation/matching.py",
-        # "detectron2/evaluation/coco_evaluation.py"): it runs in the evaluation pass
-        r"|(?:^|/)(?:eval|evaluation|evaluators?)/[^/:]{1,200}:"
         # a script's own evaluation function (validate(), run_eval(), val_epoch(), a trainer's
         # private _eval_loop()), unless its name says it trains or saves as well
         # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
@@ -252,7 +251,9 @@ _STEP = (
 # libraries that write pictures: their save() calls are no checkpoint
 _IMAGE_LIB = lazy(r"(?:^|[/\\])(?:PIL|imageio|matplotlib)[/\\]")
 _NO_GRAD = lazy(r"(?:autograd/grad_mode|utils/_contextlib)\.py:decorate_(?:no_grad|context)$")
-_WEIGHT_UPDATE = lazy(r"(?i)ema|swa|averag|update|step")
+_WEIGHT_UPDATE = lazy(r"(?i)update|averag|step|(?:^|_)(?:ema|swa)(?:_|$)")
+# the code of a package's evaluation module ("rfdetr/evaluation/matching.py", "detectron2/evaluation/")
+_EVAL_PACKAGE = lazy(r"(?:^|/)(?:eval|evaluation|evaluators?)/[^/:]{1,200}:")
 _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
 
 
@@ -266,7 +267,7 @@ def _frame_text(fr: Frame) -> str:
 
 
 # the call in progress in the innermost frame (its code line), when it names the phase
-_CALL = (("checkpoint_save", lazy(r"\b_{0,2}save\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
+_CALL = (("checkpoint_save", lazy(r"\b_{0,2}save(?!fig\b|_image\b)\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
          # a method of a trainer's evaluation ("metrics = self.evaluate(...)", "self._evaluate(...)")
          ("eval", lazy(r"\.(?:_?evaluate|_?evaluation_loop|predict|prediction_loop)\(")),
          ("checkpoint_load", lazy(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
@@ -305,14 +306,17 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     texts = [(_frame_text(fr), fr) for fr in frames]
     for phase, rx in _ANYWHERE:
         for text, fr in texts:
-            if rx.search(text):
+            # (an image written by PIL, imageio or matplotlib is a picture, not a checkpoint)
+            if rx.search(text) and not (phase == "checkpoint_save" and _IMAGE_LIB.search(fr.file)):
                 return phase, fr
-    # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)"),
-    # unless the frames are in a backward pass or an optimizer step (evaluation has neither)
+    # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)"), or the
+    # code of a package's evaluation module ("rfdetr/evaluation/matching.py"), unless the frames
+    # are in a backward pass or an optimizer step (evaluation has neither)
     training_step = any(rx.search(t) for _phase, rx in _STEP[:2] for t, _fr in texts)
-    for fr in frames:
-        if fr.code and not training_step and not _LIBRARY.search(fr.file) and _EVAL_CODE.search(fr.code):
-            return "eval", fr
+    if not training_step:
+        for text, fr in texts:
+            if _EVAL_PACKAGE.search(text) or (fr.code and not _LIBRARY.search(fr.file) and _EVAL_CODE.search(fr.code)):
+                return "eval", fr
     # library frames outweigh the user's own function names: a script's train() that calls
     # accelerate's prepare() is placing the model, not training it
     # (library frames that say nothing of where the job was, such as a command-line parser's
@@ -357,17 +361,18 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         for phase, rx in _CALL_STEP:
             if rx.search(frames[-1].code):
                 return phase, frames[-1]
+    # a function of the training script run without gradients (torch.no_grad's decorator): sampling or
+    # validating images, scoring a batch; the frame below the decorator is that function (unless it
+    # updates weights without gradients: an EMA or SWA average, a parameter update). A model's
+    # forward below it is that pass's; a backward or an optimizer step is not.
+    if training and not training_step:
+        for k, (text, fr) in enumerate(texts[:-1]):
+            if _NO_GRAD.search(text) and k > trains[0] and not _WEIGHT_UPDATE.search(texts[k + 1][1].function):
+                return "eval", texts[k + 1][1]
     for text, fr in reversed(texts):
         for phase, rx in _STEP:
             if rx.search(text):
                 return phase, fr
-    # a function of the training script run without gradients (torch.no_grad's decorator): sampling or
-    # validating images, scoring a batch; the frame below the decorator is that function (unless it
-    # updates weights without gradients: an EMA or SWA average, a parameter update)
-    if training:
-        for k, (text, fr) in enumerate(texts[:-1]):
-            if _NO_GRAD.search(text) and k > trains[0] and not _WEIGHT_UPDATE.search(texts[k + 1][1].function):
-                return "eval", texts[k + 1][1]
     # nothing in the stack names a phase: a script named for evaluation or inference
     # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too
     for fr in frames:
@@ -410,10 +415,12 @@ def _markers(ctx: ParseContext) -> None:
                 ctx.mark("epoch_boundary", ln)
             seen_epochs.append(e)
             continue
-        m = _EPOCH_START.search(text)
+        low = text.lower()
+        m = _EPOCH_START.search(text) if ("start" in low or "begin" in low) and not _EPOCH_START_NOT.search(text) else None
         if m:
             e = float(m.group("e"))
-            if e >= 2 and (not seen_epochs or seen_epochs[-1] < e):
+            # (counters from 0 or 1: the second epoch's start, or any later one)
+            if (seen_epochs and seen_epochs[-1] < e) or (not seen_epochs and e >= 2):
                 ctx.mark("epoch_boundary", ln)
             seen_epochs.append(e)
             continue

@@ -54,13 +54,9 @@ _DUNDER = lazy(r"\b(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|swif
                      r"\.__version__['\"]?\s*[:=]\s*['\"]?" + _V)
 _LF_BANNER = lazy(r"LLaMA[- ]?Factory,? version " + _V, re.I)
 _PYPATH = lazy(r"python(?P<ver>3\.\d{1,2})/(?:site|dist)-packages/")
-# a package installed as an egg runs from a directory named for its version:
-# ".../site-packages/torch-1.2.0-py3.6-linux-x86_64.egg/torch/nn/modules/module.py"
-_INSTALLED_PATH = lazy(r"(?:site|dist)-packages/(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl"
-            r"|xtuner|ms_swift|unsloth|torchtune)-" + _V + r"-py\d\.\d{1,2}(?:-[\w.-]{1,40})?\.egg/"
-            # ... and the source tree an old binary was built from names it in the C++ paths its
-            # errors print ("conda-bld/pytorch_1501972792122/work/pytorch-0.1.12/torch/lib/THC/...")
-            r"|/work/(?P<pkg2>pytorch)-(?P<ver2>\d{1,2}\.\d{1,3}\.\d{1,3})/(?:torch|aten)/")
+# an old PyTorch binary's source tree names its version in the C++ paths its errors print
+# ("conda-bld/pytorch_1501972792122/work/pytorch-0.1.12/torch/lib/THC/...")
+_SOURCE_TREE = lazy(r"/work/pytorch-(?P<ver>\d{1,2}\.\d{1,3}\.\d{1,3})/(?:torch|aten)/")
 _CUDA_BUILD = lazy(r"^(?P<what>CUDA|ROCM|HIP) used to build PyTorch: " + _V)
 _CUDA_MISC = lazy(r"CUDA Version: (?P<smi>\d+\.\d+)|Cuda compilation tools, release (?P<nvcc>\d+\.\d+)|CUDA Toolkit = (?P<tk>\d+\.\d+)")
 
@@ -176,10 +172,15 @@ def versions(col: Collector, text: str, low: str, line: int, words: set) -> None
         m = _PYPATH.search(text)
         if m:
             col.set("python_version", m.group("ver"), line, WEAK)
-    if ".egg/" in text or "/work/pytorch-" in text:
-        m = _INSTALLED_PATH.search(text)
+    if ".egg/" in text:
+        # a package installed as an egg runs from a directory named like its wheel
+        # (".../site-packages/torch-1.2.0-py3.6-linux-x86_64.egg/torch/nn/modules/module.py")
+        for m in finditer(_WHEEL, text):
+            _version(col, m.group("pkg"), m.group("ver"), line, RUNTIME - 2)
+    if "/work/pytorch-" in text:
+        m = _SOURCE_TREE.search(text)
         if m:
-            _version(col, m.group("pkg") or m.group("pkg2"), m.group("ver") or m.group("ver2"), line, RUNTIME - 2)
+            _version(col, "torch", m.group("ver"), line, RUNTIME - 2)
     if "cuda" in low:
         m = _CUDA_BUILD.match(text)
         if m and clean_version(m.group("ver")):
