@@ -491,11 +491,10 @@ def test_kb_docs_without_out_prints_every_incident():
 
 def test_a_shared_condition_reads_as_if_written_out():
     from oomdoctor.kb.knowledge import _shared_conditions
-    shared, problems = _shared_conditions([shipped_dir()])
-    assert not problems and "deepspeed-optimizer-construction" in shared
+    shared = _shared_conditions([shipped_dir()])
+    assert not shared.problems and "deepspeed-optimizer-construction" in shared.conditions
     signals = {s.id: s for s in load_knowledge().get("optimizer-state").signals}
-    assert signals["optimizer-construction-frames"].when == shared["deepspeed-optimizer-construction"].when
-    assert "use:" in (shipped_dir() / "optimizer-state.yaml").read_text(encoding="utf-8")
+    assert signals["optimizer-construction-frames"].when == shared.conditions["deepspeed-optimizer-construction"].when
 
 
 def test_an_unknown_shared_condition_is_named_where_it_is_used(tmp_path):
@@ -521,3 +520,19 @@ def test_a_team_directory_shares_its_own_conditions_and_lint_checks_them(tmp_pat
     errors = [p for p in check([tmp_path], include_shipped=False) if p.severity == "error"]
     assert errors[0].path == bad and f"{errors[0].line}:{errors[0].col}" == _place(bad, ("when", "frame"))
     assert "backtrack" in errors[0].message
+    # ... and its use says so, not that the id is unknown
+    assert [p.message for p in errors[1:]] == [f"shared condition 'big-request' could not be loaded (see {bad})"]
+
+
+def test_shared_conditions_in_yml_files_and_use_only_where_a_condition_stands(tmp_path):
+    (tmp_path / "conditions").mkdir()
+    (tmp_path / "conditions" / "big-request.yml").write_text(
+        "id: big-request\nsays: a request of 8 GiB or more\nwhen: {fact: oom.tried_to_allocate_bytes, gte: 8589934592}\n",
+        encoding="utf-8")
+    data = dict(_template(), id="team-incident")
+    data["signals"][0]["when"] = {"use": "big-request"}
+    data["remediations"][0]["auto_env"] = {"use": "expandable"}   # a mapping that is no condition
+    _write(tmp_path, "team-incident", data)
+    inc = load_knowledge([tmp_path], include_shipped=False, strict=True).get("team-incident")
+    assert inc.signals[0].when.fact == "oom.tried_to_allocate_bytes"
+    assert inc.remediations[0].auto_env == {"use": "expandable"}

@@ -2019,6 +2019,9 @@ def test_a_glog_check_on_the_cuda_runtimes_code(line, oom):
     ("CudaHostAllocator statistics: 3 blocks", None),
     # ... an allocator that is not the device's
     ("PinnedHostAllocator fail to allocate memory 4096 bytes", None),
+    ("PxgCudaHostMemoryAllocator fail to allocate memory 4096 bytes!! Result = 2", None),
+    # ... a result that is not out of memory (700: an illegal address, an earlier crash's)
+    ("PxgCudaDeviceMemoryAllocator fail to allocate memory 675282944 bytes!! Result = 700", None),
 ])
 def test_a_cuda_librarys_own_allocator_refusing_a_request(line, n):
     events = report(line + "\n")["oom_events"]

@@ -257,3 +257,13 @@ def test_a_notebook_header_whose_message_was_pasted_above_it_is_that_message():
                      "OutOfMemoryError                          Traceback (most recent call last)\n"
                      "<ipython-input-5-aaaa> in <cell line: 1>()\n----> 1 model.train()\n")
     assert len(extract(normalise(second)).oom_events) == 2
+    # ... and a cut second cell after a whole first one: the message above it is the first cell's
+    whole = ("---------------------------------------------------------------------------\n"
+             "OutOfMemoryError                          Traceback (most recent call last)\n"
+             "<ipython-input-4-aaaa> in <cell line: 6>()\n----> 6 model.train()\n"
+             "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 14.75 GiB total capacity; "
+             "13.91 GiB already allocated; 6.81 MiB free; 14.02 GiB reserved in total by PyTorch)\n\n"
+             "---------------------------------------------------------------------------\n"
+             "OutOfMemoryError                          Traceback (most recent call last)\n"
+             "<ipython-input-5-bbbb> in <cell line: 1>()\n----> 1 model.train()\n")
+    assert len(extract(normalise(whole)).oom_events) == 2

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import os
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Optional, Union, get_args, get_origin
@@ -474,11 +474,8 @@ def _compose(loader) -> tuple[Any, Optional[Node]]:
 
 def load_file(path: Path) -> Incident:
     """One incident file, validated; KnowledgeError when it cannot be used. Its ``{use: id}``
-    conditions are the shipped KB's shared ones and those of its own directory."""
-    shared, problems = _shared_conditions([shipped_dir(), path.parent])
-    if problems:
-        raise KnowledgeError([p for err in problems for p in err.problems])
-    return _load(path, shared)[0]
+    conditions are those of the search path (``kb_dirs``) and of its own directory."""
+    return _load(path, _shared_conditions([d for d in kb_dirs() + [path.parent] if d.is_dir()]))[0]
 
 
 def _read(path: Path) -> tuple[Any, Optional[Node]]:
@@ -500,12 +497,12 @@ def _read(path: Path) -> tuple[Any, Optional[Node]]:
         raise KnowledgeError(Problem(path, None, None, f"cannot read: {exc}")) from None
 
 
-def _load(path: Path, shared: Optional[dict[str, SharedCondition]] = None) -> tuple[Incident, Node | None]:
+def _load(path: Path, shared: Optional[_Shared] = None) -> tuple[Incident, Node | None]:
     """The incident and the YAML node tree it was read from (for the places lint reports)."""
     data, root = _read(path)
     if not isinstance(data, dict):
         raise KnowledgeError(_problem(path, root, (), "expected a mapping with id, title, signals, ..."))
-    data = _expand(data, shared or {}, path, root, ())
+    data = _expand(data, shared or _Shared(), path, root, ())
     try:
         incident = Incident.model_validate(data)
     except ValidationError as exc:
@@ -522,16 +519,33 @@ def _load(path: Path, shared: Optional[dict[str, SharedCondition]] = None) -> tu
 CONDITIONS_DIR = "conditions"
 
 
-def _expand(data: Any, shared: dict[str, SharedCondition], path: Path, root: Node | None, loc: tuple) -> Any:
-    """``data`` with every ``{use: id}`` replaced by that shared condition's ``when``
-    (validated with the incident, as if written out in its place)."""
+# the keys under which conditions stand: only there is {use: id} a shared condition
+_CONDITION_KEYS = frozenset({"when", "requires", "boost_when"})
+
+
+@dataclass
+class _Shared:
+    """The shared conditions of a search path: those that load, the ids whose file does not
+    (a use of one is reported as that, not as an unknown id), and those files' problems."""
+
+    conditions: dict[str, SharedCondition] = field(default_factory=dict)
+    broken: dict[str, Path] = field(default_factory=dict)
+    problems: list[KnowledgeError] = field(default_factory=list)
+
+
+def _expand(data: Any, shared: _Shared, path: Path, root: Node | None, loc: tuple) -> Any:
+    """``data`` with every ``{use: id}`` where a condition stands replaced by that shared
+    condition's ``when`` (validated with the incident, as if written out in its place)."""
     if isinstance(data, dict):
-        if set(data) == {"use"} and isinstance(data["use"], str):
-            cond = shared.get(data["use"])
+        if set(data) == {"use"} and isinstance(data["use"], str) and _CONDITION_KEYS.intersection(loc):
+            name = data["use"]
+            cond = shared.conditions.get(name)
             if cond is None:
-                known = ", ".join(sorted(shared)) or "none"
-                raise KnowledgeError(_problem(path, root, loc + ("use",),
-                                              f"no shared condition '{data['use']}' (known: {known})"))
+                if name in shared.broken:
+                    message = f"shared condition '{name}' could not be loaded (see {shared.broken[name]})"
+                else:
+                    message = f"no shared condition '{name}' (known: {', '.join(sorted(shared.conditions)) or 'none'})"
+                raise KnowledgeError(_problem(path, root, loc + ("use",), message))
             return cond.when.model_dump(by_alias=True, exclude_unset=True)
         return {k: _expand(v, shared, path, root, loc + (k,)) for k, v in data.items()}
     if isinstance(data, list):
@@ -539,13 +553,14 @@ def _expand(data: Any, shared: dict[str, SharedCondition], path: Path, root: Nod
     return data
 
 
-def _shared_conditions(dirs: list[Path]) -> tuple[dict[str, SharedCondition], list[KnowledgeError]]:
+def _shared_conditions(dirs: list[Path]) -> _Shared:
     """The shared conditions of every directory (a later one with the same id replaces an
     earlier one, as incidents do), and the files that could not be used."""
-    shared: dict[str, SharedCondition] = {}
-    problems: list[KnowledgeError] = []
+    shared = _Shared()
     for d in dirs:
-        for path in sorted((d / CONDITIONS_DIR).glob("*.yaml")) if (d / CONDITIONS_DIR).is_dir() else ():
+        folder = d / CONDITIONS_DIR
+        paths = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []
+        for path in paths:
             try:
                 data, root = _read(path)
                 if not isinstance(data, dict):
@@ -558,10 +573,13 @@ def _shared_conditions(dirs: list[Path]) -> tuple[dict[str, SharedCondition], li
                     raise KnowledgeError(_problem(path, root, ("id",),
                                                   f"id: '{cond.id}' does not match the file name '{path.stem}'"))
             except KnowledgeError as exc:
-                problems.append(exc)
+                shared.problems.append(exc)
+                shared.broken[path.stem] = path
+                shared.conditions.pop(path.stem, None)
             else:
-                shared[cond.id] = cond
-    return shared, problems
+                shared.conditions[cond.id] = cond
+                shared.broken.pop(cond.id, None)
+    return shared
 
 
 def kb_dirs(extra: Optional[list[Union[str, Path]]] = None) -> list[Path]:
@@ -601,8 +619,8 @@ def _walk(dirs: list[Path]):
     """(path, incident, YAML root node, None) for each file that loads, (path, None, None,
     KnowledgeError) for the rest, directories in order and files in name order: what
     loading and lint both read."""
-    shared, problems = _shared_conditions([d for d in dirs if d.is_dir()])
-    for error in problems:
+    shared = _shared_conditions([d for d in dirs if d.is_dir()])
+    for error in shared.problems:
         yield error.problems[0].path, None, None, error
     for d in dirs:
         if not d.is_dir():

@@ -309,14 +309,12 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
             # (an image written by PIL, imageio or matplotlib is a picture, not a checkpoint)
             if rx.search(text) and not (phase == "checkpoint_save" and _IMAGE_LIB.search(fr.file)):
                 return phase, fr
-    # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)"), or the
-    # code of a package's evaluation module ("rfdetr/evaluation/matching.py"), unless the frames
-    # are in a backward pass or an optimizer step (evaluation has neither)
+    # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)"),
+    # unless the frames are in a backward pass or an optimizer step (evaluation has neither)
     training_step = any(rx.search(t) for _phase, rx in _STEP[:2] for t, _fr in texts)
-    if not training_step:
-        for text, fr in texts:
-            if _EVAL_PACKAGE.search(text) or (fr.code and not _LIBRARY.search(fr.file) and _EVAL_CODE.search(fr.code)):
-                return "eval", fr
+    for fr in frames:
+        if fr.code and not training_step and not _LIBRARY.search(fr.file) and _EVAL_CODE.search(fr.code):
+            return "eval", fr
     # library frames outweigh the user's own function names: a script's train() that calls
     # accelerate's prepare() is placing the model, not training it
     # (library frames that say nothing of where the job was, such as a command-line parser's
@@ -357,6 +355,12 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     for text, fr in reversed(texts[-6:]):
         if _DATA.search(text):
             return "data_loading", fr
+    # the code of a package's evaluation module ("rfdetr/evaluation/matching.py"), below any model
+    # loading and data reading, and with no backward pass or optimizer step in the stack
+    if not training_step:
+        for text, fr in texts:
+            if fr.function != "<module>" and _EVAL_PACKAGE.search(text):
+                return "eval", fr
     if frames and frames[-1].code and training:
         for phase, rx in _CALL_STEP:
             if rx.search(frames[-1].code):

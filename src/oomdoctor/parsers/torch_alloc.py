@@ -344,13 +344,22 @@ def _message_near(ctx: ParseContext, i: int) -> bool:
     message first and the notebook's traceback after it)."""
     if "Traceback" not in ctx.lines[i].text:
         return False
-    for step in (range(i + 1, min(len(ctx.lines), i + 400)), range(i - 1, max(-1, i - 400), -1)):
-        for j in step:
-            text = ctx.lines[j].text
-            if ANCHOR.search(text):
-                return True
-            if _CLASS_ONLY.match(text) and "Traceback" in text:
-                break
+    lines = ctx.lines
+
+    def header(j: int) -> bool:
+        return _CLASS_ONLY.match(lines[j].text) is not None and "Traceback" in lines[j].text
+
+    for j in range(i + 1, min(len(lines), i + 400)):
+        if ANCHOR.search(lines[j].text):
+            return True
+        if header(j):
+            break
+    for j in range(i - 1, max(-1, i - 400), -1):
+        if header(j):
+            return False
+        if ANCHOR.search(lines[j].text):
+            # ... unless an earlier cell's header above it owns it (its traceback ends in it)
+            return not any(header(k) for k in range(j - 1, max(-1, i - 400), -1))
     return False
 
 
