@@ -2026,3 +2026,15 @@ def test_a_glog_check_on_the_cuda_runtimes_code(line, oom):
 def test_a_cuda_librarys_own_allocator_refusing_a_request(line, n):
     events = report(line + "\n")["oom_events"]
     assert [e["tried_to_allocate_bytes"] for e in events] == ([n] if n else [])
+
+
+@pytest.mark.parametrize("line, events", [
+    # ComfyUI reporting a node's exception by the allocator's first words (glued to a trainer's bar)
+    ("Epoch 1/134 - steps:   0%|     | 0/1600 [00:00<?, ?it/s]2025-07-08 10:39:40 ERROR    !!! Exception during "
+     "processing !!! Allocation on device                   execution.py:430", 1),
+    # ... another exception reported the same way is none
+    ("2025-07-08 10:39:40 ERROR    !!! Exception during processing !!! Expected all tensors to be on the same device",
+     0),
+])
+def test_comfyuis_report_of_the_allocators_exception(line, events):
+    assert len(report(line + "\n")["oom_events"]) == events

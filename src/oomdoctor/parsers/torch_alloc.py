@@ -32,7 +32,8 @@ _S = r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTPE]i?B)"  # a size, unit maybe glued (
 ANCHOR = lazy(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*Tried\s*to\s*allocate\s*(?!more\s*than\s*1EB)")
 # a cheap per-line test before the real anchor search
 # a line holding none of these starts no event (one str.find each over the whole log)
-_QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError", "allocation failed with OOM")
+_QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError", "allocation failed with OOM",
+          "!!! Allocation on device")
 # The exception class with its message lost: IPython's "OutOfMemoryError   Traceback (most
 # recent call last)" header of a truncated paste, or "torch.OutOfMemoryError:" alone at the
 # end of a log. torch.OutOfMemoryError is raised only by the caching allocator.
@@ -53,6 +54,9 @@ _CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3
                   # ... or with the first words of the asynchronous allocator's message only
                   # (cudaMallocAsync: "Allocation on device 0 would exceed allowed memory")
                   r"|:\s*Allocation on device\b(?! \d{1,3} would exceed))")
+# ComfyUI's report of the exception a node raised, by its message alone: the allocator's first
+# words ("!!! Exception during processing !!! Allocation on device"), the figures lost
+_PROCESSING = lazy(r"!!! Exception during processing !!!\s*Allocation on device\b(?! \d{1,3} would exceed)")
 # The class named by something that reports the exception without its message: an error
 # report's field ("Exception Type: torch.OutOfMemoryError", ComfyUI's), Ray relaying a task's
 # exception ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Policy.get_logprobs()")
@@ -482,6 +486,12 @@ def parse(ctx: ParseContext) -> None:
                 events.append(OomEvent(kind=_KIND.get(backend or "", "cuda_caching_allocator"), backend=backend,
                                        exception=_exception_before(ln.text[:cut.start()]),
                                        message_format="cut (figures not in the log)",
+                                       **ctx.at(ln)))
+                continue
+            m = ctx.search(_PROCESSING, ln.text) if "!!! Allocation on device" in ln.text else None
+            if m:
+                events.append(OomEvent(kind="cuda_caching_allocator", message_format="class only (message not in the log)",
+                                       detail="ComfyUI reports the allocator's exception by its first words only",
                                        **ctx.at(ln)))
                 continue
             m = _CLASS_TRIED.match(ln.text)

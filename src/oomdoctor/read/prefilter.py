@@ -30,6 +30,8 @@ ANCHOR_LITERALS = (
     "enforced memory limit", "MEMLIMIT", "job killed",
     # the interpreter's own abort report
     "Fatal Python error",
+    # ComfyUI's report of a node's exception by the allocator's first words
+    "!!! Allocation on device",
     # Caffe2's CUDA_ENFORCE and Caffe's CHECK with the runtime's out-of-memory code; MLX's buffer-size refusal
     "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "[metal::malloc] Attempting",
     # "exit code" alone ends every Slurm epilogue ("exit code 0"): only signal-like codes
