@@ -79,6 +79,7 @@ def test_a_saves_own_error_report_is_a_save():
 @pytest.mark.parametrize("line, marker, found", [
     ("Epoch 15 (validation) validation/acc/qa=1.000000:   2%|#4      | 20/1094 [00:41<11:04,  1.62it/s]",
      "running_evaluation", True),
+    ("  - (Validation) :   0%|          | 0/32 [00:00<?, ?it/s]", "running_evaluation", True),
     # ... a finished one is over
     ("Epoch 15 (validation) validation/acc/qa=1.000000: 100%|#####| 1094/1094 [00:41<00:00,  1.62it/s]",
      "running_evaluation", False),

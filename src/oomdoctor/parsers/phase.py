@@ -59,7 +59,7 @@ MARKERS = {
                                # a progress bar named for the evaluation pass, not finished ("Val:  21%|███"),
                                # or whose description says so ("Epoch 15 (validation) acc=1.0:   2%|#4")
                                r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"
-                               r"|(?m:^)[^\n|]{0,80}\((?:validation|validating|val|eval|evaluation|evaluating)\)[^\n|]{0,300}?:\s+(?!100%)\d{1,3}%\|"
+                               r"|(?m:^)[^\n|]{0,80}\((?i:validation|validating|val|eval|evaluation|evaluating)\)[^\n|]{0,300}?:\s+(?!100%)\d{1,3}%\|"
                                # an evaluation's own error report ("Error while evaluating MSMARCO: CUDA out of memory")
                                r"|(?i:error|fail\w{0,4}) (?:while|when) (?:evaluating|validating)\b"
                                # mmcv's task bar, which its test loops draw ("[>>>>    ] 6/15, 0.6 task/s")
