@@ -495,6 +495,10 @@ def test_a_shared_condition_reads_as_if_written_out():
     assert not shared.problems and "deepspeed-optimizer-construction" in shared.conditions
     signals = {s.id: s for s in load_knowledge().get("optimizer-state").signals}
     assert signals["optimizer-construction-frames"].when == shared.conditions["deepspeed-optimizer-construction"].when
+    # ... and the file uses it rather than writing it out again
+    raw = yaml.safe_load((shipped_dir() / "optimizer-state.yaml").read_text(encoding="utf-8"))
+    assert {s["id"]: s["when"] for s in raw["signals"]}["optimizer-construction-frames"] == {
+        "use": "deepspeed-optimizer-construction"}
 
 
 def test_an_unknown_shared_condition_is_named_where_it_is_used(tmp_path):

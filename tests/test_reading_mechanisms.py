@@ -129,6 +129,11 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("/work/eval/finetune_probe.py", "train", "loss.backward()"),
       ("/env/site-packages/torch/_tensor.py", "backward", "torch.autograd.backward("),
       ("/env/site-packages/torch/autograd/__init__.py", "backward", "_engine_run_backward(")], "backward"),
+    # ... nor its forward pass, or an optimizer step named on its last line
+    ([("/work/eval/finetune_probe.py", "train", "loss = model(batch)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*args, **kwargs)"),
+      ("/work/eval/model.py", "forward", "x = self.proj(x)")], "forward"),
+    ([("/work/eval/x.py", "train", "optimizer.step()")], "optimizer_step"),
     # ... not a package whose name only ends in those letters (retrieval/), in a training step
     ([("retrieval/train.py", "train", "loss = model(batch)"),
       ("retrieval/model.py", "forward", "scores = q @ d.T")], "forward"),
@@ -143,6 +148,14 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("core/utils.py", "debug_image", "x_fake = nets.generator(x_src, s_trg)"),
       ("/env/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*args, **kwargs)"),
       ("core/model.py", "forward", "x = block(x, s)")], "eval"),
+    # ... also when the model is called on the function's last line
+    ([("core/solver.py", "train", "utils.debug_image(nets_ema, args, inputs=inputs_val, step=i+1)"),
+      ("/env/site-packages/torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
+      ("core/utils.py", "debug_image", "x_fake = generator(x_src, s_trg)")], "eval"),
+    # ... not an average named in camelCase
+    ([("core/solver.py", "train", "copyEma(model, ema_model)"),
+      ("/env/site-packages/torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
+      ("core/utils.py", "copyEma", "p_ema.copy_(p)")], None),
     # ... a name with those letters inside it is no average ("remap_tokens")
     ([("core/solver.py", "train", "ids = remap_tokens(batch)"),
       ("/env/site-packages/torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
@@ -220,8 +233,10 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("util/util.py", "save_image", "image_pil.save(image_path)"),
       ("/env/site-packages/PIL/Image.py", "save", "save_handler(self, fp, filename)"),
       ("/env/site-packages/PIL/JpegImagePlugin.py", "_save", "ImageFile._save(im, fp, tile, bufsize)")], None),
-    # ... nor a figure saved on the innermost line
+    # ... nor a figure or images saved on the innermost line
     ([("train.py", "train", "plot_losses(history)"), ("train.py", "plot_losses", "plt.savefig(path)")], None),
+    ([("train.py", "<module>", "visualizer.display_current_results(visuals, epoch)"),
+      ("util/visualizer.py", "display_current_results", "save_images(webpage, visuals, img_path)")], None),
     # ... while a trainer's own _save is one
     ([("/env/site-packages/transformers/trainer.py", "_save_checkpoint", "self.save_model(output_dir, _internal_call=True)"),
       ("/env/site-packages/transformers/trainer.py", "_save", "self.model.save_pretrained(output_dir)")], "checkpoint_save"),
@@ -1982,6 +1997,8 @@ def test_dst_tensor_quoted_in_a_sentence_is_no_failure():
     ("LR decay starts at epoch 30", None),
     ("Warmup begins at epoch 2", None),
     ("Starting evaluation at epoch 3", "eval"),
+    # a separator around the line is no flag
+    ("---------- Beginning epoch 2/10 ----------", "epoch_end"),
 ])
 def test_a_line_announcing_an_epoch_begins_is_a_boundary(start, phase):
     timeout = ("[E ProcessGroupNCCL.cpp:457] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL("
@@ -2032,6 +2049,14 @@ def test_a_cuda_librarys_own_allocator_refusing_a_request(line, n):
     # ComfyUI reporting a node's exception by the allocator's first words (glued to a trainer's bar)
     ("Epoch 1/134 - steps:   0%|     | 0/1600 [00:00<?, ?it/s]2025-07-08 10:39:40 ERROR    !!! Exception during "
      "processing !!! Allocation on device                   execution.py:430", 1),
+    # ... once, with the traceback it prints after it (whose last line is the same exception)
+    ("2025-07-08 10:39:40 ERROR    !!! Exception during processing !!! Allocation on device\n"
+     "Traceback (most recent call last):\n  File \"execution.py\", line 361, in execute\n"
+     "    output_data = get_output_data(obj)\ntorch.OutOfMemoryError: Allocation on device", 1),
+    ("!!! Exception during processing !!! Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+     "Traceback (most recent call last):\n  File \"execution.py\", line 361, in execute\n"
+     "    output_data = get_output_data(obj)\n"
+     "torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)", 1),
     # ... another exception reported the same way is none
     ("2025-07-08 10:39:40 ERROR    !!! Exception during processing !!! Expected all tensors to be on the same device",
      0),

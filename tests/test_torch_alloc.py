@@ -267,3 +267,9 @@ def test_a_notebook_header_whose_message_was_pasted_above_it_is_that_message():
              "OutOfMemoryError                          Traceback (most recent call last)\n"
              "<ipython-input-5-bbbb> in <cell line: 1>()\n----> 1 model.train()\n")
     assert len(extract(normalise(whole)).oom_events) == 2
+    # ... while a message pasted after a cell's own is the next header's
+    msg = ("OutOfMemoryError: CUDA out of memory. Tried to allocate {} MiB (GPU 0; 14.75 GiB total capacity; 13.91 GiB "
+           "already allocated; 6.81 MiB free; 14.02 GiB reserved in total by PyTorch)\n")
+    head = "OutOfMemoryError                          Traceback (most recent call last)\n"
+    pasted = head + "----> 6 model.train()\n" + msg.format("20.00") + "\n" + msg.format("40.00") + "\n" + head
+    assert len(extract(normalise(pasted)).oom_events) == 2

@@ -475,7 +475,8 @@ def _compose(loader) -> tuple[Any, Optional[Node]]:
 def load_file(path: Path) -> Incident:
     """One incident file, validated; KnowledgeError when it cannot be used. Its ``{use: id}``
     conditions are those of the search path (``kb_dirs``) and of its own directory."""
-    return _load(path, _shared_conditions([d for d in kb_dirs() + [path.parent] if d.is_dir()]))[0]
+    dirs = list(dict.fromkeys(d.resolve() for d in kb_dirs() + [path.parent] if d.is_dir()))
+    return _load(path, _shared_conditions(dirs))[0]
 
 
 def _read(path: Path) -> tuple[Any, Optional[Node]]:
@@ -558,9 +559,7 @@ def _shared_conditions(dirs: list[Path]) -> _Shared:
     earlier one, as incidents do), and the files that could not be used."""
     shared = _Shared()
     for d in dirs:
-        folder = d / CONDITIONS_DIR
-        paths = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []
-        for path in paths:
+        for path in _yaml_files(d / CONDITIONS_DIR):
             try:
                 data, root = _read(path)
                 if not isinstance(data, dict):
@@ -580,6 +579,11 @@ def _shared_conditions(dirs: list[Path]) -> _Shared:
                 shared.conditions[cond.id] = cond
                 shared.broken.pop(cond.id, None)
     return shared
+
+
+def _yaml_files(folder: Path) -> list[Path]:
+    """A directory's YAML files in name order (``.yaml`` first, then ``.yml``); none if it is not one."""
+    return sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []
 
 
 def kb_dirs(extra: Optional[list[Union[str, Path]]] = None) -> list[Path]:
@@ -626,7 +630,7 @@ def _walk(dirs: list[Path]):
         if not d.is_dir():
             yield d, None, None, KnowledgeError(Problem(d, None, None, "not a directory"))
             continue
-        for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
+        for path in _yaml_files(d):
             try:
                 inc, root = _load(path, shared)
             except KnowledgeError as exc:

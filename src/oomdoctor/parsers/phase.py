@@ -134,7 +134,7 @@ _PERCENT_AFTER = lazy(r"[\d.]*%")
 _EPOCH_START = lazy(r"(?i)\b(?:start(?:s|ing|ed)?|begin(?:s|ning)?)(?:\s+(?!at\b|after\b|from\b|on\s+epoch)\w+){0,4}"
                     r"\s+(?:on\s+)?epoch\s*[:#]?\s*(?P<e>\d{1,6})\b")
 # ... unless the line names a setting, a resume or another stage that starts then
-_EPOCH_START_NOT = lazy(r"(?i)--|resum|evaluat|validat|\btest|sav|warm|decay")
+_EPOCH_START_NOT = lazy(r"(?i)(?<![-\w])--[a-z]|resum|evaluat|validat|\btest|sav|warm|decay")
 # a variable passed along (resume or not is decided at run time), not a path or True
 _RESUME_ARG = lazy(r"resume_from_checkpoint\s*=\s*(?!True\b)[A-Za-z_][\w.]*\s*[,)]")
 # (and hand-written loops' "Loss: 0.0367" (pytorch/examples' "Train Epoch: 1 [0/60000 (0%)]\tLoss:
@@ -251,7 +251,7 @@ _STEP = (
 # libraries that write pictures: their save() calls are no checkpoint
 _IMAGE_LIB = lazy(r"(?:^|[/\\])(?:PIL|imageio|matplotlib)[/\\]")
 _NO_GRAD = lazy(r"(?:autograd/grad_mode|utils/_contextlib)\.py:decorate_(?:no_grad|context)$")
-_WEIGHT_UPDATE = lazy(r"(?i)update|averag|step|(?:^|_)(?:ema|swa)(?:_|$)")
+_WEIGHT_UPDATE = lazy(r"(?i:update|averag|step)|(?:^|_)(?i:ema|swa)(?:_|$|[A-Z])|EMA|Ema|SWA|Swa")
 # the code of a package's evaluation module ("rfdetr/evaluation/matching.py", "detectron2/evaluation/")
 _EVAL_PACKAGE = lazy(r"(?:^|/)(?:eval|evaluation|evaluators?)/[^/:]{1,200}:")
 _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
@@ -267,7 +267,7 @@ def _frame_text(fr: Frame) -> str:
 
 
 # the call in progress in the innermost frame (its code line), when it names the phase
-_CALL = (("checkpoint_save", lazy(r"\b_{0,2}save(?!fig\b|_image\b)\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
+_CALL = (("checkpoint_save", lazy(r"\b_{0,2}save(?!fig\b|_(?:image|img)s?(?:_\w*)?\()\w*\(|\.save\(|save_pretrained\(|state_dict\(\)|checkpoint_and_decide_exit\(")),
          # a method of a trainer's evaluation ("metrics = self.evaluate(...)", "self._evaluate(...)")
          ("eval", lazy(r"\.(?:_?evaluate|_?evaluation_loop|predict|prediction_loop)\(")),
          ("checkpoint_load", lazy(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
@@ -311,7 +311,8 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
                 return phase, fr
     # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)"),
     # unless the frames are in a backward pass or an optimizer step (evaluation has neither)
-    training_step = any(rx.search(t) for _phase, rx in _STEP[:2] for t, _fr in texts)
+    training_step = any(rx.search(t) for _phase, rx in _STEP[:2] for t, _fr in texts) or bool(
+        frames and frames[-1].code and any(rx.search(frames[-1].code) for _phase, rx in _CALL_STEP[:2]))
     for fr in frames:
         if fr.code and not training_step and not _LIBRARY.search(fr.file) and _EVAL_CODE.search(fr.code):
             return "eval", fr
@@ -356,23 +357,27 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         if _DATA.search(text):
             return "data_loading", fr
     # the code of a package's evaluation module ("rfdetr/evaluation/matching.py"), below any model
-    # loading and data reading, and with no backward pass or optimizer step in the stack
+    # loading and data reading, with no backward pass or optimizer step in the stack; not the
+    # folder the training loop's own code is in (a training script kept in a folder of that name)
     if not training_step:
+        own = {texts[k][1].file.replace("\\", "/").rpartition("/")[0] for k in trains}
         for text, fr in texts:
-            if fr.function != "<module>" and _EVAL_PACKAGE.search(text):
+            if fr.function != "<module>" and fr.file.replace("\\", "/").rpartition("/")[0] not in own \
+                    and _EVAL_PACKAGE.search(text):
                 return "eval", fr
-    if frames and frames[-1].code and training:
-        for phase, rx in _CALL_STEP:
-            if rx.search(frames[-1].code):
-                return phase, frames[-1]
     # a function of the training script run without gradients (torch.no_grad's decorator): sampling or
     # validating images, scoring a batch; the frame below the decorator is that function (unless it
     # updates weights without gradients: an EMA or SWA average, a parameter update). A model's
-    # forward below it is that pass's; a backward or an optimizer step is not.
+    # forward below it, or called on its last line, is that pass's; a backward or an optimizer
+    # step is not.
     if training and not training_step:
         for k, (text, fr) in enumerate(texts[:-1]):
             if _NO_GRAD.search(text) and k > trains[0] and not _WEIGHT_UPDATE.search(texts[k + 1][1].function):
                 return "eval", texts[k + 1][1]
+    if frames and frames[-1].code and training:
+        for phase, rx in _CALL_STEP:
+            if rx.search(frames[-1].code):
+                return phase, frames[-1]
     for text, fr in reversed(texts):
         for phase, rx in _STEP:
             if rx.search(text):

@@ -56,7 +56,9 @@ _CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3
                   r"|:\s*Allocation on device\b(?! \d{1,3} would exceed))")
 # ComfyUI's report of the exception a node raised, by its message alone: the allocator's first
 # words ("!!! Exception during processing !!! Allocation on device"), the figures lost
-_PROCESSING = lazy(r"!!! Exception during processing !!!\s*Allocation on device\b(?! \d{1,3} would exceed)")
+_PROCESSING = lazy(r"!!! Exception during processing !!! Allocation on device\b(?! \d{1,3} would exceed)")
+# ComfyUI's report of a node's exception, printed before the traceback that ends in it
+_PROCESSING_ECHO = "!!! Exception during processing !!!"
 # The class named by something that reports the exception without its message: an error
 # report's field ("Exception Type: torch.OutOfMemoryError", ComfyUI's), Ray relaying a task's
 # exception ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Policy.get_logprobs()")
@@ -362,8 +364,20 @@ def _message_near(ctx: ParseContext, i: int) -> bool:
         if header(j):
             return False
         if ANCHOR.search(lines[j].text):
-            # ... unless an earlier cell's header above it owns it (its traceback ends in it)
-            return not any(header(k) for k in range(j - 1, max(-1, i - 400), -1))
+            # ... unless the nearest cell's header above it owns it (its traceback ends in it,
+            # and no message of its own came first)
+            k = next((k for k in range(j - 1, max(-1, i - 400), -1) if header(k)), None)
+            return k is None or any(ANCHOR.search(lines[m].text) for m in range(k + 1, j))
+    return False
+
+
+def _echoed_below(ctx: ParseContext, i: int, span: int = 200) -> bool:
+    """Does a traceback below line ``i`` end in the allocator's exception (its message, its
+    first words, or the class alone)?"""
+    for j in range(i + 1, min(len(ctx.lines), i + span)):
+        text = ctx.lines[j].text
+        if ANCHOR.search(text) or _CLASS_ONLY.match(text) or _ASYNC_QUICK in text:
+            return True
     return False
 
 
@@ -470,6 +484,8 @@ def parse(ctx: ParseContext) -> None:
         ln = ctx.lines[i]
         if i in seen_lines:
             continue
+        if _PROCESSING_ECHO in ln.text and _echoed_below(ctx, i):
+            continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
         # the forms of other allocator backends and of the warning logged before the message
         if _ASYNC_QUICK in ln.text and (ev := _async_event(ctx, i)) is not None:
             events.append(ev)

@@ -141,7 +141,7 @@ MARKER_LITERALS = (
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
     # a bar whose description names its pass ("Epoch 15 (validation) ...:  2%|"); an evaluation's error report
-    "(val", "(eval", "(Val", "(Eval", "while evaluating", "when evaluating", "while validating", "when validating",
+    "(val", "(eval", "(Val", "(Eval", "(VAL", "(EVAL", "while evaluating", "when evaluating", "while validating", "when validating",
     # progress bars named for their pass ("Val:  21%|", "Train:  51%|")
     "Val:", "Valid:", "Validation:", "Validating:", "Eval:", "Evaluation:", "Train:", "Training:",
     # mmcv's task bar, drawn by its test loops ("[>>>>    ] 6/15, 0.6 task/s")
