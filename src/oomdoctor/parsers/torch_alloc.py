@@ -371,14 +371,18 @@ def _message_near(ctx: ParseContext, i: int) -> bool:
     return False
 
 
-def _echoed_below(ctx: ParseContext, i: int, span: int = 200) -> bool:
-    """Does a traceback below line ``i`` end in the allocator's exception (its message, its
-    first words, or the class alone)?"""
-    for j in range(i + 1, min(len(ctx.lines), i + span)):
-        text = ctx.lines[j].text
-        if ANCHOR.search(text) or _CLASS_ONLY.match(text) or _ASYNC_QUICK in text:
-            return True
-    return False
+def _exception_lines(ctx: ParseContext) -> list[int]:
+    """The lines that end a traceback in the allocator's exception (its message, its first
+    words, or the class alone), in order: each holds one of ``_QUICK``'s literals."""
+    return [j for j in ctx.lines_with(_QUICK)
+            if ANCHOR.search(ctx.lines[j].text) or _CLASS_ONLY.match(ctx.lines[j].text)
+            or _ASYNC_QUICK in ctx.lines[j].text]
+
+
+def _echoed_below(ends: list[int], i: int, span: int = 200) -> bool:
+    """Does a traceback within ``span`` lines below line ``i`` end in the allocator's exception?"""
+    k = bisect.bisect_right(ends, i)
+    return k < len(ends) and ends[k] < i + span
 
 
 # an out-of-memory message of some backend, as a library raises it
@@ -479,13 +483,17 @@ def parse(ctx: ParseContext) -> None:
     warned: list[OomEvent] = []
     shortened: list[OomEvent] = []   # "OutOfMemoryError: Tried to allocate N" with the rest cut by hand
     relayed: Optional[_RelayContext] = None
+    ends: Optional[list[int]] = None   # the lines that end a traceback in the exception
     seen_lines: set[int] = set()
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
         if i in seen_lines:
             continue
-        if _PROCESSING_ECHO in ln.text and _echoed_below(ctx, i):
-            continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
+        if _PROCESSING_ECHO in ln.text:
+            if ends is None:   # found once a log, on the first line that needs them
+                ends = _exception_lines(ctx)
+            if _echoed_below(ends, i):
+                continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
         # the forms of other allocator backends and of the warning logged before the message
         if _ASYNC_QUICK in ln.text and (ev := _async_event(ctx, i)) is not None:
             events.append(ev)
