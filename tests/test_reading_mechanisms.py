@@ -2063,3 +2063,13 @@ def test_a_cuda_librarys_own_allocator_refusing_a_request(line, n):
 ])
 def test_comfyuis_report_of_the_allocators_exception(line, events):
     assert len(report(line + "\n")["oom_events"]) == events
+
+
+def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
+    line = ("Epoch 1/134 - steps:   0%|" + " " * 60 + "| 0/1600 [00:00<?, ?it/s]2025-07-08 10:39:40 ERROR    !!! "
+            "Exception during processing !!! Allocation on device                   execution.py:430\n")
+    (ev,) = report(line)["oom_events"]
+    assert ev["evidence"][0]["text"].startswith("…ERROR    !!! Exception during processing")
+    # ... while a line of one piece is quoted whole, its prefixes included
+    (ev,) = report("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n")["oom_events"]
+    assert ev["evidence"][0]["text"].startswith("[rank0]: torch.OutOfMemoryError")

@@ -47,7 +47,8 @@ class Evidence(Model):
     """One line of the user's log that supports a claim."""
 
     line: int = Field(description="1-based line number in the original log")
-    text: str = Field(description="the raw line (ANSI removed), trimmed to 400 characters")
+    text: str = Field(description="the raw line (ANSI removed), trimmed to 400 characters; for a later piece of "
+                                  "a line that held several (a message glued to a progress bar), from that piece, after '…'")
     source: Optional[str] = Field(default=None, description="the file this line came from, when several were read")
 
 

@@ -160,6 +160,14 @@ class ParseContext:
         if isinstance(line, int):
             line = self.lines[line]
         raw = line.raw if line.raw else line.text
+        first = self._by_no.get(line.no)
+        if first is not None and self.lines[first] is not line and line.text:
+            # a later piece of a physical line that held several (a message glued to the
+            # progress bar before it): quote from that piece, which the 400 characters of the
+            # whole line may not reach
+            at = raw.find(line.text[:60])
+            if at > 0:
+                raw = "…" + raw[at:]
         return Evidence(line=line.no, text=raw[:400], source=self.source)
 
     def index_of(self, no: int) -> Optional[int]:
