@@ -18,6 +18,7 @@ whole message. Identical copies (two ranks, a logger echo) fold into one event.
 from __future__ import annotations
 
 import bisect
+from functools import cached_property
 from typing import Optional
 
 import regex as re
@@ -344,68 +345,94 @@ def _merge(into: OomEvent, new: OomEvent, ev: Evidence) -> None:
         into.evidence.append(ev)
 
 
-def _message_near(ctx: ParseContext, i: int) -> bool:
-    """True when the IPython header's own message is in the log: further down (its traceback
-    ends in it), or above it with no other cell's header between (a user who pasted the
-    message first and the notebook's traceback after it)."""
-    if "Traceback" not in ctx.lines[i].text:
-        return False
-    lines = ctx.lines
-
-    def header(j: int) -> bool:
-        return _CLASS_ONLY.match(lines[j].text) is not None and "Traceback" in lines[j].text
-
-    for j in range(i + 1, min(len(lines), i + 400)):
-        if ANCHOR.search(lines[j].text):
-            return True
-        if header(j):
-            break
-    for j in range(i - 1, max(-1, i - 400), -1):
-        if header(j):
-            return False
-        if ANCHOR.search(lines[j].text):
-            # ... unless the nearest cell's header above it owns it (its traceback ends in it,
-            # and no message of its own came first)
-            k = next((k for k in range(j - 1, max(-1, i - 400), -1) if header(k)), None)
-            return k is None or any(ANCHOR.search(lines[m].text) for m in range(k + 1, j))
-    return False
-
-
-def _exception_lines(ctx: ParseContext) -> list[int]:
-    """The lines that end a traceback in the allocator's exception (its message, its first
-    words, or the class alone), in order: each holds one of ``_QUICK``'s literals."""
-    return [j for j in ctx.lines_with(_QUICK)
-            if ANCHOR.search(ctx.lines[j].text) or _CLASS_ONLY.match(ctx.lines[j].text)
-            or _ASYNC_QUICK in ctx.lines[j].text]
-
-
-def _echoed_below(ends: list[int], i: int, span: int = 200) -> bool:
-    """Does a traceback within ``span`` lines below line ``i`` end in the allocator's exception?"""
-    k = bisect.bisect_right(ends, i)
-    return k < len(ends) and ends[k] < i + span
-
-
 # an out-of-memory message of some backend, as a library raises it
 _OOM_MESSAGE = lazy(r"(?:CUDA|HIP|XPU|NPU|MLU|GCU|MUSA|MPS backend|[Ee]rror:)\s*out of memory|would exceed allowed memory")
 
 
-class _RelayContext:
-    """The lines around which an exception named without its message is no event of its own:
-    any out-of-memory message (the exception's own, whoever read it), and Ray's memory
-    monitor's (its own OutOfMemoryError)."""
+class _Nearby:
+    """Where a log's out-of-memory messages are, found once a log (on the first line that needs
+    them) and asked by bisection: an exception named without its message (a notebook's header,
+    an error report's field, Ray relaying it, ComfyUI's report) is no event of its own when its
+    message is printed near it."""
 
-    SPAN = 400
+    SPAN = 400   # lines either side in which a relayed exception's message counts as its own
+    ECHO = 200   # lines below ComfyUI's report in which the traceback it reports ends
 
     def __init__(self, ctx: ParseContext):
-        # (any backend's wording: MPS's, the asynchronous allocator's, a cut message; not prose
-        # such as "you ran out of memory on your GPU")
-        self.messages = [j for j in ctx.lines_with(("ut of memory", "would exceed allowed memory"))
-                         if ctx.search(_OOM_MESSAGE, ctx.lines[j].text)]
-        self.ray_monitor = ctx.lines_with(("running low on memory", "Memory on the node"))
+        self.ctx = ctx
 
-    def near(self, lines: list[int], i: int) -> bool:
-        k = bisect.bisect_left(lines, i - self.SPAN)
-        return k < len(lines) and lines[k] <= i + self.SPAN
+    @cached_property
+    def anchors(self) -> list[int]:
+        """The allocator's own message ("out of memory. Tried to allocate")."""
+        return [j for j in self.ctx.lines_with(("memory",)) if ANCHOR.search(self.ctx.lines[j].text)]
+
+    @cached_property
+    def class_only(self) -> list[int]:
+        """The exception's class alone (or with its first words), and notebooks' headers."""
+        return [j for j in self.ctx.lines_with(("OutOfMemoryError",)) if _CLASS_ONLY.match(self.ctx.lines[j].text)]
+
+    @cached_property
+    def headers(self) -> list[int]:
+        """Notebooks' "OutOfMemoryError   Traceback (most recent call last)" headers."""
+        return [j for j in self.class_only if "Traceback" in self.ctx.lines[j].text]
+
+    @cached_property
+    def ends(self) -> list[int]:
+        """The lines that end a traceback in the allocator's exception: its message, its first
+        words, or the class alone."""
+        return sorted(set(self.anchors) | set(self.class_only) | set(self.ctx.lines_with((_ASYNC_QUICK,))))
+
+    @cached_property
+    def messages(self) -> list[int]:
+        """Any backend's wording (MPS's, the asynchronous allocator's, a cut message); not prose
+        such as "you ran out of memory on your GPU"."""
+        return [j for j in self.ctx.lines_with(("ut of memory", "would exceed allowed memory"))
+                if self.ctx.search(_OOM_MESSAGE, self.ctx.lines[j].text)]
+
+    @cached_property
+    def ray_monitor(self) -> list[int]:
+        """Ray's memory monitor, which raises an OutOfMemoryError of its own (host memory)."""
+        return self.ctx.lines_with(("running low on memory", "Memory on the node"))
+
+    @staticmethod
+    def between(lines: list[int], lo: int, hi: int) -> bool:
+        """Is one of these (sorted) lines in [lo, hi)?"""
+        k = bisect.bisect_left(lines, lo)
+        return k < len(lines) and lines[k] < hi
+
+    @staticmethod
+    def before(lines: list[int], i: int) -> Optional[int]:
+        """The last of these (sorted) lines before line ``i``."""
+        k = bisect.bisect_left(lines, i)
+        return lines[k - 1] if k else None
+
+    def relayed(self, i: int, lines: list[int]) -> bool:
+        return self.between(lines, i - self.SPAN, i + self.SPAN + 1)
+
+    def echoed_below(self, i: int) -> bool:
+        """Does a traceback just below line ``i`` end in the allocator's exception?"""
+        return self.between(self.ends, i + 1, i + self.ECHO)
+
+    def header_has_message(self, i: int) -> bool:
+        """Is a notebook header's own message in the log: further down, before the next cell's
+        header (its traceback ends in it); or above it, with no other cell's header between (a
+        user who pasted the message first and the notebook's traceback after it), unless the
+        nearest header above that message owns it (its traceback ends in it, and no message of
+        its own came first)?"""
+        lo, hi = i - self.SPAN + 1, i + self.SPAN
+        k = bisect.bisect_right(self.anchors, i)
+        if k < len(self.anchors) and self.anchors[k] < hi:
+            nxt = bisect.bisect_right(self.headers, i)
+            if nxt == len(self.headers) or self.anchors[k] < self.headers[nxt]:
+                return True
+        above = self.before(self.anchors, i)
+        if above is None or above < lo:
+            return False
+        header = self.before(self.headers, i)
+        if header is not None and header > above:
+            return False
+        owner = self.before(self.headers, above)
+        return owner is None or owner < lo or self.between(self.anchors, owner + 1, above)
 
 
 # How many earlier events of one (kind, device, request) bucket a new event is compared
@@ -482,18 +509,14 @@ def parse(ctx: ParseContext) -> None:
     twins = _Twins()
     warned: list[OomEvent] = []
     shortened: list[OomEvent] = []   # "OutOfMemoryError: Tried to allocate N" with the rest cut by hand
-    relayed: Optional[_RelayContext] = None
-    ends: Optional[list[int]] = None   # the lines that end a traceback in the exception
+    nearby = _Nearby(ctx)   # its lists are found when first asked for
     seen_lines: set[int] = set()
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
         if i in seen_lines:
             continue
-        if _PROCESSING_ECHO in ln.text:
-            if ends is None:   # found once a log, on the first line that needs them
-                ends = _exception_lines(ctx)
-            if _echoed_below(ends, i):
-                continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
+        if _PROCESSING_ECHO in ln.text and nearby.echoed_below(i):
+            continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
         # the forms of other allocator backends and of the warning logged before the message
         if _ASYNC_QUICK in ln.text and (ev := _async_event(ctx, i)) is not None:
             events.append(ev)
@@ -526,21 +549,19 @@ def parse(ctx: ParseContext) -> None:
                                           tried_to_allocate_bytes=f["tried_to_allocate_bytes"], **ctx.at(ln)))
                 continue
             m = _CLASS_ONLY.match(ln.text)
-            if m and not any(ANCHOR.search(ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + 4))) \
-                    and not _message_near(ctx, i):
+            if m and not nearby.between(nearby.anchors, i + 1, i + 4) \
+                    and not ("Traceback" in ln.text and nearby.header_has_message(i)):
                 events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc"),
                                        message_format="class only (message not in the log)",
                                        **ctx.at(ln)))
                 continue
             m = _CLASS_NAMED.search(ln.text)
             if m:
-                if relayed is None:   # found once a log, on the first line that needs them
-                    relayed = _RelayContext(ctx)
                 # a relayed exception's own message is usually printed with it, before or after:
                 # then that is the event; Ray's memory monitor raises an OutOfMemoryError of its
                 # own (host memory) that a caller relays under the same name, and says so
                 ray = m.group("ray") is not None
-                if not relayed.near(relayed.messages, i) and not (ray and relayed.near(relayed.ray_monitor, i)):
+                if not nearby.relayed(i, nearby.messages) and not (ray and nearby.relayed(i, nearby.ray_monitor)):
                     # (PyTorch's is far more common in a training job's workers: read as that, as likely)
                     events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc") or m.group("ray"),
                                            strength="likely" if ray else "certain",
