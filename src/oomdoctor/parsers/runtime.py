@@ -114,6 +114,9 @@ _ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3})(?:No available memory for the cache 
 # accelerate's find_executable_batch_size halving the batch after each out-of-memory error
 # until none is left: every size tried ran out of memory
 _NO_BATCH_SIZE = lazy(r"(?:^|Error:\s{0,3})No executable batch size found, reached zero")
+# literals of which every match of _ENGINE_BUDGET holds one: only such lines are searched
+_ENGINE_GATES = ("memory for the cache blocks", "stored in KV cache", "available KV cache memory",
+                 "on startup is less than desired", "mem-fraction-static")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
 _PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r") memory"
@@ -380,7 +383,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             already_allocated_bytes=_size(m.group("alloc")), free_bytes=_size(m.group("free")),
             detail="PaddlePaddle's GPU allocator could not allocate the request"))
         return
-    m = ctx.search(_ENGINE_BUDGET, text)
+    m = ctx.search(_ENGINE_BUDGET, text) if any(g in text for g in _ENGINE_GATES) else None
     if m:
         engine = "SGLang" if m.group("sglang") else "vLLM"
         cap = to_bytes(m.group("cap"), "GiB") if m.group("cap") else None
@@ -391,7 +394,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             detail=f"{engine} found too little device memory left for its KV cache: "
                    + text[m.start():m.start() + 160].strip()))
         return
-    m = ctx.search(_NO_BATCH_SIZE, text)
+    m = ctx.search(_NO_BATCH_SIZE, text) if "No executable batch size" in text else None
     if m:
         events.add(("device_runtime", "batch-finder"), i, lambda: OomEvent(
             kind="device_runtime", exception=exc, line=0, message_format="batch-size-finder",
@@ -444,7 +447,7 @@ def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optiona
             kind="npu", backend="NPU", exception=exc, line=0, message_format="npu-preemptive-reject",
             tried_to_allocate_bytes=_size(m.group("size")), detail="per_process_memory_fraction limit"))
         return
-    m = ctx.search(_CANN_OOM, text)
+    m = ctx.search(_CANN_OOM, text) if "EL0004" in text or "rtMalloc execute failed" in text else None
     if m:
         # the report's lines (indented, up to the next record on this rank) say which device
         # and how much: one event for the whole report, its lines taken
@@ -468,7 +471,7 @@ def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optiona
         for j in block[1:]:
             events.cover(ev, j)
         return
-    m = ctx.search(_HPU_WORKSPACE, text)
+    m = ctx.search(_HPU_WORKSPACE, text) if "workspace Allocation of size" in text else None
     if m:
         n = int(m.group("n"))
         events.add(("device_runtime", "HPU-workspace", n), i, lambda: OomEvent(
