@@ -257,6 +257,16 @@ _EVAL_PACKAGE = lazy(r"(?:^|/)(?:eval|evaluation|evaluators?)/[^/:]{1,200}:")
 _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
 
 
+def _picture_saved(phase: str, fr: Frame) -> bool:
+    """A "save" in a library that writes pictures (PIL, imageio, matplotlib): no checkpoint."""
+    return phase == "checkpoint_save" and _IMAGE_LIB.search(fr.file) is not None
+
+
+def _folder(fr: Frame) -> str:
+    """The directory of a frame's file, with "/" for Windows' separators."""
+    return fr.file.replace("\\", "/").rpartition("/")[0]
+
+
 def _frame_text(fr: Frame) -> str:
     # the function, not the code line: code lines name arguments such as
     # resume_from_checkpoint=... or eval_dataset=... that say nothing about where we are.
@@ -306,8 +316,7 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     texts = [(_frame_text(fr), fr) for fr in frames]
     for phase, rx in _ANYWHERE:
         for text, fr in texts:
-            # (an image written by PIL, imageio or matplotlib is a picture, not a checkpoint)
-            if rx.search(text) and not (phase == "checkpoint_save" and _IMAGE_LIB.search(fr.file)):
+            if rx.search(text) and not _picture_saved(phase, fr):
                 return phase, fr
     # a hand-written loop's own code naming its evaluation pass ("val_loss = loss_fn(...)"),
     # unless the frames are in a backward pass or an optimizer step (evaluation has neither)
@@ -338,7 +347,7 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         return ("checkpoint_load" if training and not loading_model else "model_load"), reads[-1]
     if frames and frames[-1].code:
         for phase, rx in _CALL:
-            if rx.search(frames[-1].code) and not (phase == "checkpoint_save" and _IMAGE_LIB.search(frames[-1].file)):
+            if rx.search(frames[-1].code) and not _picture_saved(phase, frames[-1]):
                 return phase, frames[-1]
     if not training:
         for text, fr in texts:
@@ -360,10 +369,9 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     # loading and data reading, with no backward pass or optimizer step in the stack; not the
     # folder the training loop's own code is in (a training script kept in a folder of that name)
     if not training_step:
-        own = {texts[k][1].file.replace("\\", "/").rpartition("/")[0] for k in trains}
+        own = {_folder(texts[k][1]) for k in trains}
         for text, fr in texts:
-            if fr.function != "<module>" and fr.file.replace("\\", "/").rpartition("/")[0] not in own \
-                    and _EVAL_PACKAGE.search(text):
+            if fr.function != "<module>" and _folder(fr) not in own and _EVAL_PACKAGE.search(text):
                 return "eval", fr
     # a function of the training script run without gradients (torch.no_grad's decorator): sampling or
     # validating images, scoring a batch; the frame below the decorator is that function (unless it
