@@ -61,7 +61,7 @@ MARKERS = {
                                r"|" + _EVAL_BAR + r"(?!100%)\d{1,3}%\|"
                                r"|(?m:^)[^\n|]{0,80}\((?i:validation|validating|val|eval|evaluation|evaluating)\)[^\n|]{0,300}?:\s+(?!100%)\d{1,3}%\|"
                                # an evaluation's own error report ("Error while evaluating MSMARCO: CUDA out of memory")
-                               r"|(?i:error|fail\w{0,4}) (?:while|when) (?:evaluating|validating)\b"
+                               r"|(?<!\b[Nn]o )(?i:error|fail\w{0,4}) (?:while|when) (?:evaluating|validating)\b"
                                # mmcv's task bar, which its test loops draw ("[>>>>    ] 6/15, 0.6 task/s")
                                # (it draws the bar for other work too, such as a data-preparation script's:
                                # read in a training log, it is the evaluation)
