@@ -330,6 +330,24 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("/env/site-packages/safetensors/torch.py", "load_file", "result[k] = f.get_tensor(k)")], "model_load"),
     # a model held in a private attribute ("self._model(**batch)")
     ([("/env/site-packages/recipes/lora_finetune_distributed.py", "train", "logits = self._model(**batch)")], "forward"),
+    # a JAX trainer creating its parameters and optimizer state: in the frames, or the call a cut
+    # traceback ends on
+    ([("scripts/train.py", "main", "state = init_train_state(config, rng, mesh)"),
+      ("scripts/train.py", "init_train_state", "train_state = jax.jit(init, out_shardings=sharding)(rng)")], "model_load"),
+    ([("scripts/train.py", "main", "state = create_train_state(rng, config)")], "model_load"),
+    # ... its training step is not
+    ([("scripts/train.py", "main", "state, metrics = train_step(state, batch)")], None),
+    # a forward pass in a script named for evaluation, nothing in the stack training
+    ([("../main/eval_knn.py", "extract_feature_pipeline", "feats = nn.functional.normalize(feats, dim=1, p=2)"),
+      ("/env/site-packages/torch/nn/functional.py", "normalize", "return input / denom")], "eval"),
+    # ... but a training function in it trains, and a backward pass is a backward pass
+    ([("eval_knn.py", "train_one_epoch", "out = model(x)"),
+      ("/env/site-packages/torch/nn/functional.py", "linear", "return torch._C._nn.linear(input, weight, bias)")],
+     "forward"),
+    ([("eval_knn.py", "main", "loss.backward()"),
+      ("/env/site-packages/torch/_tensor.py", "backward", "torch.autograd.backward(self, gradient)")], "backward"),
+    ([("train_knn.py", "extract_features", "feats = nn.functional.normalize(feats, dim=1, p=2)"),
+      ("/env/site-packages/torch/nn/functional.py", "normalize", "return input / denom")], "forward"),
 ])
 def test_phase_from_function_names_and_code_lines(frames, phase):
     assert report(_tb(*frames))["phase"] == phase
@@ -2086,3 +2104,82 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
     # ... while a line of one piece is quoted whole, its prefixes included
     (ev,) = report("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n")["oom_events"]
     assert ev["evidence"][0]["text"].startswith("[rank0]: torch.OutOfMemoryError")
+
+
+@pytest.mark.parametrize("text, kind, fmt, size", [
+    # PaddlePaddle's allocator, before 2.0 (no figure for what was allocated) and after
+    ("ResourceExhaustedError: \n\nOut of memory error on GPU 0. Cannot allocate 3.125000GB memory on GPU 0, "
+     "available memory is only 117.750000MB.\n", "device_runtime", "paddle-allocator", int(3.125 * 2**30)),
+    ("Out of memory error on GPU 0. Cannot allocate 128.000000MB memory on GPU 0, 7.995605GB memory has been "
+     "allocated and available memory is only 0.000000B.\n", "device_runtime", "paddle-allocator", 128 * 2**20),
+    # a CUDA call named with its result in words, from a framework's C++ check
+    ("F0912 17:23:26.346724   783 all_reduce_op_handle.cc:75] cudaGetLastError  out of memory errno:2\n",
+     "cuda_runtime_error", "cuda-call", None),
+    # ... a page-locked host allocation's call is pinned memory
+    ("[ERROR] MD(14433,7f,python):2021-12-12-14:13:43.932.181 [arena.cc:250] Init] cudaHostAlloc failed, ret[2], "
+     "out of memory\n", "cuda_runtime_error", "cuda-driver-host-alloc", None),
+    # CuPy's memory pool
+    ("cupy.cuda.memory.OutOfMemoryError: out of memory to allocate 205520896 bytes (total 16068929536 bytes)\n",
+     "device_runtime", "cupy-memory-pool", 205520896),
+    # Theano's GPU arrays raise MemoryError for the device's memory
+    ("MemoryError: Error allocating 147865600 bytes of device memory (out of memory).\n", "device_runtime", None,
+     147865600),
+])
+def test_other_frameworks_device_allocation_failures(text, kind, fmt, size):
+    (ev,) = report(text)["oom_events"]
+    assert (ev["kind"], ev["message_format"], ev["tried_to_allocate_bytes"]) == (kind, fmt, size)
+
+
+def test_cupys_pool_total_is_what_the_pool_holds():
+    (ev,) = report("out of memory to allocate 205520896 bytes (total 16068929536 bytes)\n")["oom_events"]
+    assert ev["reserved_total_bytes"] == 16068929536
+
+
+def test_an_error_type_is_not_a_cuda_call():
+    # torch_memory_saver's "cudaError error: 2 (out of memory)" echoes the driver's failure above it
+    d = report("[torch_memory_saver.cpp] cuMemCreate CUDA_ERROR_OUT_OF_MEMORY (may not be an issue)\n"
+               "[torch_memory_saver.cpp] cudaError error: 2 (out of memory)  file=csrc/core.cpp func=resume\n")
+    assert [e["message_format"] for e in d["oom_events"]] == ["cuda-driver-api"]
+
+
+def test_thrusts_bad_alloc_is_the_devices():
+    (ev,) = report("SystemError: (Fatal) Operator argsort raises an thrust::system::detail::bad_alloc exception.\n")["oom_events"]
+    assert ev["kind"] == "cuda_runtime_error" and ev["backend"] == "CUDA"
+
+
+_PADDLE_REPORT = ("MemoryError:\n\n--------------------------------------\nC++ Traceback (most recent call last):\n"
+                  "--------------------------------------\nNot support stack backtrace yet.\n\n----------------------\n"
+                  "Error Message Summary:\n----------------------\nResourceExhaustedError:\n\n"
+                  "Out of memory error on GPU 0. Cannot allocate 128.000000MB memory on GPU 0, 7.995605GB memory has "
+                  "been allocated and available memory is only 0.000000B.\n")
+
+
+def test_a_bare_memoryerror_introducing_a_devices_error_report_is_that_failure():
+    d = report(_PADDLE_REPORT)
+    assert [e["kind"] for e in d["oom_events"]] == ["device_runtime"]
+    assert d["oom_events"][0]["evidence"][0]["line"] == 1
+    # ... a bare MemoryError alone is the host's
+    assert [e["kind"] for e in report("MemoryError:\n")["oom_events"]] == ["cpu_allocator"]
+    # ... and one whose message says nothing of a device too, whatever follows
+    d = report("MemoryError: std::bad_alloc\n" + _PADDLE_REPORT.split("\n", 1)[1])
+    assert sorted(e["kind"] for e in d["oom_events"]) == ["cpu_allocator", "device_runtime"]
+
+
+def test_paddles_dataloader_process_killed_and_its_shared_memory_map():
+    d = report("SystemError: (Fatal) DataLoader process (pid 1104) exited is killed by signal: Killed. "
+               "(at /paddle/paddle/fluid/imperative/data_loader.cc:181)\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["dataloader_killed"]
+    d = report("ERROR:root:DataLoader reader thread failed((Unavailable) Memory map failed when rebuild shared memory.\n")
+    assert [f["kind"] for f in d["failures"]] == ["shm_exhausted"]
+    # ... a memory-mapped file that fails is no shared memory
+    d = report("RuntimeError: mmap failed for /data/train.bin: Invalid argument\n")
+    assert [f["kind"] for f in d["failures"]] == ["python_exception"]
+
+
+def test_the_bfc_allocators_name_says_which_device_the_status_line_does_not():
+    d = report("2025-07-18 11:07:06.132422: W external/xla/xla/tsl/framework/bfc_allocator.cc:501] Allocator (GPU_1_bfc) "
+               "ran out of memory trying to allocate 510.68MiB (rounded to 535486464)requested by op \n"
+               "E0718 11:07:06.132657  193878 pjrt_stream_executor_client.cc:3077] Execution of replica 0 failed: "
+               "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 535486464 bytes.\n")
+    (ev,) = d["oom_events"]
+    assert (ev["kind"], ev["device_index"], ev["tried_to_allocate_bytes"]) == ("xla", 1, 535486464)

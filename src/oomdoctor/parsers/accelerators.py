@@ -461,6 +461,10 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
         events.cover(ev, i)
         if ev.tried_to_allocate_bytes is None:
             ev.tried_to_allocate_bytes = rounded
+        # the allocator's name says which device ("GPU_0_bfc"); the status line often does not
+        dev = _DEVICE_IN_NAME.search(m.group("alloc"))
+        if ev.device_index is None and dev and ev.kind != "cpu_allocator":
+            ev.device_index = int(dev.group("d"))
         return
     raw = ctx.lines[i].raw
     tf = "tensorflow/core" in raw or any(e.backend == "TF" for e in ctx.facts.oom_events)

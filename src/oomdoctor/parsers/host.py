@@ -18,6 +18,7 @@ from typing import Optional
 
 import regex as re
 
+from ..facts.derived import HOST_KINDS
 from ..facts.models import Failure, OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
@@ -137,6 +138,13 @@ _TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12
 # (Apache Arrow's is pyarrow.lib.ArrowMemoryError: "malloc of size 64 failed", a datasets map)
 _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
 _ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
+# a MemoryError about the device's memory (Theano's GPU arrays raise MemoryError: "Error
+# allocating 147865600 bytes of device memory"): not the host's
+_DEVICE_MEMORY = lazy(r"\b(?:device|GPU|gpu|CUDA|cuda|VRAM)\s+memory\b|\bmemory (?:on|of) (?:the )?(?:device|GPU|gpu)\b")
+# how far below a bare "MemoryError" (no message) the error report it introduces may name the
+# memory that ran out (PaddlePaddle raises MemoryError, then prints its C++ traceback and an
+# error summary: "ResourceExhaustedError: Out of memory error on GPU 0 ...")
+_REPORT_REACH = 30
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
 _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
 # ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
@@ -148,11 +156,15 @@ _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
 _WIN_PAGING = lazy(r"The paging file is too small for this operation to complete|\[WinError 1455\]")
 
 # -- DataLoader and shared memory (§3.6) --------------------------------------------------------
-_DL_SIGNAL = lazy(r"DataLoader worker \(pid (?P<pid>\d{1,9})\) is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
+# (PaddlePaddle's: "DataLoader process (pid 1104) exited is killed by signal: Killed.")
+_DL_SIGNAL = lazy(r"DataLoader (?:worker|process) \(pid (?P<pid>\d{1,9})\) (?:exited )?is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
 _DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
                   r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory"
+                  # mapping a segment another process wrote ("Memory map failed when rebuild shared memory")
+                  r"|(?:[Mm]emory map|mmap)\w{0,10} failed[^\n]{0,40}?shared memory"
+                  r"|[Ff]ailed to (?:map|mmap|allocate) (?:the |a )?shared memory"
                   # PyTorch writing a tensor into its shared-memory segment for another process
                   # (a DataLoader worker's batch): "unable to write to file </torch_74396_2983595444>",
                   # later releases add a counter ("</torch_74396_2983595444_0>")
@@ -375,6 +387,8 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
             found = (("th", n), n, "TH-legacy", "legacy TH allocator: not enough host memory")
     elif "MemoryError" in text:
         m = ctx.search(_PY_MEMORY, text)
+        if m and _device_memory_error(s, i, (m.group("msg") or "").strip()):
+            return False
         if m:
             msg = (m.group("msg") or "").strip()
             size = ctx.search(_NUMPY_SIZE, msg) if msg else None
@@ -416,9 +430,24 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     return True
 
 
+def _device_memory_error(s: _Scan, i: int, msg: str) -> bool:
+    """A MemoryError that is the device's: its message names device memory, or it has none and
+    the error report right below it holds a device's out-of-memory message (then that event's)."""
+    ctx = s.ctx
+    if msg:
+        return bool(ctx.search(_DEVICE_MEMORY, msg))
+    no = ctx.lines[i].no
+    for ev in ctx.facts.oom_events:
+        if ev.kind not in HOST_KINDS and no < ev.line <= no + _REPORT_REACH:
+            if len(ev.evidence) < _MAX_EVIDENCE:
+                ev.evidence.insert(0, ctx.evidence(i))   # (it is above the message)
+            return True
+    return False
+
+
 def _dataloader(s: _Scan, i: int, text: str) -> None:
     ctx = s.ctx
-    if "DataLoader worker" in text:
+    if "DataLoader worker" in text or "DataLoader process" in text:
         e = ctx.search(_EXC_LINE, text)
         exc = e.group("exc") if e else None
         m = ctx.search(_DL_SIGNAL, text)

@@ -198,6 +198,9 @@ _MODEL_LOAD = lazy(
     r"|_post_init_method|prepare_model|"
     # a trainer setting up its model ("setup_model_and_tokenizer", a plugin's "pre_model_load" hook)
     r":(?:setup|init|initialize)_model(?:_and_\w+)?$|:pre_model_load$|"
+    # a JAX trainer creating its parameters and optimizer state (Flax's "create_train_state",
+    # "init_train_state")
+    r":_?(?:init|initialize|create|make|build|setup)_train(?:ing)?_state$|"
     # ZeRO-3's zero.Init: the model's construction, tensor constructors wrapped while it is
     # built, and the first partitioning of each new parameter (later ones free, not allocate)
     r"partition_parameters\.py:(?:__init__|wrapped_fn|_partition_param)\b|"
@@ -282,6 +285,8 @@ _CALL = (("checkpoint_save", lazy(r"\b_{0,2}save(?!fig\b|_(?:image|img)s?(?:_\w*
          ("eval", lazy(r"\.(?:_?evaluate|_?evaluation_loop|predict|prediction_loop)\(")),
          ("checkpoint_load", lazy(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
          ("model_load", lazy(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\("
+                             # a JAX trainer's parameters and optimizer state created ("init_train_state(")
+                             r"|\b_?(?:init|initialize|create|make|build|setup)_train(?:ing)?_state\("
                              # the model placed on the device: "model.cuda()", "self.model.to(device)",
                              # "model.to(self.args.device)"
                              r"|\b(?:model|net|module)\w*\.(?:cuda\(|to\((?:[\w.]{0,40}?\bdevice\b|['\"]cuda|torch\.device))")))
@@ -389,6 +394,12 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
     for text, fr in reversed(texts):
         for phase, rx in _STEP:
             if rx.search(text):
+                if phase == "forward" and not trains and not training_step:
+                    # a forward pass in a script named for evaluation, with nothing in the stack
+                    # that trains ("eval_knn.py" normalising the features it extracted): evaluating
+                    script = next((f for f in frames if id(f) not in in_library and _EVAL_SCRIPT.search(f.file)), None)
+                    if script is not None:
+                        return "eval", script
                 return phase, fr
     # nothing in the stack names a phase: a script named for evaluation or inference
     # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too

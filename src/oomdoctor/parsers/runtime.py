@@ -67,6 +67,9 @@ _WHEN_CALLING = lazy(r"when calling `(?P<call>[^`]{1,200})`")
 # cuDNN's catch-all status: most often a workspace or handle it could not allocate
 _CUDNN_INTERNAL = lazy(r"cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
 _NVML_RESOURCES = lazy(r"NVML_ERROR_INSUFFICIENT_RESOURCES")
+# thrust's allocation failure, raised through the framework's op (a sort on the GPU): "thrust::system::
+# detail::bad_alloc"; with the runtime's words it reads "bad_alloc: cudaErrorMemoryAllocation"
+_THRUST_BAD_ALLOC = lazy(r"thrust::system::detail::bad_alloc")
 # Signs whose event needs no figures from the text: (pattern, kind, fold key, strength, detail)
 _FIXED_CUDA_SIGNS = (
     (_CUBLAS_CREATE, "cublas_alloc", "create", "likely",
@@ -80,6 +83,8 @@ _FIXED_CUDA_SIGNS = (
      "CUDNN_STATUS_INTERNAL_ERROR: cuDNN's catch-all error, most often memory it could not allocate"),
     (_NVML_RESOURCES, "cuda_runtime_error", "nvml-insufficient", "likely",
      "NVML_ERROR_INSUFFICIENT_RESOURCES: the driver could not allocate what was asked"),
+    (_THRUST_BAD_ALLOC, "cuda_runtime_error", "thrust-bad-alloc", "likely",
+     "thrust (CUDA's parallel-algorithms library: sorts, scans) could not allocate its temporary device memory"),
 )
 
 # Other runtimes' words for a failed device allocation: AWS Neuron's runtime ("nrt") prints
@@ -88,6 +93,8 @@ _FIXED_CUDA_SIGNS = (
 # Allocation failed for size::469762048 (448)MB" (its graph compiler's pool: "MODULE:DEVMEM").
 _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20}))?"
                            r"|[Ff]ailed to allocate (?P<n2>\d{1,20}) bytes (?:of|on) (?:the )?device memory"
+                           # (Theano's GPU arrays: "Error allocating 147865600 bytes of device memory (out of memory)")
+                           r"|[Ee]rror allocating (?P<n4>\d{1,20}) bytes of device memory"
                            # (as Gaudi's bridge raises it: "FATAL ERROR :: MODULE:..." after an exception)
                            r"|FATAL ERROR :: MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
@@ -119,9 +126,21 @@ _ENGINE_GATES = ("memory for the cache blocks", "stored in KV cache", "available
                  "on startup is less than desired", "mem-fraction-static")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
+# (releases before 2.0 leave out what has been allocated: "... memory on GPU 0, available
+# memory is only 117.750000MB.")
 _PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r") memory"
-                   r"(?: on GPU \d{1,3})?,\s*(?P<alloc>" + _NUM + r"\s*" + _UNIT + r") memory has been allocated"
-                   r"(?: and available memory is only (?P<free>" + _NUM + r"\s*" + _UNIT + r"))?")
+                   r"(?: on GPU \d{1,3})?(?:,\s*(?P<alloc>" + _NUM + r"\s*" + _UNIT + r") memory has been allocated)?"
+                   r"(?:,?\s*(?:and )?available memory is only (?P<free>" + _NUM + r"\s*" + _UNIT + r"))?")
+# CuPy's memory pool (under Chainer, and any CuPy code): "cupy.cuda.memory.OutOfMemoryError: out of
+# memory to allocate 205520896 bytes (total 16068929536 bytes)"; the total is what the pool
+# already holds
+_CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<held>\d{1,20}) bytes\)")
+# A CUDA runtime or driver call named with its result in words, as frameworks' C++ checks
+# print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
+# out of memory"): the call says which memory, page-locked host memory for the host allocators
+_CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b[^\n]{0,80}?\bout of memory\b")
+_HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
+                     "cuMemHostRegister")
 
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"
@@ -171,7 +190,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
-          "workspace Allocation of size")
+          "workspace Allocation of size", "bad_alloc")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -375,6 +394,24 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="cuda_runtime_error", backend="CUDA", line=0, message_format="bitsandbytes",
             detail=f"bitsandbytes CUDA allocation failed ({m.group('file')})"))
         return
+    # (after NCCL's: its WARN lines name the CUDA call that failed)
+    m = ctx.search(_CUDA_CALL_OOM, text) if "out of memory" in text else None
+    if m:
+        call = m.group("call")
+        host = call in _HOST_ALLOC_CALLS
+        events.add(("cuda_runtime_error", "call", call), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0,
+            message_format="cuda-driver-host-alloc" if host else "cuda-call",
+            detail=f"{call} failed: out of memory" + (" (page-locked host memory)" if host else "")))
+        return
+    m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text else None
+    if m:
+        n = int(m.group("n"))
+        events.add(("device_runtime", "cupy", n), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="cupy-memory-pool",
+            tried_to_allocate_bytes=n, reserved_total_bytes=int(m.group("held")),
+            detail="CuPy's memory pool could not allocate the request"))
+        return
     m = ctx.search(_PADDLE_OOM, text) if "Out of memory error on GPU" in text else None
     if m:
         events.add(("device_runtime", "Paddle", m.group("dev"), m.group("req")), i, lambda: OomEvent(
@@ -411,7 +448,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     m = ctx.search(_DEVICE_ALLOC, text)
     if m:
-        n = m.group("n") or m.group("n2") or m.group("n3")
+        n = m.group("n") or m.group("n2") or m.group("n3") or m.group("n4")
         backend = "HPU" if m.group("n3") else "Neuron" if ctx.search(_NEURON, text) else None
         events.add(("device_runtime", backend, n), i, lambda: OomEvent(
             kind="device_runtime", backend=backend, exception=exc, line=0,
