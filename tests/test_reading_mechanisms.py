@@ -2183,3 +2183,16 @@ def test_the_bfc_allocators_name_says_which_device_the_status_line_does_not():
                "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 535486464 bytes.\n")
     (ev,) = d["oom_events"]
     assert (ev["kind"], ev["device_index"], ev["tried_to_allocate_bytes"]) == ("xla", 1, 535486464)
+
+
+def test_a_memoryerror_carrying_the_cuda_runtimes_error_is_the_devices():
+    d = report("MemoryError: std::bad_alloc: cudaErrorMemoryAllocation: out of memory\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["cuda_runtime_error"]
+
+
+def test_a_programs_uncaught_bad_alloc_printed_alone_is_a_host_allocation_failure():
+    d = report("Sample 50000000 random context vectors\nNow do CCA (left size: 50000000, right size: 50000000).\n"
+               "std::bad_alloc\n")
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("cpu_allocator", "likely")]
+    # ... the name inside a sentence reports nothing
+    assert report("INFO the loader caught std::bad_alloc and retried with a smaller buffer\n")["oom_events"] == []

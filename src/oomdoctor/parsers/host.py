@@ -140,7 +140,9 @@ _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?Me
 _ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
 # a MemoryError about the device's memory (Theano's GPU arrays raise MemoryError: "Error
 # allocating 147865600 bytes of device memory"): not the host's
-_DEVICE_MEMORY = lazy(r"\b(?:device|GPU|gpu|CUDA|cuda|VRAM)\s+memory\b|\bmemory (?:on|of) (?:the )?(?:device|GPU|gpu)\b")
+# (or the runtime's own error: MinkowskiEngine's "MemoryError: std::bad_alloc: cudaErrorMemoryAllocation")
+_DEVICE_MEMORY = lazy(r"\b(?:device|GPU|gpu|CUDA|cuda|VRAM)\s+memory\b|\bmemory (?:on|of) (?:the )?(?:device|GPU|gpu)\b"
+                      r"|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|hipErrorOutOfMemory")
 # how far below a bare "MemoryError" (no message) the error report it introduces may name the
 # memory that ran out (PaddlePaddle raises MemoryError, then prints its C++ traceback and an
 # error summary: "ResourceExhaustedError: Out of memory error on GPU 0 ...")

@@ -31,7 +31,9 @@ _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 # a line that reports an error, not a warning or a setting
 _ERROR_LINE = lazy(
     r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure))(?:\[[^\]\n]{0,40}\])?:\s"   # Python exceptions
-    r"|^\s*terminate called after throwing|^\s*what\(\):|^\s*(?:ERROR|FATAL)\b[:\s]|^\s*(?:Error|Fatal error):")
+    r"|^\s*terminate called after throwing|^\s*what\(\):|^\s*(?:ERROR|FATAL)\b[:\s]|^\s*(?:Error|Fatal error):"
+    # a C++ program printing its uncaught exception's what() alone: "std::bad_alloc"
+    r"|^\s*std::bad_alloc\s*$")
 _FAILED = lazy(
     r"std::bad_alloc"
     r"|\b(?:failed|unable|cannot|can't|could not|couldn't)\s+(?:to\s+)?(?:allocate|alloc|reserve|malloc)\b"
