@@ -348,6 +348,28 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("/env/site-packages/torch/_tensor.py", "backward", "torch.autograd.backward(self, gradient)")], "backward"),
     ([("train_knn.py", "extract_features", "feats = nn.functional.normalize(feats, dim=1, p=2)"),
       ("/env/site-packages/torch/nn/functional.py", "normalize", "return input / denom")], "forward"),
+    # a model object being constructed: the code that makes it, constructors below
+    ([("export.py", "<module>", "generator = Llama.build(ckpt_dir)"),
+      ("llama/generation.py", "build", "model = Transformer(model_args)"),
+      ("llama/model.py", "__init__", "self.layers.append(TransformerBlock(layer_id, params))"),
+      ("llama/model.py", "__init__", "self.cache_v = torch.zeros((b, s, h, d)).cuda()")], "model_load"),
+    # ... not when a method other than a constructor runs below it
+    ([("llama/generation.py", "build", "model = Transformer(model_args)"),
+      ("llama/model.py", "warm_up", "self.cache_v = torch.zeros((b, s, h, d)).cuda()")], None),
+    ([("llama/generation.py", "build", "model = Transformer(model_args)"),
+      ("llama/model.py", "__init__", "self.warm_up()"),
+      ("llama/model.py", "warm_up", "self.cache_v = torch.zeros((b, s, h, d)).cuda()")], None),
+    # ... nor when only a library's code runs below it
+    ([("train.py", "main", "model = Net(cfg)(torch.randn(1, 3, 224, 224).cuda())"),
+      ("/env/site-packages/torch/nn/functional.py", "relu", "result = torch.relu(input)")], "forward"),
+    # a trainer's constructor creating its optimizer in the script's own code: the optimizer's state
+    ([("train.py", "main", "trainer = SingleTrainer(model, data, params)"),
+      ("/src/xlm/trainer.py", "__init__", "self.set_optimizers()"),
+      ("/src/xlm/trainer.py", "set_optimizers", "self.optimizers['model'] = get_optimizer(params)"),
+      ("/src/xlm/optim.py", "__init__", "state['exp_avg_sq'] = torch.zeros_like(p.data)")], "optimizer_step"),
+    # ... while one that only places the model is loading it
+    ([("train.py", "main", "trainer = SingleTrainer(model, data, params)"),
+      ("/src/xlm/trainer.py", "__init__", "self.model = model.cuda()")], "model_load"),
 ])
 def test_phase_from_function_names_and_code_lines(frames, phase):
     assert report(_tb(*frames))["phase"] == phase
@@ -2196,3 +2218,28 @@ def test_a_programs_uncaught_bad_alloc_printed_alone_is_a_host_allocation_failur
     assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("cpu_allocator", "likely")]
     # ... the name inside a sentence reports nothing
     assert report("INFO the loader caught std::bad_alloc and retried with a smaller buffer\n")["oom_events"] == []
+
+
+def test_an_exception_message_continued_on_the_lines_below_it():
+    text = ("RuntimeError: Critical error in pipeline:\nError when executing Mixed operator ImageDecoder encountered:\n"
+            "CUDA allocation failed\nCurrent pipeline object is no longer valid.\n")
+    assert [(e["kind"], e["backend"]) for e in report(text)["oom_events"]] == [("device_runtime", "CUDA")]
+    # ... not across a blank line, nor from a line that does not end its sentence with a colon
+    assert report(text.replace("encountered:\n", "encountered:\n\n"))["oom_events"] == []
+    assert report("RuntimeError: Critical error in pipeline.\nCUDA allocation failed\n")["oom_events"] == []
+
+
+def test_nvjpegs_allocator_failure_is_a_cuda_librarys_allocation():
+    (ev,) = report("RuntimeError: Critical error in pipeline: Error in thread 0: NVJPEG error \"5\" : "
+                   "NVJPEG_STATUS_ALLOCATOR_FAILURE val/0001.JPEG\n")["oom_events"]
+    assert ev["kind"] == "cublas_alloc"
+
+
+@pytest.mark.parametrize("line", [
+    'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space',
+    '`Exception in thread "Thread-40" java.lang.OutOfMemoryError: Cannot allocate new DoublePointer(10000000): '
+    'totalBytes = 2G, physicalBytes = 4G',
+])
+def test_the_java_virtual_machine_out_of_memory_is_the_hosts(line):
+    (ev,) = report(line + "\n")["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("cpu_allocator", "jvm")

@@ -153,6 +153,9 @@ _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(
 # memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
 _ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(12\)")
 _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
+# the Java virtual machine (a Spark or JVM data pipeline, DL4J's JavaCPP buffers): "java.lang.OutOfMemoryError:
+# Java heap space", "... GC overhead limit exceeded", "... Cannot allocate new DoublePointer(10000000)"
+_JVM_OOM = lazy(r"\bjava\.lang\.OutOfMemoryError\b(?::\s*(?P<msg>[^\n]{0,300}))?")
 # Windows' commit limit; the code is the same in every language the message is printed in
 # ("[WinError 1455] 页面文件太小，无法完成操作")
 _WIN_PAGING = lazy(r"The paging file is too small for this operation to complete|\[WinError 1455\]")
@@ -387,6 +390,10 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
         if m:
             n = to_bytes(m.group("num"), "GB")
             found = (("th", n), n, "TH-legacy", "legacy TH allocator: not enough host memory")
+    elif "java.lang.OutOfMemoryError" in text and (m := ctx.search(_JVM_OOM, text)):
+        msg = (m.group("msg") or "").strip()
+        found = (("jvm", re.sub(r"\d+", "N", msg)[:80]), None, "jvm",
+                 "the Java virtual machine ran out of memory" + (f": {msg[:160]}" if msg else ""))
     elif "MemoryError" in text:
         m = ctx.search(_PY_MEMORY, text)
         if m and _device_memory_error(s, i, (m.group("msg") or "").strip()):

@@ -39,7 +39,9 @@ _FAILED = lazy(
     r"|\b(?:failed|unable|cannot|can't|could not|couldn't)\s+(?:to\s+)?(?:allocate|alloc|reserve|malloc)\b"
     r"[^\n]{0,80}?(?:\bmemory\b|\d\s*(?:bytes|[KMGTP]i?B)\b)"
     r"|\b(?:insufficient|not enough|ran out of|out of)\s+(?:\w+\s+){0,2}?memory\b"
-    r"|\bmemory (?:exhausted|allocation failed|allocation error)", re.I)
+    r"|\bmemory (?:exhausted|allocation failed|allocation error)"
+    # an allocation that names its side and fails ("CUDA allocation failed", "host allocation failure")
+    r"|\b(?:CUDA|GPU|device|host|pinned|HBM)\s+allocation (?:failed|failure)\b", re.I)
 # advice, a condition or a fallback, not a failure: "if you run out of GPU memory, ...",
 # "... failed to allocate pinned memory, using pageable memory instead"
 _NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?\b(?:run|runs|ran|out of|not enough|insufficient)\b"
@@ -68,6 +70,8 @@ def parse(ctx: ParseContext) -> None:
         ln = ctx.lines[i]
         text = ln.text
         err = ctx.search(_ERROR_LINE, text) if ln.no not in taken else None
+        if err is None and ln.no not in taken:
+            err = _continued_error(ctx, i)
         if err is None:
             continue
         m = ctx.search(_FAILED, text)
@@ -99,6 +103,24 @@ def parse(ctx: ParseContext) -> None:
         seen[key] = ev
         ctx.facts.oom_events.append(ev)
     _recovery_notices(ctx)
+
+
+# an exception whose message goes on below it ("RuntimeError: Critical error in pipeline:" then
+# "Error when executing Mixed operator ImageDecoder encountered:" then "CUDA allocation failed")
+_CONTINUES = lazy(r":\s*$")
+
+
+def _continued_error(ctx: ParseContext, i: int):
+    """The error line a message continues, when line ``i`` is part of its message: up to two
+    lines above, each ending with a colon (a blank line or a frame ends none)."""
+    for j in range(i - 1, max(-1, i - 3), -1):
+        above = ctx.lines[j].text
+        if not ctx.search(_CONTINUES, above):
+            return None
+        err = ctx.search(_ERROR_LINE, above)
+        if err is not None:
+            return err
+    return None
 
 
 # A trainer that catches an OOM and retries says so (fairseq: "attempting to recover from

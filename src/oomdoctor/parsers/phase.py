@@ -309,6 +309,11 @@ _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|e
                    r"(?:_[^/\\]*)?\.py$")
 # an optimizer's state read back, named by a caller: its function ("load_opt_state",
 # "load_optimizer_state") or the file its code reads ("optimizers.bin", "optimizer.pt")
+# a function that creates a training script's optimizer ("set_optimizers", "get_optimizer", "build_optimizer")
+_OPTIMIZER_MAKER = lazy(r":_{0,2}(?:set|get|create|build|make|init|initialize|configure|setup)_?optimi[sz]ers?$")
+# a code line that makes a new model object ("model = Transformer(model_args)", "self.net = models.ResNet(cfg)")
+_BUILDS_MODEL = lazy(r"^\s*(?:self\.)?(?:model|net|network|module|transformer|backbone|encoder|decoder)\w*\s*=\s*"
+                     r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*\(")
 _OPTIMIZER_FN = lazy(r":\w*(?:optimi[sz]ers?|optims?|opt)_states?\w*$")
 _OPTIMIZER_FILE = lazy(r"optimi[sz]ers?\.(?:bin|pt|pth)\b")
 # an optimizer's (or its schedule's, its loss scaler's) state loaded on a code line: a resume
@@ -355,8 +360,20 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
             if rx.search(frames[-1].code) and not _picture_saved(phase, frames[-1]):
                 return phase, frames[-1]
     if not training:
-        for text, fr in texts:
+        for k, (text, fr) in enumerate(texts):
             if _MODEL_LOAD.search(text):
+                # a script's own code below it creating the optimizer ("self.set_optimizers()"
+                # in a trainer's constructor): the optimizer's state, not the model
+                maker = next((f for t, f in texts[k + 1:] if id(f) not in in_library and _OPTIMIZER_MAKER.search(t)), None)
+                if maker is not None:
+                    return "optimizer_step", maker
+                return "model_load", fr
+        # a model being constructed: a frame's code makes a new model object ("model =
+        # Transformer(model_args)") and every frame below it is a constructor or a library's
+        for k, fr in enumerate(frames[:-1]):
+            below = frames[k + 1:]
+            if fr.code and _BUILDS_MODEL.search(fr.code) and any(f.function == "__init__" for f in below) \
+                    and all(f.function == "__init__" or id(f) in in_library for f in below):
                 return "model_load", fr
     else:
         # a trainer that builds or places its model inside train() (mmengine's runners; the

@@ -59,7 +59,9 @@ _HIP_ERROR = lazy(r"HIP error: out of memory|hipErrorOutOfMemory")
 
 # -- cuBLAS / cuDNN / other CUDA libraries --------------------------------------------------
 _LIB_ALLOC = lazy(r"(?P<status>CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED"
-                        r"|CUFFT_ALLOC_FAILED|HIPBLAS_STATUS_ALLOC_FAILED|rocblas_status_memory_error)")
+                        r"|CUFFT_ALLOC_FAILED|HIPBLAS_STATUS_ALLOC_FAILED|rocblas_status_memory_error"
+                        # nvJPEG (DALI's and torchvision's GPU JPEG decoding)
+                        r"|NVJPEG_STATUS_ALLOCATOR_FAILURE)")
 _CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas(?:Lt)?Create")
 _CUDNN_NO_ALGO = lazy(r"Unable to find a valid cuDNN algorithm to run convolution"
                             r"|(?:GET|FIND) was unable to find an engine to execute this computation")
@@ -190,7 +192,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
-          "workspace Allocation of size", "bad_alloc")
+          "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
