@@ -354,6 +354,8 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
       ("llama/model.py", "__init__", "self.layers.append(TransformerBlock(layer_id, params))"),
       ("llama/model.py", "__init__", "self.cache_v = torch.zeros((b, s, h, d)).cuda()")], "model_load"),
     # ... not when a method other than a constructor runs below it
+    ([("llama/generation.py", "Llama.build", "model = Transformer(model_args)"),
+      ("llama/model.py", "Attention.__init__", "self.cache_v = torch.zeros((b, s, h, d)).cuda()")], "model_load"),
     ([("llama/generation.py", "build", "model = Transformer(model_args)"),
       ("llama/model.py", "warm_up", "self.cache_v = torch.zeros((b, s, h, d)).cuda()")], None),
     ([("llama/generation.py", "build", "model = Transformer(model_args)"),
@@ -2137,6 +2139,9 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
     # a CUDA call named with its result in words, from a framework's C++ check
     ("F0912 17:23:26.346724   783 all_reduce_op_handle.cc:75] cudaGetLastError  out of memory errno:2\n",
      "cuda_runtime_error", "cuda-call", None),
+    # MXNet's check of the runtime's status (the status is no call)
+    ("  what():  [17:54:40] /mshadow/./stream_gpu-inl.h:198: Check failed: e == cudaSuccess CUDA: out of memory\n",
+     "cuda_runtime_error", None, None),
     # ... a page-locked host allocation's call is pinned memory
     ("[ERROR] MD(14433,7f,python):2021-12-12-14:13:43.932.181 [arena.cc:250] Init] cudaHostAlloc failed, ret[2], "
      "out of memory\n", "cuda_runtime_error", "cuda-driver-host-alloc", None),
@@ -2155,6 +2160,10 @@ def test_other_frameworks_device_allocation_failures(text, kind, fmt, size):
 def test_cupys_pool_total_is_what_the_pool_holds():
     (ev,) = report("out of memory to allocate 205520896 bytes (total 16068929536 bytes)\n")["oom_events"]
     assert ev["reserved_total_bytes"] == 16068929536
+
+
+def test_a_notice_that_names_a_cuda_call_is_no_failure():
+    assert report("INFO: cudaMalloc will not run out of memory with this setting\n")["oom_events"] == []
 
 
 def test_an_error_type_is_not_a_cuda_call():
@@ -2182,6 +2191,10 @@ def test_a_bare_memoryerror_introducing_a_devices_error_report_is_that_failure()
     assert d["oom_events"][0]["evidence"][0]["line"] == 1
     # ... a bare MemoryError alone is the host's
     assert [e["kind"] for e in report("MemoryError:\n")["oom_events"]] == ["cpu_allocator"]
+    # ... and one that a new traceback separates from the device's message
+    d = report("MemoryError:\nTraceback (most recent call last):\n  File \"x.py\", line 1, in f\n    g()\n"
+               "RuntimeError: CUDA error: out of memory\n")
+    assert sorted(e["kind"] for e in d["oom_events"]) == ["cpu_allocator", "cuda_runtime_error"]
     # ... and one whose message says nothing of a device too, whatever follows
     d = report("MemoryError: std::bad_alloc\n" + _PADDLE_REPORT.split("\n", 1)[1])
     assert sorted(e["kind"] for e in d["oom_events"]) == ["cpu_allocator", "device_runtime"]
@@ -2193,6 +2206,9 @@ def test_paddles_dataloader_process_killed_and_its_shared_memory_map():
     assert [e["kind"] for e in d["oom_events"]] == ["dataloader_killed"]
     d = report("ERROR:root:DataLoader reader thread failed((Unavailable) Memory map failed when rebuild shared memory.\n")
     assert [f["kind"] for f in d["failures"]] == ["shm_exhausted"]
+    # ... nor a fallback that does without it
+    d = report("ERROR: mmap failed for /dev/shm segment, not using shared memory\n")
+    assert "shm_exhausted" not in [f["kind"] for f in d["failures"]]
     # ... a memory-mapped file that fails is no shared memory
     d = report("RuntimeError: mmap failed for /data/train.bin: Invalid argument\n")
     assert [f["kind"] for f in d["failures"]] == ["python_exception"]
@@ -2243,3 +2259,32 @@ def test_nvjpegs_allocator_failure_is_a_cuda_librarys_allocation():
 def test_the_java_virtual_machine_out_of_memory_is_the_hosts(line):
     (ev,) = report(line + "\n")["oom_events"]
     assert (ev["kind"], ev["message_format"]) == ("cpu_allocator", "jvm")
+
+
+@pytest.mark.parametrize("line", [
+    'Exception in thread "main" java.lang.OutOfMemoryError: unable to create new native thread',
+    'Exception in thread "main" java.lang.OutOfMemoryError: Requested array size exceeds VM limit',
+])
+def test_the_jvms_limits_that_are_no_shortage_of_memory(line):
+    assert report(line + "\n")["oom_events"] == []
+
+
+@pytest.mark.parametrize("text, size, capacity", [
+    ("Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB already allocated; 2.88 MiB free; "
+     "1.25 GiB reserved in total by PyTorch)\n", 20 * 2**20, round(1.96 * 2**30)),
+    ("`Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is free.`\n",
+     2 * 2**30, round(79.15 * 2**30)),
+])
+def test_the_allocators_message_pasted_from_its_request_on(text, size, capacity):
+    (ev,) = report(text)["oom_events"]
+    assert (ev["kind"], ev["tried_to_allocate_bytes"], ev["total_capacity_bytes"]) == \
+        ("cuda_caching_allocator", size, capacity)
+    assert ev["message_format"].startswith("headless")
+
+
+def test_a_message_wrapped_before_its_request_is_one_whole_message():
+    d = report("RuntimeError: CUDA out of memory.\nTried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; "
+               "1.24 GiB already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)\n")
+    assert [(e["message_format"], e["count"]) for e in d["oom_events"]] == [("torch-1.4-2.0", 1)]
+    # ... and the words alone, in prose, are no message
+    assert report("Tried to allocate 20.00 MiB on GPU 0 but the run went on\n")["oom_events"] == []

@@ -455,21 +455,19 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     """A fatal BFC line joins the OOM status that follows it; alone it is an event itself."""
     no = ctx.lines[i].no
     rounded = int(m.group("n")) if m.group("n") else size_of(m.group("size"))
+    dev = _DEVICE_IN_NAME.search(m.group("alloc"))   # the allocator's name says which device ("GPU_0_bfc")
     later = [e for e in _tf_events(ctx) if no <= e.line <= no + _FOLD_WINDOW]
     if later:
         ev = min(later, key=lambda e: e.line)
         events.cover(ev, i)
         if ev.tried_to_allocate_bytes is None:
             ev.tried_to_allocate_bytes = rounded
-        # the allocator's name says which device ("GPU_0_bfc"); the status line often does not
-        dev = _DEVICE_IN_NAME.search(m.group("alloc"))
         if ev.device_index is None and dev and ev.kind != "cpu_allocator":
             ev.device_index = int(dev.group("d"))
         return
     raw = ctx.lines[i].raw
     tf = "tensorflow/core" in raw or any(e.backend == "TF" for e in ctx.facts.oom_events)
     host = tf and _on_host(None, m.group("alloc"))
-    dev = _DEVICE_IN_NAME.search(m.group("alloc"))
     op = (m.group("op") or "").strip()
     events.add(("bfc", m.group("alloc"), rounded), i, lambda: OomEvent(
         kind="cpu_allocator" if host else "xla", backend="TF" if tf else "XLA", line=0,

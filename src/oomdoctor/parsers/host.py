@@ -13,6 +13,7 @@ DataLoader workers killed by signal. Shared-memory exhaustion (``Bus error``, SI
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -138,11 +139,6 @@ _TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12
 # (Apache Arrow's is pyarrow.lib.ArrowMemoryError: "malloc of size 64 failed", a datasets map)
 _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
 _ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
-# a MemoryError about the device's memory (Theano's GPU arrays raise MemoryError: "Error
-# allocating 147865600 bytes of device memory"): not the host's
-# (or the runtime's own error: MinkowskiEngine's "MemoryError: std::bad_alloc: cudaErrorMemoryAllocation")
-_DEVICE_MEMORY = lazy(r"\b(?:device|GPU|gpu|CUDA|cuda|VRAM)\s+memory\b|\bmemory (?:on|of) (?:the )?(?:device|GPU|gpu)\b"
-                      r"|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|hipErrorOutOfMemory")
 # how far below a bare "MemoryError" (no message) the error report it introduces may name the
 # memory that ran out (PaddlePaddle raises MemoryError, then prints its C++ traceback and an
 # error summary: "ResourceExhaustedError: Out of memory error on GPU 0 ...")
@@ -155,7 +151,9 @@ _ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(1
 _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
 # the Java virtual machine (a Spark or JVM data pipeline, DL4J's JavaCPP buffers): "java.lang.OutOfMemoryError:
 # Java heap space", "... GC overhead limit exceeded", "... Cannot allocate new DoublePointer(10000000)"
-_JVM_OOM = lazy(r"\bjava\.lang\.OutOfMemoryError\b(?::\s*(?P<msg>[^\n]{0,300}))?")
+# (not its limits that are no shortage of memory: "unable to create new native thread", "Requested
+# array size exceeds VM limit")
+_JVM_OOM = lazy(r"\bjava\.lang\.OutOfMemoryError\b(?!:\s*(?:unable to create|Requested array size))(?::\s*(?P<msg>[^\n]{0,300}))?")
 # Windows' commit limit; the code is the same in every language the message is printed in
 # ("[WinError 1455] 页面文件太小，无法完成操作")
 _WIN_PAGING = lazy(r"The paging file is too small for this operation to complete|\[WinError 1455\]")
@@ -167,9 +165,9 @@ _DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
                   r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory"
-                  # mapping a segment another process wrote ("Memory map failed when rebuild shared memory")
-                  r"|(?:[Mm]emory map|mmap)\w{0,10} failed[^\n]{0,40}?shared memory"
-                  r"|[Ff]ailed to (?:map|mmap|allocate) (?:the |a )?shared memory"
+                  # mapping a segment another process wrote ("Memory map failed when rebuild shared memory"),
+                  # not a fallback that does without it ("mmap failed for /dev/shm, not using shared memory")
+                  r"|(?:[Mm]emory map|mmap) failed\b(?![^\n]{0,80}?(?:not using|instead|fall(?:ing)? back))[^\n]{0,40}?shared memory"
                   # PyTorch writing a tensor into its shared-memory segment for another process
                   # (a DataLoader worker's batch): "unable to write to file </torch_74396_2983595444>",
                   # later releases add a counter ("</torch_74396_2983595444_0>")
@@ -396,10 +394,10 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
                  "the Java virtual machine ran out of memory" + (f": {msg[:160]}" if msg else ""))
     elif "MemoryError" in text:
         m = ctx.search(_PY_MEMORY, text)
-        if m and _device_memory_error(s, i, (m.group("msg") or "").strip()):
+        msg = (m.group("msg") or "").strip() if m else ""
+        if m and _device_memory_error(s, i, msg):
             return False
         if m:
-            msg = (m.group("msg") or "").strip()
             size = ctx.search(_NUMPY_SIZE, msg) if msg else None
             n = None
             if size:
@@ -440,16 +438,25 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
 
 
 def _device_memory_error(s: _Scan, i: int, msg: str) -> bool:
-    """A MemoryError that is the device's: its message names device memory, or it has none and
-    the error report right below it holds a device's out-of-memory message (then that event's)."""
+    """A MemoryError that is the device's: a device family already read its line (Theano's
+    "MemoryError: Error allocating N bytes of device memory", "MemoryError: std::bad_alloc:
+    cudaErrorMemoryAllocation"), or it has no message and the error report right below it
+    (no new traceback between) holds a device's out-of-memory message: then that event's."""
     ctx = s.ctx
+    ln = ctx.lines[i]
+    if ln.no in ctx.explained_lines(skip_kinds=HOST_KINDS):
+        return True
     if msg:
-        return bool(ctx.search(_DEVICE_MEMORY, msg))
-    no = ctx.lines[i].no
+        return False
+    report = {ctx.lines[j].no for j in range(i + 1, min(len(ctx.lines), i + 1 + _REPORT_REACH))}
+    cut = next((ctx.lines[j].no for j in range(i + 1, min(len(ctx.lines), i + 1 + _REPORT_REACH))
+                if ctx.lines[j].text.lstrip().startswith("Traceback (most recent call last)")), None)
     for ev in ctx.facts.oom_events:
-        if ev.kind not in HOST_KINDS and no < ev.line <= no + _REPORT_REACH:
-            if len(ev.evidence) < _MAX_EVIDENCE:
-                ev.evidence.insert(0, ctx.evidence(i))   # (it is above the message)
+        if ev.kind not in HOST_KINDS and ev.line in report and (cut is None or ev.line < cut):
+            if len(ev.evidence) < _MAX_EVIDENCE and all(e.line != ln.no for e in ev.evidence):
+                bisect.insort(ev.evidence, ctx.evidence(i), key=lambda e: e.line)   # (it is above the message)
+            if ln.rank is not None and ln.rank not in ev.ranks:
+                ev.ranks.append(ln.rank)
             return True
     return False
 

@@ -41,7 +41,7 @@ _FAILED = lazy(
     r"|\b(?:insufficient|not enough|ran out of|out of)\s+(?:\w+\s+){0,2}?memory\b"
     r"|\bmemory (?:exhausted|allocation failed|allocation error)"
     # an allocation that names its side and fails ("CUDA allocation failed", "host allocation failure")
-    r"|\b(?:CUDA|GPU|device|host|pinned|HBM)\s+allocation (?:failed|failure)\b", re.I)
+    r"|\b(?:CUDA|GPU|device|host|HBM)\s+allocation (?:failed|failure)\b", re.I)
 # advice, a condition or a fallback, not a failure: "if you run out of GPU memory, ...",
 # "... failed to allocate pinned memory, using pageable memory instead"
 _NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?\b(?:run|runs|ran|out of|not enough|insufficient)\b"
@@ -107,7 +107,6 @@ def parse(ctx: ParseContext) -> None:
 
 # an exception whose message goes on below it ("RuntimeError: Critical error in pipeline:" then
 # "Error when executing Mixed operator ImageDecoder encountered:" then "CUDA allocation failed")
-_CONTINUES = lazy(r":\s*$")
 
 
 def _continued_error(ctx: ParseContext, i: int):
@@ -115,7 +114,7 @@ def _continued_error(ctx: ParseContext, i: int):
     lines above, each ending with a colon (a blank line or a frame ends none)."""
     for j in range(i - 1, max(-1, i - 3), -1):
         above = ctx.lines[j].text
-        if not ctx.search(_CONTINUES, above):
+        if not above.rstrip().endswith(":"):
             return None
         err = ctx.search(_ERROR_LINE, above)
         if err is not None:

@@ -307,13 +307,13 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
                   r"|\b(?:infer|inference)_(?:model|net|step)\(")
 _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
                    r"(?:_[^/\\]*)?\.py$")
-# an optimizer's state read back, named by a caller: its function ("load_opt_state",
-# "load_optimizer_state") or the file its code reads ("optimizers.bin", "optimizer.pt")
 # a function that creates a training script's optimizer ("set_optimizers", "get_optimizer", "build_optimizer")
 _OPTIMIZER_MAKER = lazy(r":_{0,2}(?:set|get|create|build|make|init|initialize|configure|setup)_?optimi[sz]ers?$")
 # a code line that makes a new model object ("model = Transformer(model_args)", "self.net = models.ResNet(cfg)")
 _BUILDS_MODEL = lazy(r"^\s*(?:self\.)?(?:model|net|network|module|transformer|backbone|encoder|decoder)\w*\s*=\s*"
                      r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*\(")
+# an optimizer's state read back, named by a caller: its function ("load_opt_state",
+# "load_optimizer_state") or the file its code reads ("optimizers.bin", "optimizer.pt")
 _OPTIMIZER_FN = lazy(r":\w*(?:optimi[sz]ers?|optims?|opt)_states?\w*$")
 _OPTIMIZER_FILE = lazy(r"optimi[sz]ers?\.(?:bin|pt|pth)\b")
 # an optimizer's (or its schedule's, its loss scaler's) state loaded on a code line: a resume
@@ -371,9 +371,11 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         # a model being constructed: a frame's code makes a new model object ("model =
         # Transformer(model_args)") and every frame below it is a constructor or a library's
         for k, fr in enumerate(frames[:-1]):
+            if not (fr.code and _BUILDS_MODEL.search(fr.code)):
+                continue
             below = frames[k + 1:]
-            if fr.code and _BUILDS_MODEL.search(fr.code) and any(f.function == "__init__" for f in below) \
-                    and all(f.function == "__init__" or id(f) in in_library for f in below):
+            builds = [f.function.rsplit(".", 1)[-1] == "__init__" for f in below]   # (Python 3.11 prints "Class.__init__")
+            if any(builds) and all(b or id(f) in in_library for b, f in zip(builds, below)):
                 return "model_load", fr
     else:
         # a trainer that builds or places its model inside train() (mmengine's runners; the
@@ -408,21 +410,19 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
         for phase, rx in _CALL_STEP:
             if rx.search(frames[-1].code):
                 return phase, frames[-1]
+    eval_script = next((f for f in frames if id(f) not in in_library and _EVAL_SCRIPT.search(f.file)), None)
     for text, fr in reversed(texts):
         for phase, rx in _STEP:
             if rx.search(text):
-                if phase == "forward" and not trains and not training_step:
+                if phase == "forward" and not trains and not training_step and eval_script is not None:
                     # a forward pass in a script named for evaluation, with nothing in the stack
                     # that trains ("eval_knn.py" normalising the features it extracted): evaluating
-                    script = next((f for f in frames if id(f) not in in_library and _EVAL_SCRIPT.search(f.file)), None)
-                    if script is not None:
-                        return "eval", script
+                    return "eval", eval_script
                 return phase, fr
     # nothing in the stack names a phase: a script named for evaluation or inference
     # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too
-    for fr in frames:
-        if id(fr) not in in_library and _EVAL_SCRIPT.search(fr.file):
-            return "eval", fr
+    if eval_script is not None:
+        return "eval", eval_script
     return None, None
 
 

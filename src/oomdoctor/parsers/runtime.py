@@ -31,6 +31,8 @@ _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 # cudaSuccess (2 vs. 0)  out of memory"
 _CUDA_ERROR = lazy(r"(?:CUDA|Cuda) [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
                    r"|error == cudaSuccess(?:\. 2 vs 0\.| \(2 vs\. 0\))"
+                   # (MXNet's mshadow: "Check failed: e == cudaSuccess CUDA: out of memory")
+                   r"|Check failed: \w{1,20} == cudaSuccess:? CUDA: out of memory"
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
 # TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
 _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"
@@ -140,7 +142,9 @@ _CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<
 # A CUDA runtime or driver call named with its result in words, as frameworks' C++ checks
 # print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
 # out of memory"): the call says which memory, page-locked host memory for the host allocators
-_CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b[^\n]{0,80}?\bout of memory\b")
+# (with a word of failure on the line: not a notice that a call "will not run out of memory")
+_CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b|cudaSuccess\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b"
+                      r"(?=[^\n]{0,160}?(?:\bfailed\b|\berrno\b|\bret\[|\breturned\b|\berror\b))[^\n]{0,80}?\bout of memory\b")
 _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
                      "cuMemHostRegister")
 

@@ -68,6 +68,11 @@ _CLASS_NAMED = lazy(r"\bException Type:\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMe
 # ... with its request but not its first words, as a user shortened it by hand
 # ("torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19")
 _CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?=Tried\s*to\s*allocate\s*" + _S + r")")
+# ... or without its first words at all, a paste that starts at the request: "Tried to allocate
+# 20.00 MiB (GPU 0; 1.96 GiB total capacity; ...)", "Tried to allocate 2.00 GiB. GPU 0 has a total
+# capacity of ...": the figures that follow are the allocator's alone
+_HEADLESS = lazy(r"^\s*[`'\"]?(?P<head>Tried to allocate)(?=\s*" + _S + r"\s*(?:\(\s*(?:GPU|NPU|XPU)\s*\d+\s*;\s*" + _S
+                 + r"\s*total\s*capacity|\.\s*(?:GPU|Device|NPU|XPU|MLU|GCU)\s*\d*\s*has\s*a\s*total\s*capac))")
 
 _F = {
     "req": lazy(r"Tried\s*to\s*allocate\s*" + _S),
@@ -510,11 +515,8 @@ def parse(ctx: ParseContext) -> None:
     warned: list[OomEvent] = []
     shortened: list[OomEvent] = []   # "OutOfMemoryError: Tried to allocate N" with the rest cut by hand
     nearby = _Nearby(ctx)   # its lists are found when first asked for
-    seen_lines: set[int] = set()
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
-        if i in seen_lines:
-            continue
         if _PROCESSING_ECHO in ln.text and nearby.echoed_below(i):
             continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
         # the forms of other allocator backends and of the warning logged before the message
@@ -540,6 +542,26 @@ def parse(ctx: ParseContext) -> None:
                 events.append(OomEvent(kind="cuda_caching_allocator", message_format="class only (message not in the log)",
                                        detail="ComfyUI reports the allocator's exception by its first words only",
                                        **ctx.at(ln)))
+                continue
+            m = _HEADLESS.match(ln.text)
+            if m and not (i and ANCHOR.search(ctx.lines[i - 1].text + ln.text)):
+                body = _message_window(ctx, i)[m.start("head"):]
+                f = parse_message(body, None)
+                ev = OomEvent(kind="cuda_caching_allocator", message_format="headless (its first words not in the log)",
+                              device_index=f.get("device_index"), tried_to_allocate_bytes=f["tried_to_allocate_bytes"],
+                              total_capacity_bytes=f.get("total_capacity_bytes"), free_bytes=f.get("free_bytes"),
+                              process_in_use_bytes=_process_in_use(f),
+                              allocated_by_pytorch_bytes=f.get("allocated_by_pytorch_bytes"),
+                              reserved_unallocated_bytes=f.get("reserved_unallocated_bytes"),
+                              reserved_total_bytes=f.get("reserved_total_bytes"),
+                              already_allocated_bytes=f.get("already_allocated_bytes"),
+                              cached_unallocated_bytes=f.get("cached_unallocated_bytes"),
+                              processes=f["processes"], hint=f["hint"], **ctx.at(ln))
+                if (twin := twins.find(ev)) is not None:
+                    _merge(twin, ev, ctx.evidence(ln))
+                else:
+                    events.append(ev)
+                    twins.add(ev)
                 continue
             m = _CLASS_TRIED.match(ln.text)
             if m:
