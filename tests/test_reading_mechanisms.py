@@ -2142,6 +2142,8 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
     # MXNet's check of the runtime's status (the status is no call)
     ("  what():  [17:54:40] /mshadow/./stream_gpu-inl.h:198: Check failed: e == cudaSuccess CUDA: out of memory\n",
      "cuda_runtime_error", None, None),
+    ("Name: Check failed: err == cudaSuccess (2 vs. 0) : mxnet_generic_kernel ErrStr:out of memory\n",
+     "cuda_runtime_error", None, None),
     # ... a page-locked host allocation's call is pinned memory
     ("[ERROR] MD(14433,7f,python):2021-12-12-14:13:43.932.181 [arena.cc:250] Init] cudaHostAlloc failed, ret[2], "
      "out of memory\n", "cuda_runtime_error", "cuda-driver-host-alloc", None),

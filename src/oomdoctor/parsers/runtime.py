@@ -30,7 +30,7 @@ _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 # cudaErrorMemoryAllocation); Caffe's glog CHECK the same in its own form: "Check failed: error ==
 # cudaSuccess (2 vs. 0)  out of memory"
 _CUDA_ERROR = lazy(r"(?:CUDA|Cuda) [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
-                   r"|error == cudaSuccess(?:\. 2 vs 0\.| \(2 vs\. 0\))"
+                   r"|\b\w{1,20} == cudaSuccess(?:\. 2 vs 0\.| \(2 vs\. 0\))"
                    # (MXNet's mshadow: "Check failed: e == cudaSuccess CUDA: out of memory")
                    r"|Check failed: \w{1,20} == cudaSuccess:? CUDA: out of memory"
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
