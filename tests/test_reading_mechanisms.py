@@ -2144,6 +2144,10 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
      "cuda_runtime_error", None, None),
     ("Name: Check failed: err == cudaSuccess (2 vs. 0) : mxnet_generic_kernel ErrStr:out of memory\n",
      "cuda_runtime_error", None, None),
+    # Tenstorrent's allocator
+    ("2025-11-26 19:48:22.915 | critical |          Always | TT_FATAL: Out of Memory: Not enough space to allocate "
+     "131072000 B DRAM buffer across 12 banks, where each bank needs to store 10924032 B, but bank size is only "
+     "1073741792 B (assert.hpp:103)\n", "device_runtime", "tt-metal-allocator", 131072000),
     # ... a page-locked host allocation's call is pinned memory
     ("[ERROR] MD(14433,7f,python):2021-12-12-14:13:43.932.181 [arena.cc:250] Init] cudaHostAlloc failed, ret[2], "
      "out of memory\n", "cuda_runtime_error", "cuda-driver-host-alloc", None),

@@ -102,6 +102,12 @@ _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20
                            # (as Gaudi's bridge raises it: "FATAL ERROR :: MODULE:..." after an exception)
                            r"|FATAL ERROR :: MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
+# Tenstorrent's allocator (tt-metal, under ttnn, tt-train and tt-xla): "Out of Memory: Not enough space
+# to allocate 131072000 B DRAM buffer across 12 banks, where each bank needs to store 10924032 B, but
+# bank size is only 1073741792 B" (L1 is the chip's own SRAM; both are the device's)
+_TT_ALLOC = lazy(r"Out of Memory: Not enough space to allocate (?P<n>\d{1,20}) B (?P<where>DRAM|L1) buffer"
+                 r"(?: across (?P<banks>\d{1,4}) banks?, where each bank needs to store (?P<per>\d{1,20}) B,"
+                 r" but bank size is only (?P<cap>\d{1,20}) B)?")
 # a CUDA library's own device allocator refusing a request (PhysX, in Isaac Gym: "PxgCudaDeviceMemoryAllocator
 # fail to allocate memory 339738624 bytes!! Result = 2"): the device's memory, outside PyTorch's allocator.
 # The result it prints is CUDA's: 2 is out of memory; another (700, an illegal address) is a
@@ -196,7 +202,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
-          "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE")
+          "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE", "Not enough space to allocate")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -451,6 +457,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("cuda_runtime_error", "library-allocator", n), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, tried_to_allocate_bytes=n,
             detail=text[m.start():m.start() + 200].strip()))
+        return
+    m = ctx.search(_TT_ALLOC, text) if "Not enough space to allocate" in text else None
+    if m:
+        n = int(m.group("n"))
+        events.add(("device_runtime", "TT", n), i, lambda: OomEvent(
+            kind="device_runtime", backend="Tenstorrent", exception=exc, line=0, message_format="tt-metal-allocator",
+            tried_to_allocate_bytes=n, detail=f"Tenstorrent's allocator could not place a {m.group('where')} buffer"
+            + (f" across {m.group('banks')} banks ({m.group('per')} B per bank, {m.group('cap')} B each)"
+               if m.group("banks") else "")))
         return
     m = ctx.search(_DEVICE_ALLOC, text)
     if m:

@@ -63,7 +63,7 @@ ANCHOR_LITERALS = (
     "memory for the cache blocks", "stored in KV cache", "available KV cache memory", "on startup is less than desired",
     "mem-fraction-static", "No executable batch size", "Invalid buffer size: ",
     # the Ascend runtime's and Gaudi's own reports of a failed device allocation
-    "EL0004", "rtMalloc execute failed", "workspace Allocation of size",
+    "EL0004", "rtMalloc execute failed", "workspace Allocation of size", "Not enough space to allocate",
     # TensorFlow unable to place a tensor's copy on the GPU
     "Dst tensor is not initialized", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
