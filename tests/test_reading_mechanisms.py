@@ -2170,6 +2170,10 @@ def test_cupys_pool_total_is_what_the_pool_holds():
 
 def test_a_notice_that_names_a_cuda_call_is_no_failure():
     assert report("INFO: cudaMalloc will not run out of memory with this setting\n")["oom_events"] == []
+    assert report("INFO: cudaMallocAsync will not run out of memory; no error\n")["oom_events"] == []
+    # ... while an exception that names one is
+    (ev,) = report("RuntimeError: cudaMalloc out of memory\n")["oom_events"]
+    assert ev["message_format"] == "cuda-call"
 
 
 def test_an_error_type_is_not_a_cuda_call():
@@ -2195,6 +2199,14 @@ def test_a_bare_memoryerror_introducing_a_devices_error_report_is_that_failure()
     d = report(_PADDLE_REPORT)
     assert [e["kind"] for e in d["oom_events"]] == ["device_runtime"]
     assert d["oom_events"][0]["evidence"][0]["line"] == 1
+    # ... a MemoryError whose words say the device's memory failed is the device's
+    assert [e["kind"] for e in report("MemoryError: failed to allocate GPU memory\n")["oom_events"]] == ["device_runtime"]
+    assert [e["kind"] for e in report("MemoryError: not enough memory to copy the GPU tensor to the host\n")["oom_events"]] \
+        == ["cpu_allocator"]
+    # ... a message split from its request by a blank line is one message
+    d = report("torch.cuda.OutOfMemoryError: CUDA out of memory.\n\nTried to allocate 20.00 MiB (GPU 0; 1.96 GiB total "
+               "capacity; 1.24 GiB already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)\n")
+    assert len(d["oom_events"]) == 1
     # ... a bare MemoryError alone is the host's
     assert [e["kind"] for e in report("MemoryError:\n")["oom_events"]] == ["cpu_allocator"]
     # ... and one that a new traceback separates from the device's message
@@ -2212,6 +2224,8 @@ def test_paddles_dataloader_process_killed_and_its_shared_memory_map():
     assert [e["kind"] for e in d["oom_events"]] == ["dataloader_killed"]
     d = report("ERROR:root:DataLoader reader thread failed((Unavailable) Memory map failed when rebuild shared memory.\n")
     assert [f["kind"] for f in d["failures"]] == ["shm_exhausted"]
+    d = report("RuntimeError: failed to allocate a shared memory block of 4096 bytes\n")
+    assert "shm_exhausted" in [f["kind"] for f in d["failures"]]
     # ... nor a fallback that does without it
     d = report("ERROR: mmap failed for /dev/shm segment, not using shared memory\n")
     assert "shm_exhausted" not in [f["kind"] for f in d["failures"]]
@@ -2294,3 +2308,9 @@ def test_a_message_wrapped_before_its_request_is_one_whole_message():
     assert [(e["message_format"], e["count"]) for e in d["oom_events"]] == [("torch-1.4-2.0", 1)]
     # ... and the words alone, in prose, are no message
     assert report("Tried to allocate 20.00 MiB on GPU 0 but the run went on\n")["oom_events"] == []
+
+
+def test_an_npus_message_pasted_from_its_request_on_is_the_npus():
+    (ev,) = report("Tried to allocate 2.00 GiB (NPU 0; 32.00 GiB total capacity; 29.80 GiB already allocated; "
+                   "1.59 GiB free; 50.34 MiB cached)\n")["oom_events"]
+    assert (ev["kind"], ev["backend"]) == ("npu", "NPU")

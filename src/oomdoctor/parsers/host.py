@@ -23,6 +23,7 @@ from ..facts.derived import HOST_KINDS
 from ..facts.models import Failure, OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
+from . import memory_words
 from .base import EXCEPTION_CLASS, ParseContext
 
 _STRENGTH_ORDER = {"certain": 0, "likely": 1, "weak": 2}
@@ -165,9 +166,12 @@ _DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
                   r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory"
-                  # mapping a segment another process wrote ("Memory map failed when rebuild shared memory"),
-                  # not a fallback that does without it ("mmap failed for /dev/shm, not using shared memory")
-                  r"|(?:[Mm]emory map|mmap) failed\b(?![^\n]{0,80}?(?:not using|instead|fall(?:ing)? back))[^\n]{0,40}?shared memory"
+                  # mapping a segment another process wrote ("Memory map failed when rebuild shared memory",
+                  # "Failed to map shared memory segment"), not a fallback that does without it ("mmap
+                  # failed for /dev/shm, not using shared memory")
+                  r"|(?:[Mm]emory map|mmap) failed\b(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
+                  r"[^\n]{0,40}?shared memory"
+                  r"|[Ff]ailed to (?:map|mmap|allocate) (?:the |a )?shared memory(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
                   # PyTorch writing a tensor into its shared-memory segment for another process
                   # (a DataLoader worker's batch): "unable to write to file </torch_74396_2983595444>",
                   # later releases add a counter ("</torch_74396_2983595444_0>")
@@ -444,15 +448,21 @@ def _device_memory_error(s: _Scan, i: int, msg: str) -> bool:
     (no new traceback between) holds a device's out-of-memory message: then that event's."""
     ctx = s.ctx
     ln = ctx.lines[i]
-    if ln.no in ctx.explained_lines(skip_kinds=HOST_KINDS):
+    device = [ev for ev in ctx.facts.oom_events if ev.kind not in HOST_KINDS]
+    if any(ev.line == ln.no or any(e.line == ln.no for e in ev.evidence) for ev in device):
         return True
     if msg:
-        return False
-    report = {ctx.lines[j].no for j in range(i + 1, min(len(ctx.lines), i + 1 + _REPORT_REACH))}
-    cut = next((ctx.lines[j].no for j in range(i + 1, min(len(ctx.lines), i + 1 + _REPORT_REACH))
-                if ctx.lines[j].text.lstrip().startswith("Traceback (most recent call last)")), None)
-    for ev in ctx.facts.oom_events:
-        if ev.kind not in HOST_KINDS and ev.line in report and (cut is None or ev.line < cut):
+        # words that name the device's memory and say it failed: the family that reads such
+        # words (memory_words, after this one) reads it as the device's
+        return bool(ctx.search(memory_words._FAILED, msg) and ctx.search(memory_words._DEVICE, msg)
+                    and not ctx.search(memory_words._HOST, msg))
+    # the report's lines: up to a new traceback (another failure), at most _REPORT_REACH
+    end = min(len(ctx.lines), i + 1 + _REPORT_REACH)
+    end = next((j for j in range(i + 1, end)
+                if ctx.lines[j].text.lstrip().startswith("Traceback (most recent call last)")), end)
+    last = ctx.lines[end - 1].no if end > i + 1 else ln.no
+    for ev in device:
+        if ln.no < ev.line <= last:
             if len(ev.evidence) < _MAX_EVIDENCE and all(e.line != ln.no for e in ev.evidence):
                 bisect.insort(ev.evidence, ctx.evidence(i), key=lambda e: e.line)   # (it is above the message)
             if ln.rank is not None and ln.rank not in ev.ranks:

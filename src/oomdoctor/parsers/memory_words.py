@@ -105,13 +105,11 @@ def parse(ctx: ParseContext) -> None:
     _recovery_notices(ctx)
 
 
-# an exception whose message goes on below it ("RuntimeError: Critical error in pipeline:" then
-# "Error when executing Mixed operator ImageDecoder encountered:" then "CUDA allocation failed")
-
-
 def _continued_error(ctx: ParseContext, i: int):
     """The error line a message continues, when line ``i`` is part of its message: up to two
-    lines above, each ending with a colon (a blank line or a frame ends none)."""
+    lines above, each ending with a colon (a blank line or a frame ends none). An exception's
+    message goes on below it so: "RuntimeError: Critical error in pipeline:", "Error when
+    executing Mixed operator ImageDecoder encountered:", "CUDA allocation failed"."""
     for j in range(i - 1, max(-1, i - 3), -1):
         above = ctx.lines[j].text
         if not above.rstrip().endswith(":"):

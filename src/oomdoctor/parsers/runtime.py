@@ -148,9 +148,10 @@ _CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<
 # A CUDA runtime or driver call named with its result in words, as frameworks' C++ checks
 # print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
 # out of memory"): the call says which memory, page-locked host memory for the host allocators
-# (with a word of failure on the line: not a notice that a call "will not run out of memory")
-_CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b|cudaSuccess\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b"
-                      r"(?=[^\n]{0,160}?(?:\bfailed\b|\berrno\b|\bret\[|\breturned\b|\berror\b))[^\n]{0,80}?\bout of memory\b")
+_CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b|cudaSuccess\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b[^\n]{0,80}?\bout of memory\b")
+# ... on a line that says something failed (not a notice that a call "will not run out of memory";
+# not "no error"): a word of failure, an exception's name or an error record's level
+_FAILURE_WORD = lazy(r"\b(?:failed|errno|returned)\b|\bret\[|(?<!\bno )\berror\b|\w+Error:|^\W*(?:ERROR|FATAL|[EF]\d{4} )")
 _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
                      "cuMemHostRegister")
 
@@ -408,7 +409,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     # (after NCCL's: its WARN lines name the CUDA call that failed)
     m = ctx.search(_CUDA_CALL_OOM, text) if "out of memory" in text else None
-    if m:
+    if m and ctx.search(_FAILURE_WORD, text):
         call = m.group("call")
         host = call in _HOST_ALLOC_CALLS
         events.add(("cuda_runtime_error", "call", call), i, lambda: OomEvent(

@@ -71,8 +71,8 @@ _CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?
 # ... or without its first words at all, a paste that starts at the request: "Tried to allocate
 # 20.00 MiB (GPU 0; 1.96 GiB total capacity; ...)", "Tried to allocate 2.00 GiB. GPU 0 has a total
 # capacity of ...": the figures that follow are the allocator's alone
-_HEADLESS = lazy(r"^\s*[`'\"]?(?P<head>Tried to allocate)(?=\s*" + _S + r"\s*(?:\(\s*(?:GPU|NPU|XPU)\s*\d+\s*;\s*" + _S
-                 + r"\s*total\s*capacity|\.\s*(?:GPU|Device|NPU|XPU|MLU|GCU)\s*\d*\s*has\s*a\s*total\s*capac))")
+_HEADLESS = lazy(r"^\s*[`'\"]?(?P<head>Tried to allocate)(?=\s*" + _S + r"\s*(?:\(\s*(?P<dev>GPU|NPU|XPU)\s*\d+\s*;\s*" + _S
+                 + r"\s*total\s*capacity|\.\s*(?P<dev2>GPU|Device|NPU|XPU|MLU|GCU)\s*\d*\s*has\s*a\s*total\s*capac))")
 
 _F = {
     "req": lazy(r"Tried\s*to\s*allocate\s*" + _S),
@@ -509,6 +509,37 @@ class _Raised:
         return next((e for device in self.by_device if (e := self.find(device, req)) is not None), None)
 
 
+def _allocator_event(ctx: ParseContext, ln, f: dict, backend: Optional[str], exc: Optional[str],
+                     fmt: str) -> OomEvent:
+    """The event of one allocator message's fields (``parse_message``), with notes on the
+    figures NVML got wrong."""
+    stated = next((p.bytes for p in f["processes"] if p.is_self), None)
+    if stated is not None and stated < (f.get("allocated_by_pytorch_bytes") or 0):
+        ctx.note(f"line {ln.no}: 'this process has {stated} bytes in use' is less than PyTorch itself holds "
+                 "(NVML cannot see the process, as in many containers): not used in the arithmetic")
+    if f["dropped_processes"]:
+        ctx.nvml_unavailable.add(ln.no)
+        ctx.note(f"line {ln.no}: ignored {f['dropped_processes']} impossible 'memory in use' figure(s) from NVML")
+    return OomEvent(
+        kind=_KIND.get(backend or "", "cuda_caching_allocator"), backend=backend, exception=exc, message_format=fmt,
+        device_index=f.get("device_index"), tried_to_allocate_bytes=f["tried_to_allocate_bytes"],
+        total_capacity_bytes=f.get("total_capacity_bytes"), free_bytes=f.get("free_bytes"),
+        process_in_use_bytes=_process_in_use(f), allocated_by_pytorch_bytes=f.get("allocated_by_pytorch_bytes"),
+        reserved_unallocated_bytes=f.get("reserved_unallocated_bytes"), reserved_total_bytes=f.get("reserved_total_bytes"),
+        already_allocated_bytes=f.get("already_allocated_bytes"), cached_unallocated_bytes=f.get("cached_unallocated_bytes"),
+        current_active_bytes=f.get("current_active_bytes"), private_pool_bytes=f.get("private_pool_bytes"),
+        allowed_bytes=f.get("allowed_bytes"), processes=f["processes"], hint=f["hint"], **ctx.at(ln))
+
+
+def _wrapped_anchor(ctx: ParseContext, i: int) -> bool:
+    """Does line ``i`` finish an anchor begun on the line above it (a blank line between
+    allowed): "CUDA out of memory." / "Tried to allocate ..." is one message, read from there."""
+    j = i - 1
+    while j >= 0 and i - j <= 3 and not ctx.lines[j].text.strip():
+        j -= 1
+    return j >= 0 and bool(ANCHOR.search(ctx.lines[j].text + ctx.lines[i].text))
+
+
 def parse(ctx: ParseContext) -> None:
     events: list[OomEvent] = []
     twins = _Twins()
@@ -544,19 +575,12 @@ def parse(ctx: ParseContext) -> None:
                                        **ctx.at(ln)))
                 continue
             m = _HEADLESS.match(ln.text)
-            if m and not (i and ANCHOR.search(ctx.lines[i - 1].text + ln.text)):
+            if m and not _wrapped_anchor(ctx, i):
                 body = _message_window(ctx, i)[m.start("head"):]
-                f = parse_message(body, None)
-                ev = OomEvent(kind="cuda_caching_allocator", message_format="headless (its first words not in the log)",
-                              device_index=f.get("device_index"), tried_to_allocate_bytes=f["tried_to_allocate_bytes"],
-                              total_capacity_bytes=f.get("total_capacity_bytes"), free_bytes=f.get("free_bytes"),
-                              process_in_use_bytes=_process_in_use(f),
-                              allocated_by_pytorch_bytes=f.get("allocated_by_pytorch_bytes"),
-                              reserved_unallocated_bytes=f.get("reserved_unallocated_bytes"),
-                              reserved_total_bytes=f.get("reserved_total_bytes"),
-                              already_allocated_bytes=f.get("already_allocated_bytes"),
-                              cached_unallocated_bytes=f.get("cached_unallocated_bytes"),
-                              processes=f["processes"], hint=f["hint"], **ctx.at(ln))
+                word = m.group("dev") or m.group("dev2")
+                backend = word if word in _KIND else None
+                ev = _allocator_event(ctx, ln, parse_message(body, backend), backend, None,
+                                      "headless (its first words not in the log)")
                 if (twin := twins.find(ev)) is not None:
                     _merge(twin, ev, ctx.evidence(ln))
                 else:
@@ -605,35 +629,8 @@ def parse(ctx: ParseContext) -> None:
             exc = _exception_before(prefix)
             if exc is None and not prefix.strip() and i > 0:
                 exc = _exception_before(ctx.lines[i - 1].text)  # "torch.OutOfMemoryError:" on its own line
-            stated = next((p.bytes for p in f["processes"] if p.is_self), None)
-            if stated is not None and stated < (f.get("allocated_by_pytorch_bytes") or 0):
-                ctx.note(f"line {ln.no}: 'this process has {stated} bytes in use' is less than PyTorch itself holds "
-                         "(NVML cannot see the process, as in many containers): not used in the arithmetic")
-            if f["dropped_processes"]:
-                ctx.nvml_unavailable.add(ln.no)
-                ctx.note(f"line {ln.no}: ignored {f['dropped_processes']} impossible 'memory in use' figure(s) from NVML")
-            ev = OomEvent(
-                kind=_KIND.get(backend or "", "cuda_caching_allocator"),
-                backend=backend or ("CUDA" if "CUDA" in prefix[-40:] else None),
-                exception=exc,
-                message_format=_format(body, backend),
-                device_index=f.get("device_index"),
-                tried_to_allocate_bytes=f["tried_to_allocate_bytes"],
-                total_capacity_bytes=f.get("total_capacity_bytes"),
-                free_bytes=f.get("free_bytes"),
-                process_in_use_bytes=_process_in_use(f),
-                allocated_by_pytorch_bytes=f.get("allocated_by_pytorch_bytes"),
-                reserved_unallocated_bytes=f.get("reserved_unallocated_bytes"),
-                reserved_total_bytes=f.get("reserved_total_bytes"),
-                already_allocated_bytes=f.get("already_allocated_bytes"),
-                cached_unallocated_bytes=f.get("cached_unallocated_bytes"),
-                current_active_bytes=f.get("current_active_bytes"),
-                private_pool_bytes=f.get("private_pool_bytes"),
-                allowed_bytes=f.get("allowed_bytes"),
-                processes=f["processes"],
-                hint=f["hint"],
-                **ctx.at(ln),
-            )
+            ev = _allocator_event(ctx, ln, f, backend or ("CUDA" if "CUDA" in prefix[-40:] else None), exc,
+                                  _format(body, backend))
             twin = twins.find(ev)
             if twin is not None:
                 _merge(twin, ev, ctx.evidence(ln))

@@ -71,7 +71,7 @@ ANCHOR_LITERALS = (
     "unable to write to file </torch_",
     # OpenMPI's rank ended by a signal; a worker pool losing a process without an exception
     "mpirun noticed", "abruptly died during map", "terminated abruptly", "ExitCode",
-    "allocate shared memory", "m_open", "map failed", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
+    "allocate shared memory", "m_open", "map failed", "ailed to map", "ailed to mmap", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
     "me device", "IllegalAddress", "ILLEGAL_ADDRESS", "Memory access fault", "misaligned address",
     "MisalignedAddress", "MISALIGNED_ADDRESS", "ERROR_ASSERT", "Assertion `", "unspecified launch failure",
     "LaunchFailure", "LAUNCH_FAILED", "o kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",
