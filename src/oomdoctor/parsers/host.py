@@ -160,6 +160,8 @@ _JVM_OOM = lazy(r"\bjava\.lang\.OutOfMemoryError\b(?!:\s*(?:unable to create|Req
 _WIN_PAGING = lazy(r"The paging file is too small for this operation to complete|\[WinError 1455\]")
 
 # -- DataLoader and shared memory (§3.6) --------------------------------------------------------
+# (not a fallback that does without shared memory: "..., not using shared memory", "falls back to ...")
+_NO_FALLBACK = r"(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
 # (PaddlePaddle's: "DataLoader process (pid 1104) exited is killed by signal: Killed.")
 _DL_SIGNAL = lazy(r"DataLoader (?:worker|process) \(pid (?P<pid>\d{1,9})\) (?:exited )?is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
 _DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
@@ -169,9 +171,8 @@ _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared mem
                   # mapping a segment another process wrote ("Memory map failed when rebuild shared memory",
                   # "Failed to map shared memory segment"), not a fallback that does without it ("mmap
                   # failed for /dev/shm, not using shared memory")
-                  r"|(?:[Mm]emory map|mmap) failed\b(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
-                  r"[^\n]{0,40}?shared memory"
-                  r"|[Ff]ailed to (?:map|mmap|allocate) (?:the |a )?shared memory(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
+                  r"|(?:[Mm]emory map|mmap) failed\b" + _NO_FALLBACK + r"[^\n]{0,40}?shared memory"
+                  r"|[Ff]ailed to (?:map|mmap|allocate) (?:the |a )?shared memory" + _NO_FALLBACK +
                   # PyTorch writing a tensor into its shared-memory segment for another process
                   # (a DataLoader worker's batch): "unable to write to file </torch_74396_2983595444>",
                   # later releases add a counter ("</torch_74396_2983595444_0>")
@@ -448,21 +449,20 @@ def _device_memory_error(s: _Scan, i: int, msg: str) -> bool:
     (no new traceback between) holds a device's out-of-memory message: then that event's."""
     ctx = s.ctx
     ln = ctx.lines[i]
-    device = [ev for ev in ctx.facts.oom_events if ev.kind not in HOST_KINDS]
-    if any(ev.line == ln.no or any(e.line == ln.no for e in ev.evidence) for ev in device):
+    if ln.no in ctx.explained_lines(skip_kinds=HOST_KINDS):
         return True
     if msg:
-        # words that name the device's memory and say it failed: the family that reads such
-        # words (memory_words, after this one) reads it as the device's
-        return bool(ctx.search(memory_words._FAILED, msg) and ctx.search(memory_words._DEVICE, msg)
-                    and not ctx.search(memory_words._HOST, msg))
+        # words that say the device's memory failed: the family that reads such words
+        # (memory_words, after this one) reads it as the device's
+        found = memory_words.failed_side(ctx, msg)
+        return found is not None and found[0] == "device"
     # the report's lines: up to a new traceback (another failure), at most _REPORT_REACH
     end = min(len(ctx.lines), i + 1 + _REPORT_REACH)
     end = next((j for j in range(i + 1, end)
                 if ctx.lines[j].text.lstrip().startswith("Traceback (most recent call last)")), end)
     last = ctx.lines[end - 1].no if end > i + 1 else ln.no
-    for ev in device:
-        if ln.no < ev.line <= last:
+    for ev in ctx.facts.oom_events:
+        if ev.kind not in HOST_KINDS and ln.no < ev.line <= last:
             if len(ev.evidence) < _MAX_EVIDENCE and all(e.line != ln.no for e in ev.evidence):
                 bisect.insort(ev.evidence, ctx.evidence(i), key=lambda e: e.line)   # (it is above the message)
             if ln.rank is not None and ln.rank not in ev.ranks:

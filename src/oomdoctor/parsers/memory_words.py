@@ -74,13 +74,10 @@ def parse(ctx: ParseContext) -> None:
             err = _continued_error(ctx, i)
         if err is None:
             continue
-        m = ctx.search(_FAILED, text)
-        if m is None or ctx.search(_NOT_CAPACITY, text) or ctx.search(_NOT_A_FAILURE, text):
+        found = failed_side(ctx, text)
+        if found is None:
             continue
-        host, device = ctx.search(_HOST, text), ctx.search(_DEVICE, text)
-        if bool(host) == bool(device):
-            continue   # neither side named, or both: the side would be a guess
-        side = "host" if host else "device"
+        side, m, device = found
         if side in read:
             continue
         n = parse_size(text[m.start():m.start() + 300])   # the size it failed to allocate, if said
@@ -91,7 +88,7 @@ def parse(ctx: ParseContext) -> None:
             continue
         message = text.strip()[:160]
         exc = err.group("exc")
-        if host:
+        if side == "host":
             ev = OomEvent(kind="cpu_allocator", backend="host", strength="likely", host_bytes=n,
                           tried_to_allocate_bytes=n, message_format="generic-host-allocation", exception=exc,
                           detail=f"an allocation of host memory failed: {message}", **ctx.at(ln))
@@ -103,6 +100,19 @@ def parse(ctx: ParseContext) -> None:
         seen[key] = ev
         ctx.facts.oom_events.append(ev)
     _recovery_notices(ctx)
+
+
+def failed_side(ctx: ParseContext, text: str):
+    """Which memory the words of ``text`` say could not be had: ("host" or "device", the
+    failure's match, the device word's match), or None when they say no such thing, or name
+    neither side or both (the side would be a guess)."""
+    m = ctx.search(_FAILED, text)
+    if m is None or ctx.search(_NOT_CAPACITY, text) or ctx.search(_NOT_A_FAILURE, text):
+        return None
+    host, device = ctx.search(_HOST, text), ctx.search(_DEVICE, text)
+    if bool(host) == bool(device):
+        return None
+    return ("host" if host else "device"), m, device
 
 
 def _continued_error(ctx: ParseContext, i: int):

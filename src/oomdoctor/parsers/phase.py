@@ -192,15 +192,17 @@ _ANYWHERE = (
         r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
 )
 _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b")
+# a JAX trainer's function that creates its parameters and optimizer state (Flax's
+# "create_train_state", "init_train_state"): read as a frame's function and as a call
+_TRAIN_STATE = r"_?(?:init|initialize|create|make|build|setup)_train(?:ing)?_state"
 _MODEL_LOAD = lazy(
     r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
     r"|set_module_tensor_to_device|dispatch_model|load_model\w*\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
     r"|_post_init_method|prepare_model|"
     # a trainer setting up its model ("setup_model_and_tokenizer", a plugin's "pre_model_load" hook)
     r":(?:setup|init|initialize)_model(?:_and_\w+)?$|:pre_model_load$|"
-    # a JAX trainer creating its parameters and optimizer state (Flax's "create_train_state",
-    # "init_train_state")
-    r":_?(?:init|initialize|create|make|build|setup)_train(?:ing)?_state$|"
+    # a JAX trainer creating its train state
+    r":" + _TRAIN_STATE + r"$|"
     # ZeRO-3's zero.Init: the model's construction, tensor constructors wrapped while it is
     # built, and the first partitioning of each new parameter (later ones free, not allocate)
     r"partition_parameters\.py:(?:__init__|wrapped_fn|_partition_param)\b|"
@@ -286,7 +288,7 @@ _CALL = (("checkpoint_save", lazy(r"\b_{0,2}save(?!fig\b|_(?:image|img)s?(?:_\w*
          ("checkpoint_load", lazy(r"\bload_checkpoint\w*\(|\.load_state_dict\(|torch\.load\(")),
          ("model_load", lazy(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\("
                              # a JAX trainer's parameters and optimizer state created ("init_train_state(")
-                             r"|\b_?(?:init|initialize|create|make|build|setup)_train(?:ing)?_state\("
+                             r"|\b" + _TRAIN_STATE + r"\("
                              # the model placed on the device: "model.cuda()", "self.model.to(device)",
                              # "model.to(self.args.device)"
                              r"|\b(?:model|net|module)\w*\.(?:cuda\(|to\((?:[\w.]{0,40}?\bdevice\b|['\"]cuda|torch\.device))")))

@@ -111,9 +111,9 @@ _TT_ALLOC = lazy(r"Out of Memory: Not enough space to allocate (?P<n>\d{1,20}) B
 # a CUDA library's own device allocator refusing a request (PhysX, in Isaac Gym: "PxgCudaDeviceMemoryAllocator
 # fail to allocate memory 339738624 bytes!! Result = 2"): the device's memory, outside PyTorch's allocator.
 # The result it prints is CUDA's: 2 is out of memory; another (700, an illegal address) is a
-# knock-on of an earlier crash, not memory
+# knock-on of an earlier crash, not memory, and is no match
 _CUDA_LIB_ALLOCATOR = lazy(r"\b\w{0,20}(?:Cuda|CUDA)\w{0,20}Device\w{0,20}Allocator fail(?:ed|s)? to allocate (?:device )?memory:? "
-                           r"(?P<n>\d{1,20}) bytes!*\s*(?:Result = (?P<rc>\d{1,5}))?")
+                           r"(?P<n>\d{1,20}) bytes(?!!*\s*Result = (?!2\b)\d)")
 # An inference engine sizing its KV cache from the memory the device has left (a rollout engine
 # beside the model being trained, an evaluation server): vLLM's "No available memory for the
 # cache blocks", its check that one sequence's cache fits ("... is larger than the maximum
@@ -451,8 +451,6 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             detail="the batch-size finder halved the batch to zero: every size it tried ran out of memory"))
         return
     m = ctx.search(_CUDA_LIB_ALLOCATOR, text) if "Allocator" in text else None
-    if m and m.group("rc") not in (None, "2"):
-        m = None
     if m:
         n = int(m.group("n"))
         events.add(("cuda_runtime_error", "library-allocator", n), i, lambda: OomEvent(

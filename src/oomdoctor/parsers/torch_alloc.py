@@ -466,6 +466,15 @@ class _Twins:
     def _full(ev: OomEvent) -> tuple:
         return (ev.kind, ev.device_index, ev.tried_to_allocate_bytes) + tuple(getattr(ev, n) for n in _COMPARE)
 
+    def keep(self, events: list[OomEvent], ev: OomEvent, evidence: Evidence) -> None:
+        """``ev`` joins ``events``, unless it is a copy of one there: then that one counts it."""
+        twin = self.find(ev)
+        if twin is not None:
+            _merge(twin, ev, evidence)
+        else:
+            events.append(ev)
+            self.add(ev)
+
     def find(self, ev: OomEvent) -> OomEvent | None:
         bucket = self.buckets.get(self._key(ev))
         if not bucket:
@@ -579,13 +588,8 @@ def parse(ctx: ParseContext) -> None:
                 body = _message_window(ctx, i)[m.start("head"):]
                 word = m.group("dev") or m.group("dev2")
                 backend = word if word in _KIND else None
-                ev = _allocator_event(ctx, ln, parse_message(body, backend), backend, None,
-                                      "headless (its first words not in the log)")
-                if (twin := twins.find(ev)) is not None:
-                    _merge(twin, ev, ctx.evidence(ln))
-                else:
-                    events.append(ev)
-                    twins.add(ev)
+                twins.keep(events, _allocator_event(ctx, ln, parse_message(body, backend), backend, None,
+                                                    "headless (its first words not in the log)"), ctx.evidence(ln))
                 continue
             m = _CLASS_TRIED.match(ln.text)
             if m:
@@ -629,14 +633,8 @@ def parse(ctx: ParseContext) -> None:
             exc = _exception_before(prefix)
             if exc is None and not prefix.strip() and i > 0:
                 exc = _exception_before(ctx.lines[i - 1].text)  # "torch.OutOfMemoryError:" on its own line
-            ev = _allocator_event(ctx, ln, f, backend or ("CUDA" if "CUDA" in prefix[-40:] else None), exc,
-                                  _format(body, backend))
-            twin = twins.find(ev)
-            if twin is not None:
-                _merge(twin, ev, ctx.evidence(ln))
-            else:
-                events.append(ev)
-                twins.add(ev)
+            twins.keep(events, _allocator_event(ctx, ln, f, backend or ("CUDA" if "CUDA" in prefix[-40:] else None),
+                                                exc, _format(body, backend)), ctx.evidence(ln))
     raised = _Raised(events) if warned else None
     for ev in warned:
         # the warning the allocator logs as it fails joins the message raised for the same request
@@ -644,11 +642,8 @@ def parse(ctx: ParseContext) -> None:
         if same is not None:
             if len(same.evidence) < _MAX_EVIDENCE:
                 same.evidence.append(ev.evidence[0])
-        elif (twin := twins.find(ev)) is not None:
-            _merge(twin, ev, ev.evidence[0])
         else:
-            events.append(ev)
-            twins.add(ev)
+            twins.keep(events, ev, ev.evidence[0])
     if shortened:
         # a shortened copy of a message the log also holds whole is that message
         whole = _Raised(events)
