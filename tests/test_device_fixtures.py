@@ -115,6 +115,15 @@ PHASES = {
     "lightning_fit": "forward",                # Lightning's training_step -> the module's forward
     "hf_evaluate": "eval",                     # Trainer.evaluate -> evaluation_loop -> the model's forward
     "dataloader_shm": "data_loading",          # a DataLoader worker collating into shared memory
+    "jax_train_step": "forward",               # no frame names a pass: XLA's operator "jit(train_step)/jvp(MLP)/Dense_1"
+    "jax_torch_share": None,                   # torch.empty at module level
+    "cupy_pool": None,                         # cupy.zeros at module level
+    "checkpoint_load": "checkpoint_load",      # "resuming from ..." then torch.load -> serialization.py
+    "triton_shared_memory": None,              # not an OOM
+    "cudnn_full": "forward",                   # Conv2d.forward -> F.conv2d
+    "checkpoint_backward": "backward",         # loss.backward() -> _engine_run_backward
+    "leak_history": "backward",                # the step's loss.backward() fails
+    "ddp_buckets": "model_load",               # DistributedDataParallel.__init__ -> dist.Reducer
 }
 
 # the top incident, where the log leaves no doubt
@@ -143,6 +152,18 @@ INCIDENTS = {
     # the failing request is the logits' fp32 upcast (256 x 4096 x 32000 x 4 bytes) in the evaluation loop
     "hf_evaluate": {"eval-generation", "large-vocab-logits"},
     "dataloader_shm": {"shm-exhausted"},
+    # the failing buffer is the first layer's output, f32[262144,65536], in the differentiated forward
+    "jax_train_step": {"activation-memory"},
+    # JAX's pool holds 59.92 GiB of this process; PyTorch holds nothing
+    "jax_torch_share": {"non-pytorch-memory"},
+    "checkpoint_load": {"ckpt-load"},
+    # 3.47 GiB reserved but unallocated and 2.45 GiB under the fraction: the 4 GiB request could have
+    # fit unfragmented; it is the backward's recomputed activations either way
+    "checkpoint_backward": {"activation-memory", "alloc-fragmentation"},
+    # memory_allocated rose 1.25 GiB a step for 15 steps before a 32 MiB request failed
+    "leak_history": {"gradual-leak"},
+    # the model (30 GiB) fits; its gradient buckets, as large again, do not: the model's placement
+    "ddp_buckets": {"model-load"},
 }
 
 def test_every_scenario_is_here():

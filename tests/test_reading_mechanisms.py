@@ -2157,6 +2157,15 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
     # Theano's GPU arrays raise MemoryError for the device's memory
     ("MemoryError: Error allocating 147865600 bytes of device memory (out of memory).\n", "device_runtime", None,
      147865600),
+    # CuPy 8 and later
+    ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 8,589,934,592 bytes (allocated so far: "
+     "77,309,411,328 bytes).\n", "device_runtime", "cupy-memory-pool", 8589934592),
+    # a library's check that memory could not be allocated, naming the device call (its error's words cut)
+    ("ERROR    Uncaught exception: Could not allocate memory: gpu_memory.h:112 cudaMalloc(&rawptr, n_bytes) failed "
+     "with error out of memor\n", "cuda_runtime_error", "cuda-call", None),
+    # a Vulkan renderer on the GPU
+    ("[Error] [carb.graphics-vulkan.plugin] VkResult: ERROR_OUT_OF_DEVICE_MEMORY\n", "device_runtime",
+     "library-allocator", None),
 ])
 def test_other_frameworks_device_allocation_failures(text, kind, fmt, size):
     (ev,) = report(text)["oom_events"]
@@ -2166,6 +2175,32 @@ def test_other_frameworks_device_allocation_failures(text, kind, fmt, size):
 def test_cupys_pool_total_is_what_the_pool_holds():
     (ev,) = report("out of memory to allocate 205520896 bytes (total 16068929536 bytes)\n")["oom_events"]
     assert ev["reserved_total_bytes"] == 16068929536
+    (ev,) = report("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 512 bytes (allocated so far: 1,024 "
+                   "bytes).\n")["oom_events"]
+    assert (ev["tried_to_allocate_bytes"], ev["reserved_total_bytes"]) == (512, 1024)
+
+
+@pytest.mark.parametrize("line", [
+    "WARNING: could not allocate memory for the cache, cudaMalloc retried later\n",   # no failure word
+    "Cannot allocate memory\n",                                                      # no device call
+    "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\n",                                        # Level Zero: Intel's, not Vulkan's
+])
+def test_what_is_no_device_allocation_call_failing(line):
+    assert not any(e["message_format"] in ("cuda-call", "library-allocator") for e in report(line)["oom_events"])
+
+
+def test_other_processes_on_the_device_leave_the_free_figure_no_proof():
+    # free memory at the time of the message is read after the failed request; others on the
+    # device allocate and free in between
+    msg = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 MiB. GPU 0 has a total capacity "
+           "of 23.69 GiB of which 2.53 GiB is free. {procs}Including non-PyTorch memory, this process has 2.41 GiB "
+           "memory in use. Of the allocated memory 2.16 GiB is allocated by PyTorch, and 1.92 MiB is reserved by "
+           "PyTorch but unallocated.\n")
+    alone = report(msg.format(procs=""))
+    assert alone["oom_events"][0]["symptom"]     # 2.53 GiB free for 32 MiB: not memory pressure
+    shared = report(msg.format(procs="Process 11 has 9.43 GiB memory in use. Process 12 has 9.30 GiB memory in use. "))
+    assert shared["oom_events"][0]["symptom"] is None
+    assert shared["diagnoses"][0]["memory_failure"]
 
 
 def test_a_notice_that_names_a_cuda_call_is_no_failure():
@@ -2314,3 +2349,73 @@ def test_an_npus_message_pasted_from_its_request_on_is_the_npus():
     (ev,) = report("Tried to allocate 2.00 GiB (NPU 0; 32.00 GiB total capacity; 29.80 GiB already allocated; "
                    "1.59 GiB free; 50.34 MiB cached)\n")["oom_events"]
     assert (ev["kind"], ev["backend"]) == ("npu", "NPU")
+
+
+@pytest.mark.parametrize("lines", [
+    ["`blk.35.attn_norm.weight, n_dims = 1, torch.bfloat16 --> float32", "Killed`"],
+    ["`blk.35.attn_norm.weight, n_dims = 1, torch.bfloat16 --> float32", "Killed", "`"],
+])
+def test_a_code_span_over_several_pasted_lines(lines):
+    # the user's inline-code backticks open the first line and close the last
+    d = report("\n".join(lines) + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+
+
+def test_a_lone_backtick_inside_a_line_is_kept():
+    from oomdoctor.read.normalise import normalise
+    ln = normalise("  set `num_stages lower\n")[0]
+    assert ln.text == "  set `num_stages lower"
+
+
+_JAX_ALLOC = ("2023-09-15 15:37:48.404245: E external/xla/xla/pjrt/pjrt_stream_executor_client.cc:2593] Execution of "
+              "replica 0 failed: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 92198188384 bytes.\n")
+
+
+@pytest.mark.parametrize("operator, phase", [
+    ('jit(train_step)/jit(main)/jvp(Model)/layers_3/attention/dot_general', "forward"),
+    ('pjit(train_step)/jit(main)/transpose(jvp(Model))/h/3/mlp/dot_general', "backward"),
+    ('jit(predict)/jit(main)/Model/layers_3/attention/dot_general', None),   # no gradient: no pass of a step
+])
+def test_xlas_operator_names_say_which_pass_of_the_step(operator, phase):
+    log = _JAX_ALLOC + f'  1. Size: 85.87G\n     Operator: op_name="{operator}"\n'
+    assert report(log)["phase"] == phase
+
+
+def test_xlas_rematerialization_falling_short_is_the_activations():
+    d = report("2023-09-15 15:37:29.263873: W external/xla/xla/service/hlo_rematerialization.cc:2202] Can't reduce "
+               "memory use below 23.81GiB (25567444992 bytes) by rematerialization; only reduced to 86.14GiB "
+               "(92489619062 bytes), down from 95.71GiB (102770769072 bytes) originally\n" + _JAX_ALLOC)
+    assert d["diagnoses"][0]["incident"] == "activation-memory"
+    assert report(_JAX_ALLOC)["diagnoses"][0]["incident"] == "unknown-oom"
+
+
+def test_the_bfc_allocators_retry_notice_is_never_the_first_failure():
+    d = report("W1126 15:15:36.267966 511 bfc_allocator.cc:371] Allocator (GPU_0_bfc) ran out of memory trying to "
+               "allocate 64.02GiB from the lower end with freed_by_count=0. The caller indicates that this is not a "
+               "failure, but this may mean that there could be performance gains if more memory were available.\n"
+               + _JAX_ALLOC)
+    assert d["ranks"]["first_failure_line"] == 2
+
+
+@pytest.mark.parametrize("said, phase", [
+    ("resuming from /ckpt/checkpoint-1000.pt", "checkpoint_load"),
+    ("Resuming training from /ckpt/checkpoint-1000.pt", "checkpoint_load"),
+    ("loading the pretrained weights", "model_load"),
+])
+def test_tensors_read_right_after_the_job_says_it_resumes_are_the_checkpoint(said, phase):
+    log = (f"{said}\nTraceback (most recent call last):\n"
+           '  File "/work/train.py", line 11, in <module>\n    state = torch.load(path, map_location="cuda")\n'
+           '  File "/usr/lib/python3.12/site-packages/torch/serialization.py", line 1570, in load\n    return _load(\n'
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB. GPU 0 has a total capacity of "
+           "79.18 GiB of which 76.66 GiB is free. Including non-PyTorch memory, this process has 2.51 GiB memory in use. "
+           "2.38 GiB allowed; Of the allocated memory 2.00 GiB is allocated by PyTorch, and 0 bytes is reserved by "
+           "PyTorch but unallocated.\n")
+    assert report(log)["phase"] == phase
+
+
+def test_a_users_memory_print_with_a_space_before_its_figure():
+    log = "".join(f"step {i} | loss 0.0390 | memory_allocated {1.84 + 1.25 * i:.2f} GiB\n" for i in range(6))
+    d = report(log)
+    assert [s["allocated_bytes"] for s in d["memory_samples"]][:2] == [int(1.84 * 2**30), int(3.09 * 2**30)]
+    # ... and a bare number after the key is no figure (a count, a step)
+    assert report("memory_allocated 3 times\n")["memory_samples"] == []

@@ -106,6 +106,10 @@ BROAD = {
     "flash-attn": ["flash-attn only supports Ampere GPUs or newer"],
     "flash attn": ["flash attn requires an Ampere GPU"],
     "tf32": ["ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"],
+    # (runtime's pattern needs "could not / cannot / can't / unable to / failed to" before it)
+    "allocate memory": ["Uncaught exception: Could not allocate memory: gpu_memory.h:112 cudaMalloc(&rawptr, n) failed",
+                        "Cannot allocate memory for the buffer: cudaMalloc failed", "Unable to allocate memory: cuMemAlloc failed",
+                        "failed to allocate memory (cudaMalloc returned 2)", "can't allocate memory: hipMalloc failed"],
 }
 
 TRIGGERS = {

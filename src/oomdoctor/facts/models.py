@@ -65,7 +65,7 @@ class OomEvent(Model):
 
     kind: OomKind
     strength: Strength = "certain"
-    backend: Optional[str] = Field(default=None, description="CUDA, HIP, NPU, XPU, HPU (Intel Gaudi), MPS, MLU, GCU, XLA, TF, Neuron, Tenstorrent, host, shm (shared memory, /dev/shm)")
+    backend: Optional[str] = Field(default=None, description="CUDA, HIP, NPU, XPU, HPU (Intel Gaudi), MPS, MLU, GCU, XLA, TF, Neuron, Tenstorrent, Vulkan (a renderer on the GPU), host, shm (shared memory, /dev/shm)")
     exception: Optional[str] = Field(default=None, description="exception class as printed, e.g. torch.OutOfMemoryError")
     message_format: Optional[str] = Field(default=None, description="which version's wording the message uses")
     device_index: Optional[int] = None

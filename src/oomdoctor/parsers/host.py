@@ -101,6 +101,10 @@ _MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID \d{1,9} o
 # (read as raised: at the line's start or after its exception's name, not in printed source)
 _POOL_DIED = lazy(r"(?:^|Error:\s{0,3}|BrokenProcessPool:\s{0,3})(?:One of the subprocesses has abruptly died during map "
                   r"operation|A process in the process pool was terminated abruptly)")
+# joblib's process pool (loky) naming how its workers ended: "TerminatedWorkerError: A worker
+# process managed by the executor was unexpectedly terminated. ... The exit codes of the workers
+# are {SIGKILL(-9)}"
+_LOKY_KILLED = lazy(r"exit codes of the workers are \{[^}\n]{0,200}?SIGKILL\(-9\)")
 # (newer torchrun prints the signal's number: "Received 15 death signal, shutting down workers")
 _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?(?:SIG\w{1,8}|\d{1,2}) death signal")
 _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
@@ -200,7 +204,7 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
-          "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error") + KILLED_LOCALISED
+          "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers") + KILLED_LOCALISED
 
 
 @dataclass
@@ -569,6 +573,9 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if "abruptly" in text and ctx.search(_POOL_DIED, text):
         s.kill(i, _SIGKILL_ONLY, "pool", "a worker process of a pool (a dataset's map, a process pool) died "
                                          "without an exception")
+        return
+    if "exit codes of the workers" in text and ctx.search(_LOKY_KILLED, text):
+        s.kill(i, _SIGKILL_ONLY, "pool", "a worker process of joblib's pool was killed (SIGKILL)")
         return
     if "death signal" in text and ctx.search(_DEATH_SIGNAL, text):
         s.death_signals.append(i)

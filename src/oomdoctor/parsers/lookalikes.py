@@ -261,7 +261,10 @@ def _symptoms(ctx: ParseContext) -> None:
         if req is not None and (req >= 2**60 or (cap and req > ABSURD_OVER_CAPACITY * cap)):
             ev.symptom = "the request is far larger than any device: a corrupted size, not memory pressure"
         elif (ev.kind in _ROOM_KINDS and req and free is not None and free >= max(ROOM_OVER_REQUEST * req, 2**30)
-              and ev.allowed_bytes is None and ev.line not in ctx.nvml_unavailable):
+              and ev.allowed_bytes is None and ev.line not in ctx.nvml_unavailable
+              # other processes on the device allocate and free between the refused request
+              # and the free figure read after it: free memory then proves nothing
+              and not any(not p.is_self for p in ev.processes)):
             ev.symptom = (f"the device had {free // 2**20} MiB free for a request of {req // 2**20} MiB: something "
                           "other than the device's memory refused it (a memory pool or allocator of another library, "
                           "a process limit, a driver fault), not memory pressure")

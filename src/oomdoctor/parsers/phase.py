@@ -44,7 +44,7 @@ MARKERS = {
                                       # an error naming the weight file it was reading ("unable to mmap N
                                       # bytes from file <consolidated.00.pth>", "Unable to load checkpoint from ...")
                                       r"|(?i:load|mmap|read|open)\w{0,10}\b[^\n]{0,40}?\bfrom (?:file )?<?\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"),
-    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|Resuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
+    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?i:r)esuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
                      r"|Attempting to resume from|successfully read \d+ ZeRO state_dicts"),
     # the Trainer's closing summary: the final save_model() comes right after it
@@ -211,7 +211,7 @@ _MODEL_LOAD = lazy(
     # Megatron-Core building its layers from specs, Transformer Engine's layers allocating
     # their weights in their constructors
     r"spec_utils\.py:build_module\b|transformer_engine/pytorch/module/\w+\.py:__init__\b|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
-    r"\bto_empty\b|_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
+    r"\bto_empty\b|:_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
     # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
     # a model built on the device: "with torch.device('cuda'):" routes its layers' parameter
@@ -227,6 +227,9 @@ _MODEL_LOAD = lazy(
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
              # (tokenising the data; a function that sets up a tokenizer, "setup_model_and_tokenizer", loads)
              r"|tokeniz(?!er$)"
+             # the main process's handler for a DataLoader worker's death, innermost wherever the
+             # main process was when the worker died (an optimizer step, a forward)
+             r"|data/_utils/signal_handling\.py:handler\b"
              # Apache Arrow's own code (its Cython sources: "pyarrow/table.pxi"), under a dataset's tables
              r"|(?:^|/)pyarrow/"
              # a trainer caching its dataset's latents or text-encoder outputs before training
@@ -690,6 +693,10 @@ def parse(ctx: ParseContext) -> None:
         # the worker was loading data
         ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif phase:
+        if phase == "model_load" and _TENSOR_READ.search(_frame_text(frame)) and _resumed_just_before(ctx, line):
+            # tensors read from disk right after the job said it resumes: the checkpoint, not
+            # the pretrained weights (a script's own torch.load names neither)
+            phase = "checkpoint_load"
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
     elif (named := _named_processes(ctx, idx)):
@@ -698,7 +705,7 @@ def parse(ctx: ParseContext) -> None:
         ph.reason = f"the killed or largest processes run {frame.function}"
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
         ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
-    elif (hint := _code_hint(ctx, idx)):
+    elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx)):
         ph.phase, ph.line, ph.reason = hint
     else:
         _phase_from_markers(ctx, line)
@@ -785,6 +792,30 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
             if rx.search(text):
                 return phase, ctx.lines[j].no, f"code line: {text[:60]}"
     return None
+
+
+# XLA names each operation of a compiled program after the JAX transformations it came from:
+# "jvp(Model)" is the forward pass that autodiff differentiates, "transpose(jvp(Model))" its
+# backward. Only a program that computes gradients has them, so the operators that an XLA
+# out-of-memory report lists (its largest allocations, an autotuner's failed buffer) say
+# which pass of the training step held the memory.
+_XLA_OPERATOR = lazy(r"op_name=\"[^\"\n]{0,300}?(?P<t>transpose\()?jvp\(")
+
+
+def _xla_operator_hint(ctx: ParseContext, idx: int, within: int = 400) -> Optional[tuple[str, int, str]]:
+    """No frames name the pass: the first operator that the report names after the error
+    line (its largest allocation), else the nearest before it."""
+    hits = [i for i in ctx.lines_with(("jvp(",)) if abs(i - idx) <= within]
+    for i in sorted(hits, key=lambda i: (i < idx, abs(i - idx))):
+        m = ctx.search(_XLA_OPERATOR, ctx.lines[i].text)
+        if m:
+            phase = "backward" if m.group("t") else "forward"
+            return phase, ctx.lines[i].no, f"XLA operator of the {phase} pass"
+    return None
+
+
+def _resumed_just_before(ctx: ParseContext, line: int, within: int = 50) -> bool:
+    return any(0 <= line - n <= within for n in ctx.facts.markers.get("resuming", []))
 
 
 def _boundary_just_before(ctx: ParseContext, line: int, within: int = 8) -> Optional[int]:

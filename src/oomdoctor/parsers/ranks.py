@@ -12,6 +12,9 @@ from ..facts.models import fatal_events
 from .base import ParseContext
 
 CASCADE_KINDS = {"nccl_timeout", "nccl_error", "sigterm", "python_exception"}
+# warnings whose own words say they are not a failure (XLA's BFC allocator retrying with less):
+# the first failure only where nothing else failed
+NOT_FAILURES = {"bfc_not_failure"}
 
 
 def parse(ctx: ParseContext) -> None:
@@ -29,7 +32,7 @@ def parse(ctx: ParseContext) -> None:
 
     certain = [e for e in events if e.strength != "weak"]
     firsts = [(e.line, f"{e.kind} (line {e.line})") for e in certain]
-    primary_failures = [f for f in facts.failures if f.kind not in CASCADE_KINDS]
+    primary_failures = [f for f in facts.failures if f.kind not in CASCADE_KINDS | NOT_FAILURES]
     firsts += [(f.line, f"{f.kind} (line {f.line})") for f in primary_failures]
     if firsts:
         rs.first_failure_line, rs.first_failure = min(firsts)

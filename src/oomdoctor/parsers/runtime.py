@@ -144,7 +144,9 @@ _PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allo
 # CuPy's memory pool (under Chainer, and any CuPy code): "cupy.cuda.memory.OutOfMemoryError: out of
 # memory to allocate 205520896 bytes (total 16068929536 bytes)"; the total is what the pool
 # already holds
-_CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<held>\d{1,20}) bytes\)")
+_CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<held>\d{1,20}) bytes\)"
+                  # CuPy 8 and later: "Out of memory allocating 8,589,934,592 bytes (allocated so far: 77,309,411,328 bytes)."
+                  r"|Out of memory allocating (?P<n2>\d{1,3}(?:,\d{3}){0,6}) bytes \(allocated so far: (?P<held2>\d{1,3}(?:,\d{3}){0,6}) bytes\)")
 # A CUDA runtime or driver call named with its result in words, as frameworks' C++ checks
 # print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
 # out of memory"): the call says which memory, page-locked host memory for the host allocators
@@ -152,6 +154,11 @@ _CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b|cudaSuccess\b)(?P<call>cu(?:da|Mem)[A-Z
 # ... on a line that says something failed (not a notice that a call "will not run out of memory";
 # not "no error"): a word of failure, an exception's name or an error record's level
 _FAILURE_WORD = lazy(r"\b(?:failed|errno|returned)\b|\bret\[|(?<!\bno )\berror\b|\w+Error:|^\W*(?:ERROR|FATAL|[EF]\d{4} )")
+# ... or a library's own check saying that memory could not be allocated, with the device
+# allocation call that failed ("Could not allocate memory: gpu_memory.h:112 cudaMalloc(&rawptr,
+# n_bytes) failed with error out of memory", whatever the error's words or where a paste cuts them)
+_ALLOC_CALL_FAILED = lazy(r"(?i:could not|cannot|can't|unable to|failed to) allocate memory\b[^\n]{0,300}?"
+                          r"\b(?P<call>cudaMalloc\w{0,20}|cuMemAlloc\w{0,20}|hipMalloc\w{0,20})\b")
 _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
                      "cuMemHostRegister")
 
@@ -191,6 +198,9 @@ _CANN_SIZE = lazy(r"\bsize\s*[=:]\s*(?P<n>\d{4,20})\b")
 # Intel Gaudi's bridge failing its graph's workspace ("SYNHELPER workspace Allocation of size
 # ::14493510400 failed!")
 _HPU_WORKSPACE = lazy(r"workspace Allocation of size ::(?P<n>\d{1,20}) failed")
+# a Vulkan renderer on the same GPU (a simulator's or viewer's: Isaac Sim, a splatting viewer)
+# refused device memory: "VkResult: ERROR_OUT_OF_DEVICE_MEMORY", "vkAllocateMemory failed for flags: 2."
+_VULKAN = lazy(r"(?:\bVK_|(?<![A-Z_]))ERROR_OUT_OF_DEVICE_MEMORY\b|\bvkAllocateMemory failed")
 _XPU = lazy(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"
                   r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
 
@@ -203,7 +213,8 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
-          "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE", "Not enough space to allocate")
+          "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE", "Not enough space to allocate",
+          "allocate memory", "vkAllocateMemory failed")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -409,6 +420,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     # (after NCCL's: its WARN lines name the CUDA call that failed)
     m = ctx.search(_CUDA_CALL_OOM, text) if "out of memory" in text else None
+    if not m and "allocate memory" in text:
+        m = ctx.search(_ALLOC_CALL_FAILED, text)
     if m and ctx.search(_FAILURE_WORD, text):
         call = m.group("call")
         host = call in _HOST_ALLOC_CALLS
@@ -417,12 +430,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             message_format="cuda-driver-host-alloc" if host else "cuda-call",
             detail=f"{call} failed: out of memory" + (" (page-locked host memory)" if host else "")))
         return
-    m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text else None
+    m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text or "ut of memory allocating" in text else None
     if m:
-        n = int(m.group("n"))
+        n = int((m.group("n") or m.group("n2")).replace(",", ""))
+        held = int((m.group("held") or m.group("held2")).replace(",", ""))
         events.add(("device_runtime", "cupy", n), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="cupy-memory-pool",
-            tried_to_allocate_bytes=n, reserved_total_bytes=int(m.group("held")),
+            tried_to_allocate_bytes=n, reserved_total_bytes=held,
             detail="CuPy's memory pool could not allocate the request"))
         return
     m = ctx.search(_PADDLE_OOM, text) if "Out of memory error on GPU" in text else None
@@ -540,6 +554,12 @@ def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optiona
         events.add(("npu", "acl"), i, lambda: OomEvent(
             kind="npu", strength="likely", backend="NPU", exception=exc, line=0,
             detail="ACL_ERROR_RT_MEMORY_ALLOCATION"))
+        return
+    m = ctx.search(_VULKAN, text)
+    if m:
+        events.add(("device_runtime", "vulkan"), i, lambda: OomEvent(
+            kind="device_runtime", backend="Vulkan", exception=exc, line=0, message_format="library-allocator",
+            detail="a Vulkan renderer could not allocate device memory: " + text[m.start():m.start() + 120].strip()))
         return
     m = ctx.search(_XPU, text)
     if m:

@@ -280,6 +280,24 @@ def split_physical(text: str, start: int = 1) -> Iterator[tuple[int, str]]:
         no += 1
 
 
+def _without_code_span(raw: str) -> str:
+    """The line without the inline-code backticks a user put around pasted output."""
+    if raw[-1:] == "`" or raw[-2:] == "` ":
+        # a line wrapped in one span ("`Killed`", "`Loading checkpoint shards:   0%|...| 0/2
+        # [00:00<?, ?it/s] `"): the whole line
+        m = _MD_CODE.match(raw)
+        if m:
+            return m.group(1)
+    if raw.count("`") != 1:
+        return raw
+    # one end of a span that runs over several pasted lines: its opening backtick starts the
+    # first line, its closing one ends the last ("...blk.35.ffn_norm.weight", "Killed`")
+    i = raw.index("`")
+    if raw[:i].isspace() and i <= 3 or i == 0 or not raw[i + 1:].strip():
+        return raw[:i] + raw[i + 1:]
+    return raw
+
+
 def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
     """One physical line → one or more logical lines (CR segments, glued records).
     ``glue=False``: the line holds no glue candidate (``_glue_candidates``)."""
@@ -292,12 +310,8 @@ def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
         # markdown bold a user put around part of a pasted line ("**RuntimeError: CUDA out of
         # memory.** Tried", "C**UDA ... 1**72.00 MiB"); indented lines are code ("f(**kw)")
         raw = _MD_BOLD.sub(r"\1", raw, count=2)
-    if raw[-1:] == "`" or raw[-2:] == "` ":
-        # a line a user wrapped in inline-code backticks ("`Killed`", "`Loading checkpoint
-        # shards:   0%|...| 0/2 [00:00<?, ?it/s] `"): one span, the whole line
-        m = _MD_CODE.match(raw)
-        if m:
-            raw = m.group(1)
+    if "`" in raw:
+        raw = _without_code_span(raw)
     if not raw.isprintable() and _CONTROL.search(raw):  # isprintable: one C pass, no controls
         raw = _CONTROL.sub("", raw.replace("\r", "\x00")).replace("\x00", "\r")
     if not glue and raw != physical:

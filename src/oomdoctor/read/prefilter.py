@@ -64,6 +64,8 @@ ANCHOR_LITERALS = (
     "mem-fraction-static", "No executable batch size", "Invalid buffer size: ",
     # the Ascend runtime's and Gaudi's own reports of a failed device allocation
     "EL0004", "rtMalloc execute failed", "workspace Allocation of size", "Not enough space to allocate",
+    # a Vulkan renderer's refused device memory (its result code is under "OUT_OF_")
+    "vkAllocateMemory failed",
     # TensorFlow unable to place a tensor's copy on the GPU
     "Dst tensor is not initialized", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
@@ -135,7 +137,7 @@ MARKER_LITERALS = (
     "Saving", "saving", "SAVING", "save_pretrained(", "Failed to clone() tensor", "failed to clone() tensor",
     "Loading checkpoint shards", "loading weights file", "Loading model weights", "model under default dtype",
     "Loading base model", "load_model_and_tokenizer", "Quantizing", "Continuing training from checkpoint", "Loading model from ",
-    "Resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
+    "Resuming ", "resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
     "Attempting to resume from", "ZeRO state_dicts",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",

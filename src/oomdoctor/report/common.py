@@ -396,10 +396,13 @@ def where_rows(report: Report) -> list[Row]:
             at = None
         rows.append(Row("first failure", first, at))
     secondary = [f for f in report.failures if f.secondary]
-    n_cascade = len(rk.cascade) + len(secondary)
+    # (the cascade's evidence is the first line of each secondary failure, kept up to a cap)
+    n_cascade = max(len(rk.cascade), len(secondary))
     if n_cascade:
         lines = f"{n_cascade} later lines follow" if n_cascade > 1 else "1 later line follows"
-        rows.append(Row("cascade", f"{lines} from it (NCCL timeouts, killed survivors)", "not the cause"))
+        kinds = [_CASCADE_WORDS.get(k, k.replace("_", " ")) for k in dict.fromkeys(f.kind for f in secondary)]
+        what = f" ({', '.join(kinds)})" if kinds else ""
+        rows.append(Row("cascade", f"{lines} from it{what}", "not the cause"))
     more = [e for e in report.oom_events if e is not ev]
     if more:
         at = ", ".join(f"L{e.line}" for e in more[:5]) + (", ..." if len(more) > 5 else "")
@@ -547,6 +550,9 @@ KNOB_NAMES = {
     "shell": "shell",
 }
 _PY_ASSIGN = lazy(r"^[A-Za-z_][\w.]*\s*(?:=(?!=)|\()")
+# what the lines that follow from the first failure are, by failure kind
+_CASCADE_WORDS = {"nccl_timeout": "NCCL timeouts", "nccl_error": "NCCL errors", "sigterm": "processes stopped with SIGTERM",
+                  "python_exception": "exceptions"}
 _FENCES = {"env": "bash", "shell": "bash", "slurm": "bash", "deepspeed": "json", "code": "python",
            "xtuner": "python", "megatron": "bash"}
 
