@@ -124,6 +124,8 @@ PHASES = {
     "checkpoint_backward": "backward",         # loss.backward() -> _engine_run_backward
     "leak_history": "backward",                # the step's loss.backward() fails
     "ddp_buckets": "model_load",               # DistributedDataParallel.__init__ -> dist.Reducer
+    "host_worker_oom": "data_loading",         # the main process learns of a worker's death in the DataLoader
+    "host_rank_oom": None,                     # a rank killed at module level; no traceback of its own
 }
 
 # the top incident, where the log leaves no doubt
@@ -164,6 +166,10 @@ INCIDENTS = {
     "leak_history": {"gradual-leak"},
     # the model (30 GiB) fits; its gradient buckets, as large again, do not: the model's placement
     "ddp_buckets": {"model-load"},
+    # the kernel's OOM killer ended a DataLoader worker (the log says only "killed by signal: Killed")
+    "host_worker_oom": {"dataloader-host-oom"},
+    # a rank ended by SIGKILL and nothing else: the log cannot prove memory, the kill is the lead
+    "host_rank_oom": {"host-oom"},
 }
 
 def test_every_scenario_is_here():
@@ -320,3 +326,16 @@ def test_two_ranks_other_process_is_the_sibling_rank():
     assert report["environment"]["world_size"] == 2
     assert int(stopped.group(1)) in report["ranks"]["worker_pids"]
     assert "stale-gpu-process" not in [d["incident"] for d in report["diagnoses"]][:1]
+
+
+def test_a_rank_the_oom_killer_ended_under_torchrun():
+    """torchrun's report of a rank ended by SIGKILL (the kernel's OOM killer in a cgroup): the
+    root cause is that rank, the rank the agent stopped afterwards is not, and a kill alone is
+    read as a weak sign of host memory (the kernel's log would prove it)."""
+    line, root = _line_of("host_rank_oom", r"failed \(exitcode: -9\) local_rank: (\d+) \(pid: (\d+)\)")
+    report = _report("host_rank_oom")
+    (ev,) = [e for e in report["oom_events"] if e["kind"] == "host_oom_killer"]
+    assert ev["strength"] == "weak"
+    assert int(root.group(2)) in report["ranks"]["worker_pids"]
+    _line, stopped = _line_of("host_rank_oom", r"Sending process (\d+) closing signal SIGTERM")
+    assert int(stopped.group(1)) in report["ranks"]["stopped_pids"]

@@ -99,3 +99,37 @@ def test_every_fix_that_turns_bf16_on_is_withheld_on_gpus_without_bf16(path):
         advice = [f for f, setting in (spec.get("knobs") or {}).items() if re.search(BF16_ON, str(setting))]
         assert not advice or _guarded(spec), \
             f"{path.name}: {spec['id']} turns bf16 on for {advice} without a not_when on env.bf16_capable"
+
+
+_JAX_OOM = (
+    "Traceback (most recent call last):\n"
+    '  File "/work/train.py", line 31, in <module>\n'
+    "    params, opt_state, loss = train_step(params, opt_state, x, y)\n"
+    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 68719476736 bytes.\n"
+    '  1. Size: 64.00G\n     Operator: op_name="jit(train_step)/jit(main)/jvp(MLP)/Dense_1/dot_general"\n')
+
+
+def test_a_jax_job_gets_jax_settings_and_no_pytorch_ones():
+    import oomdoctor
+    report = oomdoctor.diagnose(_JAX_OOM).model_dump(mode="json")
+    assert report["environment"]["framework"] == "jax"
+    top = report["diagnoses"][0]
+    first = top["remediations"][0]
+    assert first["applicable"] and first["knob"]["framework"] == "jax"
+    # a fix written only for the PyTorch stacks is not offered to it, and says why
+    others = [f for f in top["remediations"] if "jax" not in {k["framework"] for k in [f["knob"], *f["other_knobs"]] if k}]
+    assert others and not any(f["applicable"] for f in others)
+    assert any("no setting of it for jax" in f["why_not"] for f in others)
+
+
+def test_jaxs_pool_fraction_is_offered_to_jax_jobs_only():
+    import oomdoctor
+    jax = oomdoctor.diagnose("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
+                             "to allocate 1048576 bytes.\n").model_dump(mode="json")
+    assert jax["environment"]["framework"] == "jax"
+    fixes = {r["id"]: r for d in jax["diagnoses"] for r in d["remediations"]}
+    assert fixes["jax-memory-fraction"]["applicable"]
+    torch = oomdoctor.diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a "
+                               "total capacity of 79.18 GiB of which 512.00 MiB is free.\n").model_dump(mode="json")
+    fixes = {r["id"]: r for d in torch["diagnoses"] for r in d["remediations"]}
+    assert not fixes.get("jax-memory-fraction", {"applicable": False})["applicable"]

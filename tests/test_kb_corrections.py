@@ -659,7 +659,7 @@ def test_plain_pytorch_fixes_show_code_first(oom):
 FRAMEWORK_ONLY = {"packing", "sequence-parallel", "sequence-parallel-megatron", "pure-bf16", "anyprecision-adamw",
                   "reference-free-dpo", "ref-adapter-name", "grpo-settings", "grpo-vllm-server", "grpo-no-ds3-gather",
                   "no-ds3-gather-for-generation", "vllm-fp16", "upgrade-framework-leaks", "upgrade-transformers-logits",
-                  "fused-preference-loss"}   # trainer options with no plain-loop equivalent, or restricted to one framework
+                  "fused-preference-loss", "jax-memory-fraction"}   # trainer options with no plain-loop equivalent, or restricted to one framework
 
 
 def test_every_remediation_for_a_training_loop_has_a_plain_pytorch_knob():

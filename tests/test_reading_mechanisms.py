@@ -2419,3 +2419,56 @@ def test_a_users_memory_print_with_a_space_before_its_figure():
     assert [s["allocated_bytes"] for s in d["memory_samples"]][:2] == [int(1.84 * 2**30), int(3.09 * 2**30)]
     # ... and a bare number after the key is no figure (a count, a step)
     assert report("memory_allocated 3 times\n")["memory_samples"] == []
+
+
+_TF_OOM_LINE = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+                "shape[5760,4,4,2048] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n")
+
+
+@pytest.mark.parametrize("node, phase", [
+    ("fc1_voc12_c3/convolution/SpaceToBatchND", "forward"),
+    ("gradients/Conv2D_23_grad/Conv2DBackpropInput", "backward"),
+    ("model/transformer/word_embedding/lookup_table/Adam/Initializer/zeros", "optimizer_step"),
+    ("inter_B/dense2/weight/Initializer/random_uniform/RandomUniform", "model_load"),
+    ("IteratorGetNext/_1", "data_loading"),
+    ("XRTExecute", None),      # the runtime's node, not the model's graph
+    ("sub_2518", None),        # no scope: nothing says where in the step
+])
+def test_tensorflows_failing_node_says_which_part_of_the_step(node, phase):
+    assert report(_TF_OOM_LINE + f"\t [[{{{{node {node}}}}}]]\n")["phase"] == phase
+
+
+@pytest.mark.parametrize("text, size", [
+    # TensorFlow 2's constant kernels: "tensor of shape"
+    ("W tensorflow/core/framework/op_kernel.cc:1628] OP_REQUIRES failed at constant_op.cc:77 : Resource exhausted: "
+     "OOM when allocating tensor of shape [] and type float\n", None),
+    # the status raised as TensorFlow's exception class, with no shape
+    ("ResourceExhaustedError: failed to allocate memory\n", None),
+    # TensorFlow 1.x's BFC allocator, which named no allocator
+    ("W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 720.00MiB.  See "
+     "logs for memory state.\n", 720 * 2**20),
+])
+def test_tensorflows_other_wordings_of_its_allocators_failure(text, size):
+    (ev,) = report(text)["oom_events"]
+    assert ev["backend"] == "TF" and ev["tried_to_allocate_bytes"] == size
+
+
+def test_a_resource_exhausted_error_about_something_else_is_no_oom():
+    assert report("ResourceExhaustedError: Quota exceeded for the project\n")["oom_events"] == []
+
+
+@pytest.mark.parametrize("line", [
+    "Jun 30, 2021, 11:55:32 AM | INFO | KernelRestarter: restarting kernel (1/5), keep random ports\n",
+    "The kernel appears to have died. It will restart automatically.\n",
+    "The Kernel crashed while executing code in the current cell or a previous cell.\n",
+    "[1]    2843557 killed\n",          # zsh's job report with its command cut off
+])
+def test_a_notebook_kernel_or_a_shell_job_that_died_is_a_weak_host_kill(line):
+    (ev,) = report(line)["oom_events"]
+    assert (ev["kind"], ev["strength"]) == ("host_oom_killer", "weak")
+
+
+def test_a_trainers_notice_that_it_skipped_a_batch_for_memory():
+    (ev,) = report("| WARNING: ran out of memory, skipping batch\n")["oom_events"]
+    assert ev["message_format"] == "recovery notice (message not in the log)"
+    assert report("WARNING: skipping batch 12: empty\n")["oom_events"] == []

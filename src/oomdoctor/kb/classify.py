@@ -26,7 +26,7 @@ from ..read.literals import required_literals
 from ..read.normalise import Line, join_lines
 from ..read.patterns import lazy
 from .diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
-from .frameworks import DEFAULT_PREFERENCE, PREFERENCE, canonical_framework
+from .frameworks import DEFAULT_PREFERENCE, OWN_KNOBS_ONLY, PREFERENCE, canonical_framework
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
 from .table import fact_table
 
@@ -348,6 +348,8 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
                     break
         if why is None:
             why = _version_refusal(spec, installed)
+        if why is None and framework in OWN_KNOBS_ONLY and not set(spec.knobs) & set(PREFERENCE[framework]):
+            why = f"no setting of it for {framework}: its knobs are other stacks' ({', '.join(sorted(spec.knobs))})"
         knob, others = choose_knobs(spec, framework, zero)
         rem = Remediation(
             id=spec.id, rank=0, title=spec.title, knob=knob, other_knobs=others,

@@ -18,13 +18,13 @@ _MARK = "<!-- generated from knowledge/"
 # Framework keys in the order a reader scans them; unknown keys follow alphabetically.
 _KNOB_ORDER = ("llamafactory", "axolotl", "xtuner", "hf", "trl", "deepspeed", "accelerate", "fsdp",
                "llama-cookbook", "megatron", "ms-swift", "unsloth", "torchtune", "env", "code",
-               "shell", "slurm", "kubernetes")
+               "shell", "slurm", "kubernetes", "jax")
 _KNOB_NAMES = {
     "llamafactory": "LLaMA-Factory", "axolotl": "axolotl", "xtuner": "xtuner", "hf": "transformers",
     "trl": "TRL", "deepspeed": "DeepSpeed JSON", "accelerate": "accelerate", "fsdp": "FSDP (transformers fsdp_config)",
     "llama-cookbook": "llama-cookbook", "megatron": "Megatron", "ms-swift": "ms-swift", "unsloth": "Unsloth",
     "torchtune": "torchtune", "env": "environment", "code": "code", "shell": "shell", "slurm": "Slurm",
-    "kubernetes": "Kubernetes",
+    "kubernetes": "Kubernetes", "jax": "JAX / Flax",
 }
 
 

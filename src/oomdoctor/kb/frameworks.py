@@ -21,7 +21,12 @@ PREFERENCE = {
     "unsloth": ("unsloth", "hf", "trl", "env", "code", "shell"),
     "torchtune": ("torchtune", "env", "code", "shell"),
     "plain-pytorch": ("code", "env", "fsdp", "deepspeed", "shell", "slurm"),
+    # JAX and Flax: their own knobs first; PyTorch's code and settings do not apply
+    "jax": ("jax", "shell", "slurm", "kubernetes"),
 }
+# Frameworks whose users cannot apply the other stacks' settings (PyTorch's code, its
+# allocator's environment, DeepSpeed's JSON): a fix with no knob of theirs does not apply.
+OWN_KNOBS_ONLY = frozenset({"jax"})
 DEFAULT_PREFERENCE = ("env", "hf", "deepspeed", "accelerate", "fsdp", "code", "shell", "slurm", "kubernetes")
 
 # Names a user may pass to --framework, mapped to the detector's names.
@@ -33,6 +38,7 @@ FRAMEWORK_ALIASES = {
     "llama-recipes": "llama-recipes", "llama-cookbook": "llama-recipes", "lc": "llama-recipes",
     "megatron": "megatron", "ms-swift": "ms-swift", "swift": "ms-swift", "unsloth": "unsloth",
     "torchtune": "torchtune", "pytorch": "plain-pytorch", "plain-pytorch": "plain-pytorch",
+    "jax": "jax", "flax": "jax",
 }
 
 

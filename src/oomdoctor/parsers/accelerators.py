@@ -61,12 +61,14 @@ _XLA_USED = lazy(
 _XLA_REPORT = lazy(r"^\s*Program (?P<space>hbm|vmem) requirement (?P<req>" + _SIZE + r"):")
 # one row of that report's entries, for the program's buffers
 _XLA_REPORT_ROW = lazy(r"^\s*(?:Allocation type: HLO (?:temp|param|output|constant)\b|XLA [Ll]abel: \S)")
-_XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted", re.I)
+# (TensorFlow raises the status as its exception class: "ResourceExhaustedError: failed to allocate memory")
+_XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted|(?P<tf>ResourceExhausted)(?=Error\b)", re.I)
 _XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
-# says "with freed_by_count=N. The caller indicates that this is not a failure".
+# says "with freed_by_count=N. The caller indicates that this is not a failure". TensorFlow 1.x
+# named no allocator: "Ran out of memory trying to allocate 720.00MiB.  See logs for memory state."
 _BFC = lazy(
-    r"Allocator \((?P<alloc>[\w:]{1,40})\) ran out of memory trying to allocate (?P<size>" + _SIZE + r")"
+    r"(?:Allocator \((?P<alloc>[\w:]{1,40})\) r|\bR)an out of memory trying to allocate (?P<size>" + _SIZE + r")"
     r"(?:\s*\(rounded to (?P<n>\d{1,20})\))?(?:\s*requested by op\s*(?P<op>\S{0,200}))?")
 _BFC_NOT_FAILURE = lazy(r"freed_by_count|not a failure", re.I)
 _BUFFER_ASSIGNMENT = lazy(r"BufferAssignment OOM Debugging|BufferAssignment stats:")
@@ -78,8 +80,9 @@ _DEVICE_IN_NAME = lazy(r"(?:GPU|TPU|XLA_GPU|device)[_:](?P<d>\d{1,4})", re.I)
 # (TensorFlow 0.x printed no shape: "Compute status: Resource exhausted: OOM when allocating
 # tensor with shape" ends its line)
 _TF_OOM_NO_SHAPE = lazy(r"Resource exhausted: OOM when allocating tensor with shape\s*$")
+# (TensorFlow 2's kernels that make a constant say "tensor of shape [] and type float")
 _TF_OOM = lazy(
-    r"OOM when allocating tensor with shape\s*(?P<shape>\[[\d,\s]{0,200}\])"
+    r"OOM when allocating tensor (?:with|of) shape\s*(?P<shape>\[[\d,\s]{0,200}\])"
     r"(?:\s*and type (?P<dtype>\w{1,20}))?(?:\s*on (?P<device>[\w/:.-]{1,200}))?(?:\s*by allocator (?P<alloc>\w{1,40}))?")
 _TF_DTYPE_BYTES = {
     "float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
@@ -252,7 +255,7 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
             if m:
                 _tf_event(ctx, events, i, m)
                 continue
-        if "ran out of memory trying to allocate" in text:
+        if "an out of memory trying to allocate" in text:
             m = ctx.search(_BFC, text)
             if m and not (ctx.search(_BFC_NOT_FAILURE, text) or ctx.rejoined(i, _BFC_NOT_FAILURE, max_lines=2)):
                 bfc_hits.append((i, m))
@@ -387,7 +390,7 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
     if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) and "OOM when allocating" not in text:
         msg = text[st.start():st.start() + 200].strip()
         key = ("xla", "status", re.sub(r"\d+", "N", msg))
-        events.add(key, i, lambda: OomEvent(kind="xla", backend="XLA", line=0, detail=msg),
+        events.add(key, i, lambda: OomEvent(kind="xla", backend="TF" if st.group("tf") else "XLA", line=0, detail=msg),
                    exception=_xla_exception(ctx, text, st.start()))
 
 
@@ -455,7 +458,8 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     """A fatal BFC line joins the OOM status that follows it; alone it is an event itself."""
     no = ctx.lines[i].no
     rounded = int(m.group("n")) if m.group("n") else size_of(m.group("size"))
-    dev = _DEVICE_IN_NAME.search(m.group("alloc"))   # the allocator's name says which device ("GPU_0_bfc")
+    alloc = m.group("alloc")
+    dev = _DEVICE_IN_NAME.search(alloc or "")   # the allocator's name says which device ("GPU_0_bfc")
     later = [e for e in _tf_events(ctx) if no <= e.line <= no + _FOLD_WINDOW]
     if later:
         ev = min(later, key=lambda e: e.line)
@@ -467,13 +471,13 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
         return
     raw = ctx.lines[i].raw
     tf = "tensorflow/core" in raw or any(e.backend == "TF" for e in ctx.facts.oom_events)
-    host = tf and _on_host(None, m.group("alloc"))
+    host = tf and _on_host(None, alloc)
     op = (m.group("op") or "").strip()
-    events.add(("bfc", m.group("alloc"), rounded), i, lambda: OomEvent(
+    events.add(("bfc", alloc, rounded), i, lambda: OomEvent(
         kind="cpu_allocator" if host else "xla", backend="TF" if tf else "XLA", line=0,
         message_format="bfc-allocator-ran-out", tried_to_allocate_bytes=rounded, host_bytes=rounded if host else None,
         device_index=int(dev.group("d")) if dev and not host else None,
-        detail=f"BFC allocator {m.group('alloc')} ran out" + (f", requested by op {op}" if op else "")))
+        detail=f"BFC allocator {alloc or ''} ran out".replace("  ", " ") + (f", requested by op {op}" if op else "")))
 
 
 def _buffer_assignment(ctx: ParseContext, events: _Events, i: int) -> None:

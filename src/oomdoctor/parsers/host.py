@@ -71,6 +71,12 @@ _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on th
 _NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
                        r"|Your notebook tried to allocate more memory than is available"
                        r"|The node was low on resource: memory")
+# A notebook's kernel that died without an exception, in the server's or the editor's words
+# (Jupyter's "KernelRestarter: restarting kernel (1/5)", the notebook page's "The kernel appears
+# to have died. It will restart automatically.", VS Code's "The Kernel crashed while executing
+# code in the current cell"): most often the OOM killer, but a crash in native code reads the same
+_KERNEL_DIED = lazy(r"KernelRestarter: restarting kernel \(\d{1,3}/\d{1,3}\)|The kernel appears to have died"
+                    r"|The Kernel crashed while executing code")
 # the memory monitor's report of its top memory users ("PID\tMEM(GB)\tCOMMAND"), printed
 # only with the kill it explains: pasted alone, it still says the node ran out
 _RAY_TABLE = lazy(r"^\s*PID\s+MEM\(GB\)\s+COMMAND\s*$")
@@ -114,8 +120,8 @@ _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{
                         r"|^zsh: killed\s"
                         # zsh's report of a background job ("[1]  + 26478 killed     python train.py"),
                         # its status padded to a column; on a line of its own or glued to the progress
-                        # bar the job was drawing
-                        r"|(?:^\s*|(?<=[\]|%]))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{1,9}) killed {2} *\S")
+                        # bar the job was drawing; the command may be cut off where the line was pasted
+                        r"|(?:^\s*|(?<=[\]|%]))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{1,9}) killed(?: {2} *\S|\s*$)")
 # The shell's "Killed" alone on a line, or after a progress bar; in the user's locale it is
 # glibc's strsignal(SIGKILL) in that language (zh_CN, ja, de, es).
 KILLED_LOCALISED = ("已杀死", "強制終了", "Getötet", "Terminado (killed)")
@@ -204,7 +210,8 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
-          "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers") + KILLED_LOCALISED
+          "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers",
+          "KernelRestarter", "kernel appears to have died", "Kernel crashed") + KILLED_LOCALISED
 
 
 @dataclass
@@ -372,6 +379,11 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
     if ("RAM" in text or "memory" in text) and ctx.search(_NOTEBOOK, text):
         s.kill(i, "certain", "kubernetes" if "node was low" in text else "notebook",
                "the host or container ran out of memory: " + text.strip()[:120])
+        return True
+    if "ernel" in text and ctx.search(_KERNEL_DIED, text):
+        if s.first_failure is None or s.first_failure >= i:
+            s.kill(i, "weak", "notebook", "the notebook's kernel died without an error and was restarted; the OOM "
+                                          "killer is one possible cause")
         return True
     if ("OOM killer" in text or "pod memory" in text) and ctx.search(_RAY_MAYBE, text):
         if s.first_failure is None or s.first_failure >= i:
@@ -602,7 +614,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if m:
         _ended_by_signal(s, i, int(m.group("sig")), "the launched process died with SIGKILL")
         return
-    if "Killed" in text or "zsh: killed" in text or " killed  " in text:
+    if "Killed" in text or "zsh: killed" in text or " killed  " in text or text.rstrip().endswith(" killed"):
         m = ctx.search(_SHELL_JOB, text)
         if m:
             pid = m.group("pid") or m.group("zpid") or m.group("bpid")

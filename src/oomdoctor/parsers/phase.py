@@ -705,7 +705,7 @@ def parse(ctx: ParseContext) -> None:
         ph.reason = f"the killed or largest processes run {frame.function}"
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
         ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
-    elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx)):
+    elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx) or _tf_node_hint(ctx, idx)):
         ph.phase, ph.line, ph.reason = hint
     else:
         _phase_from_markers(ctx, line)
@@ -811,6 +811,34 @@ def _xla_operator_hint(ctx: ParseContext, idx: int, within: int = 400) -> Option
         if m:
             phase = "backward" if m.group("t") else "forward"
             return phase, ctx.lines[i].no, f"XLA operator of the {phase} pass"
+    return None
+
+
+# TensorFlow names the graph node whose output could not be allocated ("[[{{node
+# gradients/Conv2D_23_grad/Conv2DBackpropInput}}]]", "[[Node: fc1/convolution = ..."): its scope
+# says which part of the step it belongs to. Backpropagation's nodes live under "gradients/" or
+# end in "_grad"; an optimizer's slots and updates under its name; variables' initial values
+# under "Initializer"; the input pipeline's iterators are data loading; anything else in the
+# model's graph (a scoped name) computes its forward.
+_TF_NODE = lazy(r"\[\[(?:\{\{)?[Nn]ode:? (?P<name>[\w./-]{1,300})")
+_TF_SCOPES = (
+    ("backward", lazy(r"(?:^|/)gradients(?:_\d+)?/|_grad/|Backprop")),
+    ("optimizer_step", lazy(r"(?:^|/)(?:Adam|AdamW|Adagrad|Adadelta|RMSProp|Momentum|LAMB|Adafactor|SGD|training)(?:_\d+)?/|/(?:Adam|AdamW)(?:_\d+)?$")),
+    ("model_load", lazy(r"(?:^|/)Initializer/|/Assign$")),
+    ("data_loading", lazy(r"IteratorGetNext|OneShotIterator|MakeIterator")),
+)
+
+
+def _tf_node_hint(ctx: ParseContext, idx: int, within: int = 30) -> Optional[tuple[str, int, str]]:
+    """No frames name the pass: the graph node the TensorFlow error names, nearest after it."""
+    hits = [i for i in ctx.lines_with(("[[Node", "[[node", "{{node")) if abs(i - idx) <= within]
+    for i in sorted(hits, key=lambda i: (i < idx, abs(i - idx))):
+        m = ctx.search(_TF_NODE, ctx.lines[i].text)
+        # (a node of the model's graph has a scope; "XRTExecute", "sub_2518" are the runtime's or unnamed)
+        if m and "/" in m.group("name") and not m.group("name").startswith("XRT"):
+            name = m.group("name")
+            phase = next((ph for ph, rx in _TF_SCOPES if rx.search(name)), "forward")
+            return phase, ctx.lines[i].no, f"TensorFlow node {name[:60]}"
     return None
 
 

@@ -54,8 +54,8 @@ ANCHOR_LITERALS = (
     # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
     # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
     "Processes:", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Ray killed this", "Your session crashed", "Your notebook",
-    "The node was low", "Root Cause", "received by PID", "Main process received",
-    "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", " killed  ", "ith signal SIG", "died with <Signals", "on-zero exit status",
+    "The node was low", "KernelRestarter", "appears to have died", "Kernel crashed", "Root Cause", "received by PID", "Main process received",
+    "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", " killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
     "closed by remote host", "Torch: not enough",
     # inference engines finding no memory for their KV cache, accelerate's batch-size finder out of
@@ -88,6 +88,8 @@ ANCHOR_LITERALS = (
     # a NaN loss, as trainers print it ("'loss': nan", "loss=nan", "Loss is nan")
     "oss': nan", "oss: nan", "oss=nan", "oss = nan", "oss nan", "oss is nan", "oss': NaN", "oss: NaN", "oss=NaN",
     "oss = NaN", "oss NaN", "oss is NaN", "NaN loss",
+    # ... and in a JSON record of the epoch's stats (fairseq: "train_loss": "nan")
+    'oss": "nan"', 'oss": "NaN"', 'oss":"nan"', 'oss":"NaN"', "oss': 'nan'", "oss': 'NaN'",
     # ... and a metrics table that aligns its values ("eval_loss               =        nan")
     "  nan", "  NaN",
     # memory pressure in a run that has not failed (yet): what diagnose warns about

@@ -420,7 +420,7 @@ _FRAMEWORK_NAMES = {
     "llama-recipes": "llama-recipes", "hf-trainer": "HF Trainer", "trl": "TRL",
     "accelerate": "accelerate", "deepspeed": "DeepSpeed", "fsdp": "FSDP", "megatron": "Megatron",
     "ms-swift": "ms-swift", "unsloth": "unsloth", "torchtune": "torchtune",
-    "plain-pytorch": "plain PyTorch", "other": "other",
+    "plain-pytorch": "plain PyTorch", "jax": "JAX", "other": "other",
 }
 
 
@@ -547,14 +547,14 @@ KNOB_NAMES = {
     "accelerate": "accelerate config", "fsdp": "FSDP", "llama-cookbook": "llama-cookbook",
     "megatron": "Megatron", "ms-swift": "ms-swift", "unsloth": "unsloth", "torchtune": "torchtune",
     "env": "environment", "code": "Python", "slurm": "Slurm", "kubernetes": "Kubernetes",
-    "shell": "shell",
+    "shell": "shell", "jax": "JAX / Flax",
 }
 _PY_ASSIGN = lazy(r"^[A-Za-z_][\w.]*\s*(?:=(?!=)|\()")
 # what the lines that follow from the first failure are, by failure kind
 _CASCADE_WORDS = {"nccl_timeout": "NCCL timeouts", "nccl_error": "NCCL errors", "sigterm": "processes stopped with SIGTERM",
                   "python_exception": "exceptions"}
 _FENCES = {"env": "bash", "shell": "bash", "slurm": "bash", "deepspeed": "json", "code": "python",
-           "xtuner": "python", "megatron": "bash"}
+           "xtuner": "python", "megatron": "bash", "jax": "python"}
 
 
 def knob_name(knob: Knob) -> str:

@@ -34,6 +34,9 @@ _FW_NEEDLES = (
     ("unsloth", "unsloth: ", 1),
     ("torchtune", "/torchtune/", 2), ("torchtune", "tune run ", 2),
     ("megatron", "megatron.core", 2), ("megatron", "megatron-lm", 2), ("megatron", "pretrain_gpt", 1),
+    # JAX and its libraries: their frames, jaxlib's exceptions, JAX's note on filtered frames
+    ("jax", "/jax/", 2), ("jax", "/flax/", 2), ("jax", "/optax/", 2), ("jax", "jaxlib", 2),
+    ("jax", "jax.errors.", 2), ("jax", "jax_traceback_filtering", 2),
     # frameworks outside the list (a conda env merely named "verl" is not verl)
     ("other", "/openrlhf/", 2), ("other", "packages/verl/", 2), ("other", "/verl/trainer/", 2),
     ("other", "/verl/workers/", 2), ("other", "/litgpt/", 2), ("other", "/lit_gpt/", 2),
@@ -63,7 +66,7 @@ _FW_REGEX = (
 # an HF Trainer run shows accelerate and DeepSpeed, so the first framework with enough
 # evidence in this order is the one the user drives.
 FRAMEWORK_ORDER = ("llamafactory", "axolotl", "ms-swift", "xtuner", "llama-recipes", "torchtune",
-                   "unsloth", "megatron", "other", "trl", "hf-trainer", "accelerate", "deepspeed",
+                   "unsloth", "megatron", "jax", "other", "trl", "hf-trainer", "accelerate", "deepspeed",
                    "fsdp", "plain-pytorch")
 
 
