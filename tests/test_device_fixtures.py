@@ -332,10 +332,11 @@ def test_a_rank_the_oom_killer_ended_under_torchrun():
     """torchrun's report of a rank ended by SIGKILL (the kernel's OOM killer in a cgroup): the
     root cause is that rank, the rank the agent stopped afterwards is not, and a kill alone is
     read as a weak sign of host memory (the kernel's log would prove it)."""
-    line, root = _line_of("host_rank_oom", r"failed \(exitcode: -9\) local_rank: (\d+) \(pid: (\d+)\)")
+    _line, root = _line_of("host_rank_oom", r"failed \(exitcode: -9\) local_rank: (\d+) \(pid: (\d+)\)")
+    _line, stopped = _line_of("host_rank_oom", r"Sending process (\d+) closing signal SIGTERM")
     report = _report("host_rank_oom")
     (ev,) = [e for e in report["oom_events"] if e["kind"] == "host_oom_killer"]
     assert ev["strength"] == "weak"
-    assert int(root.group(2)) in report["ranks"]["worker_pids"]
-    _line, stopped = _line_of("host_rank_oom", r"Sending process (\d+) closing signal SIGTERM")
-    assert int(stopped.group(1)) in report["ranks"]["stopped_pids"]
+    assert report["ranks"]["failed_ranks"] == [int(root.group(1))]
+    assert report["ranks"]["stopped_pids"] == [int(stopped.group(1))]
+    assert int(root.group(2)) not in report["ranks"]["stopped_pids"]

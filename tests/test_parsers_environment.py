@@ -632,7 +632,7 @@ def test_an_xla_oom_from_jax_is_not_taken_for_pytorch():
            '  File "/usr/lib/python3.11/site-packages/jax/_src/pjit.py", line 1177, in _pjit_call_impl\n'
            "    return compiled.unsafe_call(*args)\n"
            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17142120448 bytes.\n")
-    assert env_of(jax).framework is None
+    assert env_of(jax).framework == "jax"   # its fixes are JAX's own (kb/frameworks.py)
     # the same status under torch_xla is a PyTorch run
     torch_xla = jax.replace("/jax/_src/pjit.py", "/torch_xla/core/xla_model.py").replace(
         "jaxlib.xla_extension.XlaRuntimeError", "RuntimeError")

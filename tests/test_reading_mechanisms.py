@@ -2472,3 +2472,81 @@ def test_a_trainers_notice_that_it_skipped_a_batch_for_memory():
     (ev,) = report("| WARNING: ran out of memory, skipping batch\n")["oom_events"]
     assert ev["message_format"] == "recovery notice (message not in the log)"
     assert report("WARNING: skipping batch 12: empty\n")["oom_events"] == []
+
+
+@pytest.mark.parametrize("said", ["No checkpoint found, not resuming from a previous run",
+                                  "no resuming from checkpoint: starting fresh"])
+def test_a_run_that_says_it_does_not_resume_reads_its_weights(said):
+    log = (f"{said}\nTraceback (most recent call last):\n"
+           '  File "/work/train.py", line 11, in <module>\n    state = torch.load(path, map_location="cuda")\n'
+           '  File "/usr/lib/python3.12/site-packages/torch/serialization.py", line 1570, in load\n    return _load(\n'
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB. GPU 0 has a total capacity of "
+           "79.18 GiB of which 76.66 GiB is free. Including non-PyTorch memory, this process has 2.51 GiB memory in use. "
+           "2.38 GiB allowed; Of the allocated memory 2.00 GiB is allocated by PyTorch, and 0 bytes is reserved by "
+           "PyTorch but unallocated.\n")
+    assert report(log)["phase"] == "model_load"
+
+
+def test_a_container_lists_its_own_process_as_a_process():
+    # in a container PyTorch names this process "Process N has ..."; it is no other process
+    d = report("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 MiB. GPU 0 has a total "
+               "capacity of 23.69 GiB of which 2.53 GiB is free. Process 4242 has 2.41 GiB memory in use. Of the "
+               "allocated memory 2.16 GiB is allocated by PyTorch, and 1.92 MiB is reserved by PyTorch but unallocated.\n")
+    assert d["oom_events"][0]["symptom"]
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("joblib.externals.loky.process_executor.TerminatedWorkerError: A worker process managed by the executor was "
+     "unexpectedly terminated. The exit codes of the workers are {SIGKILL(-9)}\n", "host_oom_killer"),
+    ("2020-10-22 06:19:25 ERROR YarnClusterScheduler:73 - Lost executor 8 on node1: Container killed by YARN for "
+     "exceeding memory limits.  39.0 GB of 39 GB physical memory used.\n", "host_oom_killer"),
+    ("RuntimeError: A subprocess exited unexpectedly with status -9\n", "host_oom_killer"),
+    ("Killedg in train batch: 127687 / 263115\n", "host_oom_killer"),
+    ("ImportError: DLL load failed while importing _pywrap_tensorflow_internal: Die Auslagerungsdatei ist zu klein, "
+     "um diesen Vorgang durchzuführen.\n", "cpu_allocator"),   # Windows' commit limit, in German
+])
+def test_host_deaths_in_other_tools_words(text, kind):
+    assert [e["kind"] for e in report(text)["oom_events"]] == [kind]
+
+
+@pytest.mark.parametrize("text", [
+    "joblib.externals.loky.process_executor.TerminatedWorkerError: The exit codes of the workers are {EXIT(1)}\n",
+    "[12] 4 killed\n",                                                  # a game's score line, no job report
+    "Killedgrass 4 times in round 3\n",                                 # no progress line under it
+    "WARNING: failed to allocate memory for the cache, cudaMalloc retried later\n",   # no failure of the call
+    "    except tf.errors.ResourceExhaustedError:  # out of memory, halve the batch\n",   # printed source
+])
+def test_what_only_looks_like_those_deaths(text):
+    assert report(text)["oom_events"] == []
+
+
+def test_a_notebook_kernel_restart_after_a_traceback_is_not_the_failure():
+    d = report("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nValueError: bad shape\n"
+               "KernelRestarter: restarting kernel (1/5), keep random ports\n")
+    assert d["oom_events"] == []
+
+
+def test_prose_that_mentions_reserved_memory_is_no_reading():
+    assert report("vLLM: memory reserved 3 GB by other processes\n")["memory_samples"] == []
+
+
+def test_a_pytorch_environment_report_naming_jaxlib_is_not_a_jax_job():
+    d = report("- JaxLib version: not installed\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 "
+               "GiB. GPU 0 has a total capacity of 79.18 GiB of which 1.00 GiB is free.\n")
+    assert d["environment"]["framework"] != "jax"
+
+
+@pytest.mark.parametrize("node, phase", [
+    ("gradient_tape/model/dense/MatMul/MatMul_1", "backward"),
+    ("save/Assign_17", "checkpoint_load"),
+    ("IteratorGetNext", "data_loading"),
+])
+def test_more_of_tensorflows_node_scopes(node, phase):
+    assert report(_TF_OOM_LINE + f"\t [[{{{{node {node}}}}}]]\n")["phase"] == phase
+
+
+def test_a_classifiers_loss_node_is_not_the_vocabulary():
+    d = report(_TF_OOM_LINE + "\t [[{{node gradients/sparse_softmax_cross_entropy_loss/xentropy_grad/mul}}]]\n")
+    assert d["diagnoses"][0]["incident"] != "large-vocab-logits"
+    d = report(_TF_OOM_LINE + "\t [[{{node dynamic_seq2seq/decoder/output_projection/Tensordot/MatMul}}]]\n")
+    assert d["diagnoses"][0]["incident"] == "large-vocab-logits"

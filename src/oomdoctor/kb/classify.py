@@ -348,7 +348,8 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
                     break
         if why is None:
             why = _version_refusal(spec, installed)
-        if why is None and framework in OWN_KNOBS_ONLY and not set(spec.knobs) & set(PREFERENCE[framework]):
+        if why is None and framework in OWN_KNOBS_ONLY and framework not in spec.knobs:
+            # (a shell or Slurm line of another stack's fix sets that stack's variables)
             why = f"no setting of it for {framework}: its knobs are other stacks' ({', '.join(sorted(spec.knobs))})"
         knob, others = choose_knobs(spec, framework, zero)
         rem = Remediation(

@@ -16,9 +16,6 @@ GENERATED = "<!-- generated from knowledge/{id}.yaml by `oomdoctor kb docs`; edi
 _MARK = "<!-- generated from knowledge/"
 
 # Framework keys in the order a reader scans them; unknown keys follow alphabetically.
-_KNOB_ORDER = ("llamafactory", "axolotl", "xtuner", "hf", "trl", "deepspeed", "accelerate", "fsdp",
-               "llama-cookbook", "megatron", "ms-swift", "unsloth", "torchtune", "env", "code",
-               "shell", "slurm", "kubernetes", "jax")
 _KNOB_NAMES = {
     "llamafactory": "LLaMA-Factory", "axolotl": "axolotl", "xtuner": "xtuner", "hf": "transformers",
     "trl": "TRL", "deepspeed": "DeepSpeed JSON", "accelerate": "accelerate", "fsdp": "FSDP (transformers fsdp_config)",
@@ -26,6 +23,7 @@ _KNOB_NAMES = {
     "torchtune": "torchtune", "env": "environment", "code": "code", "shell": "shell", "slurm": "Slurm",
     "kubernetes": "Kubernetes", "jax": "JAX / Flax",
 }
+_KNOB_ORDER = tuple(_KNOB_NAMES)
 
 
 def _md_escape_cell(text: str) -> str:

@@ -62,7 +62,7 @@ _XLA_REPORT = lazy(r"^\s*Program (?P<space>hbm|vmem) requirement (?P<req>" + _SI
 # one row of that report's entries, for the program's buffers
 _XLA_REPORT_ROW = lazy(r"^\s*(?:Allocation type: HLO (?:temp|param|output|constant)\b|XLA [Ll]abel: \S)")
 # (TensorFlow raises the status as its exception class: "ResourceExhaustedError: failed to allocate memory")
-_XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted|(?P<tf>ResourceExhausted)(?=Error\b)", re.I)
+_XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted|(?<!errors\.)(?<!except )(?P<tf>ResourceExhausted)(?=Error\b)", re.I)
 _XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
 # says "with freed_by_count=N. The caller indicates that this is not a failure". TensorFlow 1.x
@@ -470,7 +470,8 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
             ev.device_index = int(dev.group("d"))
         return
     raw = ctx.lines[i].raw
-    tf = "tensorflow/core" in raw or any(e.backend == "TF" for e in ctx.facts.oom_events)
+    # (the allocator's unnamed form is TensorFlow 1.x's alone)
+    tf = alloc is None or "tensorflow/core" in raw or any(e.backend == "TF" for e in ctx.facts.oom_events)
     host = tf and _on_host(None, alloc)
     op = (m.group("op") or "").strip()
     events.add(("bfc", alloc, rounded), i, lambda: OomEvent(

@@ -196,8 +196,9 @@ _USER = lazy(
     r"max_memory_cached|memory_cached)(?:\(\))?|max(?:imum)? memory allocated|max(?:imum)? memory reserved|"
     r"peak memory allocated|peak memory reserved|memory allocated|memory reserved|"
     r"(?:allocated|reserved)_bytes\.all\.(?:current|peak)|num_alloc_retries|num_ooms)['\"]?"
-    # "memory_allocated: 1.84 GiB", or with a space alone where a unit follows ("memory_allocated 1.84 GiB")
-    r"(?:\s*[:=]\s*|\s+(?=\d+(?:\.\d+)?\s*[KMGT]i?B\b))" + _NUM, re.I)
+    # "memory_allocated: 1.84 GiB", or with a space alone after an identifier where a unit follows
+    # ("memory_allocated 1.84 GiB"; not prose: "memory reserved 3 GB by other processes")
+    r"(?:\s*[:=]\s*|(?<=_\w{0,30}(?:\(\))?)\s+(?=\d+(?:\.\d+)?\s*[KMGT]i?B\b))" + _NUM, re.I)
 # training loops' own shorthand ("mem_alloc 13.42 GB", "max_mem_alloc=43.9GiB"): a unit is required
 _USER_SHORT = lazy(
     r"(?<![\w.])(?P<key>max_mem_alloc(?:ated)?|peak_mem_alloc(?:ated)?|mem_alloc(?:ated)?|max_mem_reserved|"

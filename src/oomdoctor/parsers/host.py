@@ -57,7 +57,10 @@ _SLURM_STATE = lazy(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
 _SCHEDULER_LIMIT = lazy(r"cgroup/OOM: Killed because of memory limit|^\s*failed cgroups enforced memory limit because:"
                         r"|TERM_MEMLIMIT: job killed after reaching LSF memory usage limit"
                         # Torque prints bytes, PBS Pro "mem job total N kb"
-                        r"|PBS: job killed: p?v?mem (?:job total )?\d{1,20}\s?(?:[kmgt]?b)? exceeded limit \d{1,20}\s?(?:[kmgt]?b)?")
+                        r"|PBS: job killed: p?v?mem (?:job total )?\d{1,20}\s?(?:[kmgt]?b)? exceeded limit \d{1,20}\s?(?:[kmgt]?b)?"
+                        # Hadoop YARN (Spark on YARN, Databricks' predecessors): the node manager killing a container
+                        r"|Container killed by YARN for exceeding (?:physical )?memory limits"
+                        r"|is running beyond physical memory limits")
 _K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
@@ -121,16 +124,19 @@ _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{
                         # zsh's report of a background job ("[1]  + 26478 killed     python train.py"),
                         # its status padded to a column; on a line of its own or glued to the progress
                         # bar the job was drawing; the command may be cut off where the line was pasted
-                        r"|(?:^\s*|(?<=[\]|%]))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{1,9}) killed(?: {2} *\S|\s*$)")
+                        r"|(?:^\s*|(?<=[\]|%]))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{3,9}) killed(?: {2} *\S|\s*$)")
 # The shell's "Killed" alone on a line, or after a progress bar; in the user's locale it is
 # glibc's strsignal(SIGKILL) in that language (zh_CN, ja, de, es).
 KILLED_LOCALISED = ("已杀死", "強制終了", "Getötet", "Terminado (killed)")
 _KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
-_BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$")
+_BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$"
+                    # the shell's "Killed" written over a progress line the job kept redrawing with a
+                    # carriage return: the rest of that line shows after it ("Killedg in train batch: 127687 / 263115")
+                    r"|^Killed(?=[a-z])[^\n]{0,200}?(?:\d\s?/\s?\d|\d%)")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
-_EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code"
+_EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)?(?: unexpectedly)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code"
                           # SageMaker's "ExecuteUserScriptError: ExitCode 137"
                           r"|ExitCode(?=\s+\d)"
                           # "ERROR: error code -9" (launchers that report the child's status as an error code):
@@ -167,7 +173,9 @@ _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
 _JVM_OOM = lazy(r"\bjava\.lang\.OutOfMemoryError\b(?!:\s*(?:unable to create|Requested array size))(?::\s*(?P<msg>[^\n]{0,300}))?")
 # Windows' commit limit; the code is the same in every language the message is printed in
 # ("[WinError 1455] 页面文件太小，无法完成操作")
-_WIN_PAGING = lazy(r"The paging file is too small for this operation to complete|\[WinError 1455\]")
+# (and in the user's language: German, Chinese)
+_WIN_PAGING = lazy(r"The paging file is too small for this operation to complete|\[WinError 1455\]"
+                   r"|Die Auslagerungsdatei ist zu klein|页面文件太小")
 
 # -- DataLoader and shared memory (§3.6) --------------------------------------------------------
 # (not a fallback that does without shared memory: "..., not using shared memory", "falls back to ...")
@@ -211,7 +219,8 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
           "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers",
-          "KernelRestarter", "kernel appears to have died", "Kernel crashed") + KILLED_LOCALISED
+          "KernelRestarter", "kernel appears to have died", "Kernel crashed", "YARN", "physical memory limits",
+          "Auslagerungsdatei", "页面文件") + KILLED_LOCALISED
 
 
 @dataclass
@@ -382,8 +391,8 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         return True
     if "ernel" in text and ctx.search(_KERNEL_DIED, text):
         if s.first_failure is None or s.first_failure >= i:
-            s.kill(i, "weak", "notebook", "the notebook's kernel died without an error and was restarted; the OOM "
-                                          "killer is one possible cause")
+            s.kill(i, "weak", "notebook-kernel", "the notebook's kernel died without an error and was restarted; the OOM "
+                                                 "killer is one possible cause")
         return True
     if ("OOM killer" in text or "pod memory" in text) and ctx.search(_RAY_MAYBE, text):
         if s.first_failure is None or s.first_failure >= i:
@@ -434,7 +443,8 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
         n = int(m.group("n")) if m else None
         found = (("errno12", n), n, "errno-12", "a system call could not allocate host memory (ENOMEM)"
                  + (f": {n} bytes" if n else ""))
-    elif ("paging file" in text or "WinError 1455" in text) and ctx.search(_WIN_PAGING, text):
+    elif ("paging file" in text or "WinError 1455" in text or "Auslagerungsdatei" in text or "页面文件" in text) \
+            and ctx.search(_WIN_PAGING, text):
         found = (("paging",), None, "windows-paging-file", "Windows paging file too small: the host commit limit was reached")
     if found is None:
         return False
@@ -614,7 +624,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if m:
         _ended_by_signal(s, i, int(m.group("sig")), "the launched process died with SIGKILL")
         return
-    if "Killed" in text or "zsh: killed" in text or " killed  " in text or text.rstrip().endswith(" killed"):
+    if "Killed" in text or " killed" in text:
         m = ctx.search(_SHELL_JOB, text)
         if m:
             pid = m.group("pid") or m.group("zpid") or m.group("bpid")
@@ -711,11 +721,11 @@ _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "schedule
                   "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill",
                   "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",
                   "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137",
-                  "notebook": "notebook-out-of-ram", "pool": "worker-pool-died"}
+                  "notebook": "notebook-out-of-ram", "notebook-kernel": "notebook-kernel-died", "pool": "worker-pool-died"}
 # the formats of a launcher's kills that only say a rank died without a Python exception
 SILENT_DEATH_FORMATS = (_SOURCE_FORMAT["torchrun-survivors"], _SOURCE_FORMAT["deepspeed"])
 _SOURCE_RANK = {"kernel": 0, "slurm": 1, "scheduler": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,
-                "launcher": 6, "shell": 7, "torchrun-survivors": 8, "exit-137": 9}
+                "launcher": 6, "shell": 7, "notebook-kernel": 7, "torchrun-survivors": 8, "exit-137": 9}
 
 
 def _episodes(kills: list[_Kill]) -> list[list[_Kill]]:

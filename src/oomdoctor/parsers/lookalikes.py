@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import regex as re
 
+from ..facts.derived import split_processes
 from ..facts.models import Failure
 from ..read.patterns import lazy
 from .base import EXCEPTION_CLASS, ParseContext
@@ -244,7 +245,10 @@ _ROOM_KINDS = {"cuda_caching_allocator", "hip"}
 
 # failures a rank dies of by itself (the others are what survivors see: timeouts, aborted
 # communicators, the launcher's SIGTERM; or not a failure at all)
-_OWN_DEATHS = {kind for kind, _lits, _pat in _RULES} - {"nccl_timeout", "nccl_error", "sigterm", "bfc_not_failure", "nan_loss"}
+# warnings whose own words say they are not a failure (XLA's BFC allocator retrying with less):
+# the first failure only where nothing else failed (parsers/ranks.py)
+NOT_FAILURES = frozenset({"bfc_not_failure"})
+_OWN_DEATHS = {kind for kind, _lits, _pat in _RULES} - {"nccl_timeout", "nccl_error", "sigterm", "nan_loss"} - NOT_FAILURES
 
 
 def _symptoms(ctx: ParseContext) -> None:
@@ -264,7 +268,7 @@ def _symptoms(ctx: ParseContext) -> None:
               and ev.allowed_bytes is None and ev.line not in ctx.nvml_unavailable
               # other processes on the device allocate and free between the refused request
               # and the free figure read after it: free memory then proves nothing
-              and not any(not p.is_self for p in ev.processes)):
+              and not split_processes(ev)[1]):
             ev.symptom = (f"the device had {free // 2**20} MiB free for a request of {req // 2**20} MiB: something "
                           "other than the device's memory refused it (a memory pool or allocator of another library, "
                           "a process limit, a driver fault), not memory pressure")

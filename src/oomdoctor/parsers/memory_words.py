@@ -134,7 +134,7 @@ def _continued_error(ctx: ParseContext, i: int):
 # OOM in forward/backward pass", after the error and a memory summary per device; or that it
 # skips the batch: "ran out of memory, skipping batch", fairseq's and the trainers that took its
 # words); a paste may hold the notice without the error it caught.
-_RECOVERING = lazy(r"\battempting to recover from OOM\b|\bran out of memory, skipping (?:this )?batch\b")
+_RECOVERING = lazy(r"\battempting to recover from OOM\b|\b[Rr]an out of memory, skipping (?:this )?batch\b")
 
 
 # how far above its notice the error it caught may be (a memory summary per device between)
@@ -147,7 +147,7 @@ def _recovery_notices(ctx: ParseContext) -> None:
     an event holds as evidence counts."""
     read = sorted(ctx.explained_lines())
     previous = 0
-    for i in ctx.lines_with(("recover from OOM", "out of memory, skipping")):
+    for i in ctx.lines_with(("recover from OOM", "ut of memory, skipping")):
         ln = ctx.lines[i]
         if not ctx.search(_RECOVERING, ln.text):
             continue

@@ -44,7 +44,7 @@ MARKERS = {
                                       # an error naming the weight file it was reading ("unable to mmap N
                                       # bytes from file <consolidated.00.pth>", "Unable to load checkpoint from ...")
                                       r"|(?i:load|mmap|read|open)\w{0,10}\b[^\n]{0,40}?\bfrom (?:file )?<?\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"),
-    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?i:r)esuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
+    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
                      r"|Attempting to resume from|successfully read \d+ ZeRO state_dicts"),
     # the Trainer's closing summary: the final save_model() comes right after it
@@ -211,7 +211,7 @@ _MODEL_LOAD = lazy(
     # Megatron-Core building its layers from specs, Transformer Engine's layers allocating
     # their weights in their constructors
     r"spec_utils\.py:build_module\b|transformer_engine/pytorch/module/\w+\.py:__init__\b|load_model_and_tokenizer|get_model\b|create_model\b|build_model|"
-    r"\bto_empty\b|:_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
+    r"\bto_empty\b|[:.]_apply\b|:cuda\b|module.py:to\b|module\.py:convert\b|_broadcast_model|_sync_module_states|sync_module_states"
     # deferred initialisation: the model's tensors materialised on the device (ColossalAI, torchdistx, FSDP meta init)
     r"|lazy_init\.py|_materialize_data|materialize_module|deferred_init"
     # a model built on the device: "with torch.device('cuda'):" routes its layers' parameter
@@ -693,9 +693,10 @@ def parse(ctx: ParseContext) -> None:
         # the worker was loading data
         ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif phase:
-        if phase == "model_load" and _TENSOR_READ.search(_frame_text(frame)) and _resumed_just_before(ctx, line):
+        if phase == "model_load" and _TENSOR_READ.search(_frame_text(frame)) and _resumed_just_before(ctx, line) \
+                and not any(_MODEL_LOAD.search(_frame_text(f)) for f in frames):
             # tensors read from disk right after the job said it resumes: the checkpoint, not
-            # the pretrained weights (a script's own torch.load names neither)
+            # the pretrained weights (a script's own torch.load names neither; from_pretrained does)
             phase = "checkpoint_load"
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
@@ -802,11 +803,17 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
 _XLA_OPERATOR = lazy(r"op_name=\"[^\"\n]{0,300}?(?P<t>transpose\()?jvp\(")
 
 
+def _after_first(ctx: ParseContext, literals: tuple[str, ...], idx: int, within: int) -> list[int]:
+    """The lines holding a literal within reach of the error line: those after it first
+    (a report prints what it names below its error), nearest first."""
+    hits = [i for i in ctx.lines_with(literals) if abs(i - idx) <= within]
+    return sorted(hits, key=lambda i: (i < idx, abs(i - idx)))
+
+
 def _xla_operator_hint(ctx: ParseContext, idx: int, within: int = 400) -> Optional[tuple[str, int, str]]:
     """No frames name the pass: the first operator that the report names after the error
     line (its largest allocation), else the nearest before it."""
-    hits = [i for i in ctx.lines_with(("jvp(",)) if abs(i - idx) <= within]
-    for i in sorted(hits, key=lambda i: (i < idx, abs(i - idx))):
+    for i in _after_first(ctx, ("jvp(",), idx, within):
         m = ctx.search(_XLA_OPERATOR, ctx.lines[i].text)
         if m:
             phase = "backward" if m.group("t") else "forward"
@@ -816,14 +823,16 @@ def _xla_operator_hint(ctx: ParseContext, idx: int, within: int = 400) -> Option
 
 # TensorFlow names the graph node whose output could not be allocated ("[[{{node
 # gradients/Conv2D_23_grad/Conv2DBackpropInput}}]]", "[[Node: fc1/convolution = ..."): its scope
-# says which part of the step it belongs to. Backpropagation's nodes live under "gradients/" or
-# end in "_grad"; an optimizer's slots and updates under its name; variables' initial values
-# under "Initializer"; the input pipeline's iterators are data loading; anything else in the
-# model's graph (a scoped name) computes its forward.
+# says which part of the step it belongs to. Backpropagation's nodes live under "gradients/"
+# (TensorFlow 2's "gradient_tape/") or end in "_grad"; an optimizer's slots and updates under its
+# name; a Saver restoring variables under "save/"; variables' initial values under "Initializer";
+# the input pipeline's iterators are data loading; anything else in the model's graph (a scoped
+# name) computes its forward.
 _TF_NODE = lazy(r"\[\[(?:\{\{)?[Nn]ode:? (?P<name>[\w./-]{1,300})")
 _TF_SCOPES = (
-    ("backward", lazy(r"(?:^|/)gradients(?:_\d+)?/|_grad/|Backprop")),
+    ("backward", lazy(r"(?:^|/)gradients(?:_\d+)?/|(?:^|/)gradient_tape/|_grad/|Backprop")),
     ("optimizer_step", lazy(r"(?:^|/)(?:Adam|AdamW|Adagrad|Adadelta|RMSProp|Momentum|LAMB|Adafactor|SGD|training)(?:_\d+)?/|/(?:Adam|AdamW)(?:_\d+)?$")),
+    ("checkpoint_load", lazy(r"^save(?:_\d+)?/")),
     ("model_load", lazy(r"(?:^|/)Initializer/|/Assign$")),
     ("data_loading", lazy(r"IteratorGetNext|OneShotIterator|MakeIterator")),
 )
@@ -831,13 +840,17 @@ _TF_SCOPES = (
 
 def _tf_node_hint(ctx: ParseContext, idx: int, within: int = 30) -> Optional[tuple[str, int, str]]:
     """No frames name the pass: the graph node the TensorFlow error names, nearest after it."""
-    hits = [i for i in ctx.lines_with(("[[Node", "[[node", "{{node")) if abs(i - idx) <= within]
-    for i in sorted(hits, key=lambda i: (i < idx, abs(i - idx))):
+    for i in _after_first(ctx, ("[[Node", "[[node", "{{node"), idx, within):
         m = ctx.search(_TF_NODE, ctx.lines[i].text)
-        # (a node of the model's graph has a scope; "XRTExecute", "sub_2518" are the runtime's or unnamed)
-        if m and "/" in m.group("name") and not m.group("name").startswith("XRT"):
-            name = m.group("name")
-            phase = next((ph for ph, rx in _TF_SCOPES if rx.search(name)), "forward")
+        if not m:
+            continue
+        name = m.group("name")
+        phase = next((ph for ph, rx in _TF_SCOPES if rx.search(name)), None)
+        # (a node of the model's graph has a scope; "XRTExecute", "sub_2518" are the runtime's or
+        # unnamed; an input iterator is the pipeline's whatever its name)
+        if phase is None and "/" in name and not name.startswith("XRT"):
+            phase = "forward"
+        if phase:
             return phase, ctx.lines[i].no, f"TensorFlow node {name[:60]}"
     return None
 

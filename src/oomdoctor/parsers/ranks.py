@@ -10,11 +10,10 @@ from __future__ import annotations
 from ..facts.derived import HOST_KINDS
 from ..facts.models import fatal_events
 from .base import ParseContext
+from .lookalikes import NOT_FAILURES
 
 CASCADE_KINDS = {"nccl_timeout", "nccl_error", "sigterm", "python_exception"}
-# warnings whose own words say they are not a failure (XLA's BFC allocator retrying with less):
-# the first failure only where nothing else failed
-NOT_FAILURES = {"bfc_not_failure"}
+_NOT_ROOT = CASCADE_KINDS | NOT_FAILURES
 
 
 def parse(ctx: ParseContext) -> None:
@@ -32,12 +31,13 @@ def parse(ctx: ParseContext) -> None:
 
     certain = [e for e in events if e.strength != "weak"]
     firsts = [(e.line, f"{e.kind} (line {e.line})") for e in certain]
-    primary_failures = [f for f in facts.failures if f.kind not in CASCADE_KINDS | NOT_FAILURES]
+    primary_failures = [f for f in facts.failures if f.kind not in _NOT_ROOT]
     firsts += [(f.line, f"{f.kind} (line {f.line})") for f in primary_failures]
     if firsts:
         rs.first_failure_line, rs.first_failure = min(firsts)
     elif facts.failures:
-        f = min(facts.failures, key=lambda f: f.line)
+        real = [f for f in facts.failures if f.kind not in NOT_FAILURES]
+        f = min(real or facts.failures, key=lambda f: f.line)
         rs.first_failure_line, rs.first_failure = f.line, f"{f.kind} (line {f.line})"
 
     # With a memory failure (or another root failure) present, timeouts, SIGTERMs and

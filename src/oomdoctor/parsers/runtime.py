@@ -420,9 +420,12 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     # (after NCCL's: its WARN lines name the CUDA call that failed)
     m = ctx.search(_CUDA_CALL_OOM, text) if "out of memory" in text else None
+    after = 0
     if not m and "allocate memory" in text:
+        # (its own words hold "failed to": the failure must be the call's, after it)
         m = ctx.search(_ALLOC_CALL_FAILED, text)
-    if m and ctx.search(_FAILURE_WORD, text):
+        after = m.end("call") if m else 0
+    if m and ctx.search(_FAILURE_WORD, text[after:]):
         call = m.group("call")
         host = call in _HOST_ALLOC_CALLS
         events.add(("cuda_runtime_error", "call", call), i, lambda: OomEvent(
@@ -555,7 +558,7 @@ def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optiona
             kind="npu", strength="likely", backend="NPU", exception=exc, line=0,
             detail="ACL_ERROR_RT_MEMORY_ALLOCATION"))
         return
-    m = ctx.search(_VULKAN, text)
+    m = ctx.search(_VULKAN, text) if "OUT_OF_DEVICE_MEMORY" in text or "vkAllocateMemory" in text else None
     if m:
         events.add(("device_runtime", "vulkan"), i, lambda: OomEvent(
             kind="device_runtime", backend="Vulkan", exception=exc, line=0, message_format="library-allocator",

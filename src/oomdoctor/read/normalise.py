@@ -293,7 +293,7 @@ def _without_code_span(raw: str) -> str:
     # one end of a span that runs over several pasted lines: its opening backtick starts the
     # first line, its closing one ends the last ("...blk.35.ffn_norm.weight", "Killed`")
     i = raw.index("`")
-    if raw[:i].isspace() and i <= 3 or i == 0 or not raw[i + 1:].strip():
+    if i <= 3 and not raw[:i].strip() or not raw[i + 1:].strip():
         return raw[:i] + raw[i + 1:]
     return raw
 

@@ -27,7 +27,7 @@ ANCHOR_LITERALS = (
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
     "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
     # batch schedulers' memory-limit kills (Grid Engine, LSF, PBS)
-    "enforced memory limit", "MEMLIMIT", "job killed",
+    "enforced memory limit", "MEMLIMIT",
     # the interpreter's own abort report
     "Fatal Python error",
     # ComfyUI's report of a node's exception by the allocator's first words
@@ -49,13 +49,14 @@ ANCHOR_LITERALS = (
     "OUT_OF_", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATOR_FAILURE", "NOT_INITIALIZED", "unable to find an engine",
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
     "Failed to CUDA", "Failed to cuMem", "CUresult", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
-    "remote process exited", "being killed", "Exceeded job memory", "Exceeded step memory", "Task was killed",
+    "remote process exited", "Exceeded job memory", "Exceeded step memory",
     "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement",
     # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
     # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
-    "Processes:", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Ray killed this", "Your session crashed", "Your notebook",
-    "The node was low", "KernelRestarter", "appears to have died", "Kernel crashed", "Root Cause", "received by PID", "Main process received",
-    "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", "zsh: killed", " killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
+    "Processes:", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Your session crashed", "Your notebook",
+    "The node was low", "killed by YARN", "physical memory limits", "Auslagerungsdatei", "页面文件", "KernelRestarter", "appears to have died", "Kernel crashed", "Root Cause", "received by PID", "Main process received",
+    # (" killed" holds "zsh: killed", "job killed", "being killed", "Task was killed", "Ray killed this")
+    "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", " killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
     "closed by remote host", "Torch: not enough",
     # inference engines finding no memory for their KV cache, accelerate's batch-size finder out of

@@ -363,6 +363,11 @@ def signal_words(code: int) -> str:
 
 # -- where ------------------------------------------------------------------------------
 
+# what the lines that follow from the first failure are, by failure kind (parsers/ranks.py CASCADE_KINDS)
+_CASCADE_WORDS = {"nccl_timeout": "NCCL timeouts", "nccl_error": "NCCL errors", "sigterm": "processes stopped with SIGTERM",
+                  "python_exception": "exceptions"}
+
+
 def where_rows(report: Report) -> list[Row]:
     rows: list[Row] = []
     ph = report.phase_detail
@@ -396,7 +401,8 @@ def where_rows(report: Report) -> list[Row]:
             at = None
         rows.append(Row("first failure", first, at))
     secondary = [f for f in report.failures if f.secondary]
-    # (the cascade's evidence is the first line of each secondary failure, kept up to a cap)
+    # (the parsers give each secondary failure one line of cascade evidence; a report built by
+    # other code may carry the evidence alone)
     n_cascade = max(len(rk.cascade), len(secondary))
     if n_cascade:
         lines = f"{n_cascade} later lines follow" if n_cascade > 1 else "1 later line follows"
@@ -550,9 +556,6 @@ KNOB_NAMES = {
     "shell": "shell", "jax": "JAX / Flax",
 }
 _PY_ASSIGN = lazy(r"^[A-Za-z_][\w.]*\s*(?:=(?!=)|\()")
-# what the lines that follow from the first failure are, by failure kind
-_CASCADE_WORDS = {"nccl_timeout": "NCCL timeouts", "nccl_error": "NCCL errors", "sigterm": "processes stopped with SIGTERM",
-                  "python_exception": "exceptions"}
 _FENCES = {"env": "bash", "shell": "bash", "slurm": "bash", "deepspeed": "json", "code": "python",
            "xtuner": "python", "megatron": "bash", "jax": "python"}
 

@@ -35,7 +35,8 @@ _FW_NEEDLES = (
     ("torchtune", "/torchtune/", 2), ("torchtune", "tune run ", 2),
     ("megatron", "megatron.core", 2), ("megatron", "megatron-lm", 2), ("megatron", "pretrain_gpt", 1),
     # JAX and its libraries: their frames, jaxlib's exceptions, JAX's note on filtered frames
-    ("jax", "/jax/", 2), ("jax", "/flax/", 2), ("jax", "/optax/", 2), ("jax", "jaxlib", 2),
+    # ("jaxlib." as a module: a PyTorch issue's environment report says "JaxLib version: not installed")
+    ("jax", "/jax/", 2), ("jax", "/flax/", 2), ("jax", "/optax/", 2), ("jax", "jaxlib.", 2),
     ("jax", "jax.errors.", 2), ("jax", "jax_traceback_filtering", 2),
     # frameworks outside the list (a conda env merely named "verl" is not verl)
     ("other", "/openrlhf/", 2), ("other", "packages/verl/", 2), ("other", "/verl/trainer/", 2),
@@ -115,6 +116,8 @@ def choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
               and not (e.kind == "xla" and jax)]
     if events:
         _score(score, "plain-pytorch", 2, events[0].line)
+        # a device failure that is not XLA's: JAX installed beside PyTorch is not what ran out
+        score.pop("jax", None)
     if col.get_part("deepspeed_used") or col.env.zero_stage is not None:
         _score(score, "deepspeed", 1, col.env.sources.get("zero_stage", 0))
     for fw in FRAMEWORK_ORDER:
