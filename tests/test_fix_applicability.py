@@ -133,3 +133,13 @@ def test_jaxs_pool_fraction_is_offered_to_jax_jobs_only():
                                "total capacity of 79.18 GiB of which 512.00 MiB is free.\n").model_dump(mode="json")
     fixes = {r["id"]: r for d in torch["diagnoses"] for r in d["remediations"]}
     assert not fixes.get("jax-memory-fraction", {"applicable": False})["applicable"]
+
+
+def test_spark_executors_killed_by_yarn_get_sparks_overhead_first():
+    import oomdoctor
+    yarn = oomdoctor.diagnose("ERROR YarnClusterScheduler:73 - Lost executor 8 on node1: Container killed by YARN for "
+                              "exceeding memory limits.  39.0 GB of 39 GB physical memory used.\n").model_dump(mode="json")
+    assert yarn["diagnoses"][0]["remediations"][0]["id"] == "spark-executor-overhead"
+    killed = oomdoctor.diagnose("Killed\n").model_dump(mode="json")
+    fixes = {r["id"]: r for d in killed["diagnoses"] for r in d["remediations"]}
+    assert not fixes.get("spark-executor-overhead", {"applicable": False})["applicable"]
