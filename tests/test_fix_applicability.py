@@ -143,3 +143,28 @@ def test_spark_executors_killed_by_yarn_get_sparks_overhead_first():
     killed = oomdoctor.diagnose("Killed\n").model_dump(mode="json")
     fixes = {r["id"]: r for d in killed["diagnoses"] for r in d["remediations"]}
     assert not fixes.get("spark-executor-overhead", {"applicable": False})["applicable"]
+
+
+_TF_OOM = ("2019-10-24 21:55:25.500952: W tensorflow/core/framework/op_kernel.cc:1318] OP_REQUIRES failed at "
+           "cwise_ops_common.cc:70 : Resource exhausted: OOM when allocating tensor with shape[8,509,3072] and type float "
+           "on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n")
+
+
+def test_a_tensorflow_job_gets_tensorflows_settings_and_no_pytorch_ones():
+    import oomdoctor
+    report = oomdoctor.diagnose(_TF_OOM).model_dump(mode="json")
+    assert report["environment"]["framework"] == "tensorflow"
+    fixes = [r for d in report["diagnoses"] for r in d["remediations"]]
+    offered = [r for r in fixes if r["applicable"]]
+    assert offered and all(r["knob"]["framework"] == "tensorflow" for r in offered)
+    assert any("no setting of it for tensorflow" in (r["why_not"] or "") for r in fixes)
+
+
+def test_tensorflows_banners_beside_pytorch_do_not_make_a_tensorflow_job():
+    import oomdoctor
+    log = ("2024-05-01 10:00:00.000000: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on.\n"
+           "2024-05-01 10:00:01.000000: I tensorflow/stream_executor/platform/default/dso_loader.cc:53] Successfully "
+           "opened dynamic library libcudart.so.11.0\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.18 GiB of which 1.00 GiB is free.\n")
+    assert oomdoctor.diagnose(log).model_dump(mode="json")["environment"]["framework"] != "tensorflow"

@@ -186,7 +186,7 @@ class Environment(Model):
     gpu_capacity_bytes: Optional[int] = None
     compute_capability: Optional[str] = Field(default=None, description="e.g. 7.0 for V100; from the GPU name when not printed")
     gpu_count: Optional[int] = None
-    framework: Optional[str] = Field(default=None, description="llamafactory, axolotl, xtuner, llama-recipes, hf-trainer, trl, accelerate, deepspeed, fsdp, megatron, ms-swift, unsloth, torchtune, plain-pytorch, jax, other")
+    framework: Optional[str] = Field(default=None, description="llamafactory, axolotl, xtuner, llama-recipes, hf-trainer, trl, accelerate, deepspeed, fsdp, megatron, ms-swift, unsloth, torchtune, plain-pytorch, jax, tensorflow, other")
     stage: Optional[str] = Field(default=None, description="training stage: pt, sft, rm, ppo, dpo, kto, orpo, grpo, ...")
     zero_stage: Optional[int] = None
     offload: Optional[Literal["none", "optimizer", "param", "both"]] = None

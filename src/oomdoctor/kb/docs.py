@@ -21,7 +21,7 @@ _KNOB_NAMES = {
     "trl": "TRL", "deepspeed": "DeepSpeed JSON", "accelerate": "accelerate", "fsdp": "FSDP (transformers fsdp_config)",
     "llama-cookbook": "llama-cookbook", "megatron": "Megatron", "ms-swift": "ms-swift", "unsloth": "Unsloth",
     "torchtune": "torchtune", "env": "environment", "code": "code", "shell": "shell", "slurm": "Slurm",
-    "kubernetes": "Kubernetes", "jax": "JAX / Flax",
+    "kubernetes": "Kubernetes", "jax": "JAX / Flax", "tensorflow": "TensorFlow / Keras",
 }
 _KNOB_ORDER = tuple(_KNOB_NAMES)
 

@@ -23,10 +23,11 @@ PREFERENCE = {
     "plain-pytorch": ("code", "env", "fsdp", "deepspeed", "shell", "slurm"),
     # JAX and Flax: their own knobs first; PyTorch's code and settings do not apply
     "jax": ("jax", "shell", "slurm", "kubernetes"),
+    "tensorflow": ("tensorflow", "shell", "slurm", "kubernetes"),
 }
 # Frameworks whose users cannot apply the other stacks' settings (PyTorch's code, its
 # allocator's environment, DeepSpeed's JSON): a fix with no knob of theirs does not apply.
-OWN_KNOBS_ONLY = frozenset({"jax"})
+OWN_KNOBS_ONLY = frozenset({"jax", "tensorflow"})
 DEFAULT_PREFERENCE = ("env", "hf", "deepspeed", "accelerate", "fsdp", "code", "shell", "slurm", "kubernetes")
 
 # Names a user may pass to --framework, mapped to the detector's names.
@@ -38,7 +39,7 @@ FRAMEWORK_ALIASES = {
     "llama-recipes": "llama-recipes", "llama-cookbook": "llama-recipes", "lc": "llama-recipes",
     "megatron": "megatron", "ms-swift": "ms-swift", "swift": "ms-swift", "unsloth": "unsloth",
     "torchtune": "torchtune", "pytorch": "plain-pytorch", "plain-pytorch": "plain-pytorch",
-    "jax": "jax", "flax": "jax",
+    "jax": "jax", "flax": "jax", "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "tensorflow",
 }
 
 

@@ -61,7 +61,7 @@ ENV_VAR = "OOMDOCTOR_KB"
 FRAMEWORK_KEYS = (
     "llamafactory", "axolotl", "xtuner", "hf", "trl", "deepspeed", "accelerate", "fsdp",
     "llama-cookbook", "megatron", "ms-swift", "unsloth", "torchtune", "env", "code",
-    "slurm", "kubernetes", "shell", "jax",
+    "slurm", "kubernetes", "shell", "jax", "tensorflow",
 )
 
 

@@ -426,7 +426,7 @@ _FRAMEWORK_NAMES = {
     "llama-recipes": "llama-recipes", "hf-trainer": "HF Trainer", "trl": "TRL",
     "accelerate": "accelerate", "deepspeed": "DeepSpeed", "fsdp": "FSDP", "megatron": "Megatron",
     "ms-swift": "ms-swift", "unsloth": "unsloth", "torchtune": "torchtune",
-    "plain-pytorch": "plain PyTorch", "jax": "JAX", "other": "other",
+    "plain-pytorch": "plain PyTorch", "jax": "JAX", "tensorflow": "TensorFlow", "other": "other",
 }
 
 
@@ -553,11 +553,11 @@ KNOB_NAMES = {
     "accelerate": "accelerate config", "fsdp": "FSDP", "llama-cookbook": "llama-cookbook",
     "megatron": "Megatron", "ms-swift": "ms-swift", "unsloth": "unsloth", "torchtune": "torchtune",
     "env": "environment", "code": "Python", "slurm": "Slurm", "kubernetes": "Kubernetes",
-    "shell": "shell", "jax": "JAX / Flax",
+    "shell": "shell", "jax": "JAX / Flax", "tensorflow": "TensorFlow / Keras",
 }
 _PY_ASSIGN = lazy(r"^[A-Za-z_][\w.]*\s*(?:=(?!=)|\()")
 _FENCES = {"env": "bash", "shell": "bash", "slurm": "bash", "deepspeed": "json", "code": "python",
-           "xtuner": "python", "megatron": "bash", "jax": "python"}
+           "xtuner": "python", "megatron": "bash", "jax": "python", "tensorflow": "python"}
 
 
 def knob_name(knob: Knob) -> str:

@@ -38,6 +38,12 @@ _FW_NEEDLES = (
     # ("jaxlib." as a module: a PyTorch issue's environment report says "JaxLib version: not installed")
     ("jax", "/jax/", 2), ("jax", "/flax/", 2), ("jax", "/optax/", 2), ("jax", "jaxlib.", 2),
     ("jax", "jax.errors.", 2), ("jax", "jax_traceback_filtering", 2),
+    # TensorFlow running the step: its allocator and executor logging, its session and eager
+    # frames, its error classes (not the banners it prints when merely imported beside PyTorch:
+    # "tensorflow/core/util/port.cc ... oneDNN", stream_executor's library loading)
+    ("tensorflow", "tensorflow/core/common_runtime/", 2), ("tensorflow", "tensorflow/core/framework/op_kernel", 2),
+    ("tensorflow", "tensorflow.python.framework.errors_impl", 2), ("tensorflow", "/tensorflow/python/client/", 2),
+    ("tensorflow", "/tensorflow/python/eager/", 2), ("tensorflow", "/tensorflow/python/keras/", 2),
     # frameworks outside the list (a conda env merely named "verl" is not verl)
     ("other", "/openrlhf/", 2), ("other", "packages/verl/", 2), ("other", "/verl/trainer/", 2),
     ("other", "/verl/workers/", 2), ("other", "/litgpt/", 2), ("other", "/lit_gpt/", 2),
@@ -67,7 +73,7 @@ _FW_REGEX = (
 # an HF Trainer run shows accelerate and DeepSpeed, so the first framework with enough
 # evidence in this order is the one the user drives.
 FRAMEWORK_ORDER = ("llamafactory", "axolotl", "ms-swift", "xtuner", "llama-recipes", "torchtune",
-                   "unsloth", "megatron", "jax", "other", "trl", "hf-trainer", "accelerate", "deepspeed",
+                   "unsloth", "megatron", "jax", "tensorflow", "other", "trl", "hf-trainer", "accelerate", "deepspeed",
                    "fsdp", "plain-pytorch")
 
 
@@ -114,10 +120,13 @@ def choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
     events = [e for e in ctx.facts.oom_events
               if e.kind not in ("host_oom_killer", "cpu_allocator", "dataloader_killed") and e.backend != "TF"
               and not (e.kind == "xla" and jax)]
+    if events or any("/torch/" in (fr.file or "") for fr in ctx.all_frames):
+        # a device failure that is neither TensorFlow's nor XLA's, or PyTorch's frames: JAX or
+        # TensorFlow installed beside PyTorch is not what ran the step
+        score.pop("jax", None)
+        score.pop("tensorflow", None)
     if events:
         _score(score, "plain-pytorch", 2, events[0].line)
-        # a device failure that is not XLA's: JAX installed beside PyTorch is not what ran out
-        score.pop("jax", None)
     if col.get_part("deepspeed_used") or col.env.zero_stage is not None:
         _score(score, "deepspeed", 1, col.env.sources.get("zero_stage", 0))
     for fw in FRAMEWORK_ORDER:
