@@ -394,7 +394,8 @@ def test_scan_on_a_terminal_prints_tables_not_records(tmp_path):
     assert f"scanned {len(SEEDS)} logs" in shown
     _assert_boxes_whole(shown.splitlines())
     assert all(len(ln.rstrip()) <= 60 for ln in shown.splitlines()), shown
-    records = _tmux(tmp_path, _cmd("scan", "-j", "1", "-f", "jsonl", str(LOGS / SEEDS[0])), 200)
+    # (one record is some 30 KB: a pane tall enough to keep all of it)
+    records = _tmux(tmp_path, _cmd("scan", "-j", "1", "-f", "jsonl", str(LOGS / SEEDS[0])), 200, 300)
     assert '"framework":"axolotl"' in records                        # an explicit --format: records
     dumb = _tmux(tmp_path, _cmd("scan", "-j", "1", str(LOGS / SEEDS[0])), 100, TERM="dumb")
     assert "incidents:" in dumb and "╭" not in dumb and '"framework"' not in dumb   # the plain summary
