@@ -2144,6 +2144,9 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
      "cuda_runtime_error", None, None),
     ("Name: Check failed: err == cudaSuccess (2 vs. 0) : mxnet_generic_kernel ErrStr:out of memory\n",
      "cuda_runtime_error", None, None),
+    # GraphVite's glog CHECK with the runtime's words, in its own allocator's source
+    ("Check failed: error == cudaSuccess CUDA error out of memory at /work/include/base/memory.h:131\n",
+     "cuda_runtime_error", "library-allocator", None),
     # Tenstorrent's allocator
     ("2025-11-26 19:48:22.915 | critical |          Always | TT_FATAL: Out of Memory: Not enough space to allocate "
      "131072000 B DRAM buffer across 12 banks, where each bank needs to store 10924032 B, but bank size is only "
@@ -2505,6 +2508,7 @@ def test_host_deaths_in_other_tools_words(text, kind):
     "Killedgrass 4 times in round 3\n",                                 # no progress line under it
     "WARNING: failed to allocate memory for the cache, cudaMalloc retried later\n",   # no failure of the call
     "    except tf.errors.ResourceExhaustedError:  # out of memory, halve the batch\n",   # printed source
+    "Check failed: error == cudaSuccess CUDA error invalid argument at memory.h:131\n",   # another CUDA error
 ])
 def test_what_only_looks_like_those_deaths(text):
     assert report(text)["oom_events"] == []

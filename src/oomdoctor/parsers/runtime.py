@@ -31,8 +31,9 @@ _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 # cudaSuccess (2 vs. 0)  out of memory"
 _CUDA_ERROR = lazy(r"(?:CUDA|Cuda) [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
                    r"|\b\w{1,20} == cudaSuccess(?:\. 2 vs 0\.| \(2 vs\. 0\))"
-                   # (MXNet's mshadow: "Check failed: e == cudaSuccess CUDA: out of memory")
-                   r"|Check failed: \w{1,20} == cudaSuccess:? CUDA: out of memory"
+                   # (MXNet's mshadow: "Check failed: e == cudaSuccess CUDA: out of memory"; GraphVite's:
+                   # "Check failed: error == cudaSuccess CUDA error out of memory at .../memory.h:131")
+                   r"|Check failed: \w{1,20} == cudaSuccess:? CUDA(?::| error:?) out of memory"
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
 # TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
 _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"
