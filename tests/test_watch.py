@@ -322,3 +322,43 @@ def test_with_real_torch_out_of_memory_class():
         with oomdoctor.watch() as w:
             raise exc_type(F5)
     assert w.report.oom_events[0].kind == "cuda_caching_allocator"
+
+
+def _real_cuda():
+    """The real torch on a CUDA device: these run on a GPU machine and are skipped elsewhere."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    return torch
+
+
+def test_a_real_cuda_out_of_memory_with_the_live_allocators_figures():
+    torch = _real_cuda()
+    total = torch.cuda.get_device_properties(0).total_memory
+    with pytest.raises(torch.cuda.OutOfMemoryError) as info:
+        with oomdoctor.watch() as w:
+            torch.empty(2 * total, dtype=torch.uint8, device="cuda")
+    (ev,) = [e for e in w.report.oom_events if e.kind == "cuda_caching_allocator"]
+    assert "Tried to allocate" in str(info.value)
+    # the message prints GiB with two decimals: the figures agree within that rounding
+    assert abs(ev.tried_to_allocate_bytes - 2 * total) <= 0.005 * 2**30
+    assert abs(ev.total_capacity_bytes - total) <= 0.005 * 2**30
+    assert w.report.environment.gpu_name == torch.cuda.get_device_name(0)
+    assert w.report.memory_samples, "the allocator's statistics were read from the live process"
+    assert w.report.diagnoses and w.report.diagnoses[0].memory_failure
+
+
+def test_a_real_cuda_out_of_memory_under_oomdoctor_run(tmp_path):
+    _real_cuda()
+    script = tmp_path / "job.py"
+    script.write_text("import torch\n"
+                      "total = torch.cuda.get_device_properties(0).total_memory\n"
+                      "x = torch.empty(2 * total, dtype=torch.uint8, device='cuda')\n")
+    report = tmp_path / "report.json"
+    res = subprocess.run([sys.executable, "-m", "oomdoctor", "run", "--report", str(report), "--",
+                          sys.executable, str(script)], capture_output=True, timeout=300)
+    assert res.returncode != 0
+    assert b"OutOfMemoryError" in res.stderr                          # the job's own output, passed on
+    data = json.loads(report.read_text())
+    assert data["oom_events"][0]["kind"] == "cuda_caching_allocator"
+    assert data["diagnoses"][0]["memory_failure"]
