@@ -478,7 +478,7 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
         kind="cpu_allocator" if host else "xla", backend="TF" if tf else "XLA", line=0,
         message_format="bfc-allocator-ran-out", tried_to_allocate_bytes=rounded, host_bytes=rounded if host else None,
         device_index=int(dev.group("d")) if dev and not host else None,
-        detail=f"BFC allocator {alloc or ''} ran out".replace("  ", " ") + (f", requested by op {op}" if op else "")))
+        detail="BFC allocator " + (f"{alloc} " if alloc else "") + "ran out" + (f", requested by op {op}" if op else "")))
 
 
 def _buffer_assignment(ctx: ParseContext, events: _Events, i: int) -> None:

@@ -176,6 +176,7 @@ _JVM_OOM = lazy(r"\bjava\.lang\.OutOfMemoryError\b(?!:\s*(?:unable to create|Req
 # (and in the user's language: German, Chinese)
 _WIN_PAGING = lazy(r"The paging file is too small for this operation to complete|\[WinError 1455\]"
                    r"|Die Auslagerungsdatei ist zu klein|页面文件太小")
+_PAGING_WORDS = ("paging file", "WinError 1455", "Auslagerungsdatei", "页面文件")   # (one is in each of its forms)
 
 # -- DataLoader and shared memory (§3.6) --------------------------------------------------------
 # (not a fallback that does without shared memory: "..., not using shared memory", "falls back to ...")
@@ -216,11 +217,11 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
                 "WorkerCrashedError", "RaySystemError")
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
-          "OUT_OF_MEMORY", "shm", "No space", "paging file", "WinError 1455", "RAM", "rank", "Buy new", "posix_memalign",
+          "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
           "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers",
-          "KernelRestarter", "kernel appears to have died", "Kernel crashed", "YARN", "physical memory limits",
-          "Auslagerungsdatei", "页面文件") + KILLED_LOCALISED
+          "KernelRestarter", "kernel appears to have died", "Kernel crashed", "YARN", "physical memory limits") \
+    + _PAGING_WORDS + KILLED_LOCALISED
 
 
 @dataclass
@@ -291,6 +292,12 @@ class _Scan:
 
     def kill(self, idx: int, strength: str, source: str, detail: str, **kw) -> None:
         self.kills.append(_Kill(idx=idx, strength=strength, source=source, detail=detail, **kw))
+
+    def weak_kill(self, idx: int, source: str, detail: str) -> None:
+        """A death that says nothing of memory: a weak kill, unless a Python-level failure
+        came before it (then it is that failure's end, not the host's memory)."""
+        if self.first_failure is None or self.first_failure >= idx:
+            self.kill(idx, "weak", source, detail)
 
 
 def _kb(text: Optional[str]) -> Optional[int]:
@@ -390,13 +397,11 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
                "the host or container ran out of memory: " + text.strip()[:120])
         return True
     if "ernel" in text and ctx.search(_KERNEL_DIED, text):
-        if s.first_failure is None or s.first_failure >= i:
-            s.kill(i, "weak", "notebook-kernel", "the notebook's kernel died without an error and was restarted; the OOM "
-                                                 "killer is one possible cause")
+        s.weak_kill(i, "notebook-kernel", "the notebook's kernel died without an error and was restarted; the OOM "
+                                          "killer is one possible cause")
         return True
     if ("OOM killer" in text or "pod memory" in text) and ctx.search(_RAY_MAYBE, text):
-        if s.first_failure is None or s.first_failure >= i:
-            s.kill(i, "weak", "ray", "Ray reports a worker died without an error; the OOM killer is one possible cause")
+        s.weak_kill(i, "ray", "Ray reports a worker died without an error; the OOM killer is one possible cause")
         return True
     return False
 
@@ -443,8 +448,7 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
         n = int(m.group("n")) if m else None
         found = (("errno12", n), n, "errno-12", "a system call could not allocate host memory (ENOMEM)"
                  + (f": {n} bytes" if n else ""))
-    elif ("paging file" in text or "WinError 1455" in text or "Auslagerungsdatei" in text or "页面文件" in text) \
-            and ctx.search(_WIN_PAGING, text):
+    elif any(w in text for w in _PAGING_WORDS) and ctx.search(_WIN_PAGING, text):
         found = (("paging",), None, "windows-paging-file", "Windows paging file too small: the host commit limit was reached")
     if found is None:
         return False
@@ -712,8 +716,7 @@ def _resolve_launchers(s: _Scan) -> None:
     for j in s.exit_sigkill:
         # (an exception on the exit line itself only reports that exit: SageMaker's
         # "ExecuteUserScriptError: ExitCode 137")
-        if s.first_failure is None or s.first_failure >= j:
-            s.kill(j, "weak", "exit-137", "an exit code that means SIGKILL (137, or -9)")
+        s.weak_kill(j, "exit-137", "an exit code that means SIGKILL (137, or -9)")
 
 
 _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "scheduler": "scheduler-memory-limit",

@@ -327,7 +327,9 @@ _OPTIMIZER_STATE = lazy(r"\b(?:optim(?:izer)?s?|(?:lr_)?scheduler|(?:grad_)?scal
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 
-def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Frame]]:
+def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optional[str], Optional[Frame]]:
+    """The phase the frames say, and the frame that says it. ``resumed``: the job said it
+    resumes just before the failure (tensors it reads are then the checkpoint's)."""
     texts = [(_frame_text(fr), fr) for fr in frames]
     for phase, rx in _ANYWHERE:
         for text, fr in texts:
@@ -357,9 +359,10 @@ def phase_from_frames(frames: list[Frame]) -> tuple[Optional[str], Optional[Fram
                 or any(_OPTIMIZER_FN.search(text) for text, _fr in texts):
             return "checkpoint_load", reads[-1]
         # library frames decide over the user's function names: tensors read from disk under
-        # from_pretrained are the model's weights, under a training loop a checkpoint
+        # from_pretrained are the model's weights, under a training loop (or right after the job
+        # said it resumes: a script's own torch.load names neither) a checkpoint
         loading_model = any(_MODEL_LOAD.search(t) for t, _ in texts)
-        return ("checkpoint_load" if training and not loading_model else "model_load"), reads[-1]
+        return ("checkpoint_load" if (training or resumed) and not loading_model else "model_load"), reads[-1]
     if frames and frames[-1].code:
         for phase, rx in _CALL:
             if rx.search(frames[-1].code) and not _picture_saved(phase, frames[-1]):
@@ -663,19 +666,20 @@ def parse(ctx: ParseContext) -> None:
     idx = ctx.index_of(line) or 0
     _progress_before(ctx, idx)
     ev = primary_event(ctx.facts)
-    phase, frame = phase_from_frames(frames)
+    resumed = _resumed_just_before(ctx, line)
+    phase, frame = phase_from_frames(frames, resumed)
     if not phase:
         # several failures (ranks, notebook cells): the first whose traceback tells
         for other in ctx.facts.oom_events:
             if other is ev:
                 continue
-            phase, frame = phase_from_frames(frames_for(ctx, other.line, None))
+            phase, frame = phase_from_frames(frames_for(ctx, other.line, None), resumed)
             if phase:
                 break
     if not phase:
         # every rank's traceback, on both sides of the error line: the nearest that tells
         for tb in sorted(_tracebacks(ctx), key=lambda t: abs(t[0] - idx)):
-            phase, frame = phase_from_frames(tb[1])
+            phase, frame = phase_from_frames(tb[1], resumed)
             if phase:
                 break
     # no device event: a host-side death, unless what the log shows is a failure that is not
@@ -693,11 +697,6 @@ def parse(ctx: ParseContext) -> None:
         # the worker was loading data
         ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif phase:
-        if phase == "model_load" and _TENSOR_READ.search(_frame_text(frame)) and _resumed_just_before(ctx, line) \
-                and not any(_MODEL_LOAD.search(_frame_text(f)) for f in frames):
-            # tensors read from disk right after the job said it resumes: the checkpoint, not
-            # the pretrained weights (a script's own torch.load names neither; from_pretrained does)
-            phase = "checkpoint_load"
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
     elif (named := _named_processes(ctx, idx)):
