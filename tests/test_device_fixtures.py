@@ -126,6 +126,8 @@ PHASES = {
     "ddp_buckets": "model_load",               # DistributedDataParallel.__init__ -> dist.Reducer
     "host_worker_oom": "data_loading",         # the main process learns of a worker's death in the DataLoader
     "host_rank_oom": None,                     # a rank killed at module level; no traceback of its own
+    "vocab_logits": "forward",                 # compute_loss -> the logits' fp32 upcast for F.cross_entropy
+    "stale_process": None,                     # torch.empty at module level, after nvidia-smi
 }
 
 # the top incident, where the log leaves no doubt
@@ -170,6 +172,10 @@ INCIDENTS = {
     "host_worker_oom": {"dataloader-host-oom"},
     # a rank ended by SIGKILL and nothing else: the log cannot prove memory, the kill is the lead
     "host_rank_oom": {"host-oom"},
+    # the failing request is the logits' fp32 upcast: 8 x 8192 x 256000 x 4 bytes (62.50 GiB)
+    "vocab_logits": {"large-vocab-logits"},
+    # a leftover process (the nvidia-smi table's only row) holds 55.93 GiB; this one holds 778 MiB
+    "stale_process": {"stale-gpu-process"},
 }
 
 def test_every_scenario_is_here():
@@ -207,8 +213,12 @@ def test_report_is_about_the_fatal_message(name):
     assert allocator["fragmentation"] == want["reserved_unallocated_bytes"]
     assert allocator["this process"] == want["process_in_use_bytes"]
     others = sum(p["bytes"] for p in want["processes"] if not p["is_self"])
-    if others:   # capacity - free - this process, within the 2-decimal rounding of three printed figures
-        assert abs(allocator["other processes"] - others) <= 3 * Decimal("0.005") * 2**30
+    if others:
+        # capacity - free - this process: never less than what the listed processes hold (within
+        # the 2-decimal rounding of three printed figures), and at most a few tens of MiB more,
+        # the device memory no process is charged with (stale_process: 20 MiB on an H100)
+        rounding = 3 * Decimal("0.005") * 2**30
+        assert -rounding <= allocator["other processes"] - others <= rounding + 64 * 2**20
 
 
 @pytest.mark.parametrize("name", ["batch_finder"])
