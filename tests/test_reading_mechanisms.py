@@ -1007,7 +1007,8 @@ def test_paddlepaddles_allocator_failure_is_a_device_oom_with_its_figures():
                "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory on GPU 0, 23.486572GB memory has been "
                "allocated and available memory is only 167.062500MB.\n")
     (ev,) = d["oom_events"]
-    assert (ev["kind"], ev["device_index"], ev["message_format"]) == ("device_runtime", 0, "paddle-allocator")
+    # Paddle raises it when cudaMalloc fails: the CUDA runtime's out of memory, as experts label it
+    assert (ev["kind"], ev["device_index"], ev["message_format"]) == ("cuda_runtime_error", 0, "paddle-allocator")
     assert ev["tried_to_allocate_bytes"] == 172 * 2**20 and ev["free_bytes"] == int(167.0625 * 2**20)
     # its advice is not a failure
     assert report("Please check whether there is any other process using GPU 0.\n")["oom_events"] == []
@@ -2133,9 +2134,9 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
 @pytest.mark.parametrize("text, kind, fmt, size", [
     # PaddlePaddle's allocator, before 2.0 (no figure for what was allocated) and after
     ("ResourceExhaustedError: \n\nOut of memory error on GPU 0. Cannot allocate 3.125000GB memory on GPU 0, "
-     "available memory is only 117.750000MB.\n", "device_runtime", "paddle-allocator", int(3.125 * 2**30)),
+     "available memory is only 117.750000MB.\n", "cuda_runtime_error", "paddle-allocator", int(3.125 * 2**30)),
     ("Out of memory error on GPU 0. Cannot allocate 128.000000MB memory on GPU 0, 7.995605GB memory has been "
-     "allocated and available memory is only 0.000000B.\n", "device_runtime", "paddle-allocator", 128 * 2**20),
+     "allocated and available memory is only 0.000000B.\n", "cuda_runtime_error", "paddle-allocator", 128 * 2**20),
     # a CUDA call named with its result in words, from a framework's C++ check
     ("F0912 17:23:26.346724   783 all_reduce_op_handle.cc:75] cudaGetLastError  out of memory errno:2\n",
      "cuda_runtime_error", "cuda-call", None),
@@ -2235,7 +2236,7 @@ _PADDLE_REPORT = ("MemoryError:\n\n--------------------------------------\nC++ T
 
 def test_a_bare_memoryerror_introducing_a_devices_error_report_is_that_failure():
     d = report(_PADDLE_REPORT)
-    assert [e["kind"] for e in d["oom_events"]] == ["device_runtime"]
+    assert [e["kind"] for e in d["oom_events"]] == ["cuda_runtime_error"]
     assert d["oom_events"][0]["evidence"][0]["line"] == 1
     # ... a MemoryError whose words say the device's memory failed is the device's
     assert [e["kind"] for e in report("MemoryError: failed to allocate GPU memory\n")["oom_events"]] == ["device_runtime"]
@@ -2253,7 +2254,7 @@ def test_a_bare_memoryerror_introducing_a_devices_error_report_is_that_failure()
     assert sorted(e["kind"] for e in d["oom_events"]) == ["cpu_allocator", "cuda_runtime_error"]
     # ... and one whose message says nothing of a device too, whatever follows
     d = report("MemoryError: std::bad_alloc\n" + _PADDLE_REPORT.split("\n", 1)[1])
-    assert sorted(e["kind"] for e in d["oom_events"]) == ["cpu_allocator", "device_runtime"]
+    assert sorted(e["kind"] for e in d["oom_events"]) == ["cpu_allocator", "cuda_runtime_error"]
 
 
 def test_paddles_dataloader_process_killed_and_its_shared_memory_map():
@@ -2544,3 +2545,74 @@ def test_a_classifiers_loss_node_is_not_the_vocabulary():
     assert d["diagnoses"][0]["incident"] != "large-vocab-logits"
     d = report(_TF_OOM_LINE + "\t [[{{node dynamic_seq2seq/decoder/output_projection/Tensordot/MatMul}}]]\n")
     assert d["diagnoses"][0]["incident"] == "large-vocab-logits"
+
+
+def test_the_cpu_allocators_message_without_its_space_after_the_colon():
+    (ev,) = report("RuntimeError: [enforce fail at CPUAllocator.cpp:64]. DefaultCPUAllocator: can't allocate "
+                   "memory:you tried to allocate 664833940224 bytes. Error code 12 (Cannot allocate memory)\n")["oom_events"]
+    assert ev["kind"] == "cpu_allocator" and ev["tried_to_allocate_bytes"] == 664833940224
+
+
+def test_the_kernels_oom_summary_cut_before_its_victim_is_a_kill():
+    d = report("[4842680.894683] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=docker-1.scope,"
+               "mems_allowed=0-1,oom_\nmemcg=/kubepods.slice/kubepods-burstable.slice,task_memcg=/kubepods.slice/kubepods-bur\n")
+    (ev,) = d["oom_events"]
+    assert ev["kind"] == "host_oom_killer" and "cgroup" in ev["detail"]
+    assert d["diagnoses"][0]["incident"] == "host-oom"
+    # a line that only names the field is no kill
+    assert report("oom-kill:constraint= is printed by the kernel\n")["oom_events"] == []
+
+
+@pytest.mark.parametrize("text, exc", [
+    # Intel's XPU builds: their own first words, the old allocator figures after them
+    ("RuntimeError: Current platform can NOT allocate memory block with size larger than 4GB! Tried to allocate "
+     "7.62 GiB (GPU  0; 15.11 GiB total capacity; 334.79 MiB already allocated; 474.00 MiB reserved in total by PyTorch)\n",
+     "RuntimeError"),
+    # a screenshot read by OCR: the first words garbled, the figures intact
+    ("torch.cuda.0utofemoryEror: CuDh out of menory. Tried to allocate 4.00 GiB.GPU 0 has a total capacty of16.0 GiB "
+     "of which 3.72 GiB is free.\n", None),
+])
+def test_the_allocators_figures_after_other_first_words(text, exc):
+    (ev,) = report(text)["oom_events"]
+    assert ev["kind"] == "cuda_caching_allocator" and ev["device_index"] == 0 and ev["exception"] == exc
+    assert ev["message_format"] == "other first words (the allocator's figures after them)"
+    assert ev["tried_to_allocate_bytes"] in (round(7.62 * 2**30), 4 * 2**30)
+    assert ev["total_capacity_bytes"] in (round(15.11 * 2**30), 16 * 2**30)
+    # words about a request with no allocator figures after them are not its message
+    assert report("Note: Tried to allocate 4.00 GiB earlier without trouble\n")["oom_events"] == []
+
+
+def test_a_gpu_librarys_own_error_record_of_memory_not_available():
+    (ev,) = report("MIOpen Error: /data/repo/MIOpen/src/hip/handlehip.cpp:70: Memory not available to allocate "
+                   "buffer: 655360000\n")["oom_events"]
+    assert ev["kind"] == "device_runtime" and ev["backend"] == "HIP"
+    # an ECC error's stale errno ("Cannot allocate memory") is a broken memory, not a full one
+    assert report("CUDA Error: uncorrectable ECC error encountered: Cannot allocate memory\n")["oom_events"] == []
+
+
+def test_a_bare_message_whose_own_tensors_hold_most_of_the_device_leads_to_activations():
+    d = report("RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 0; 15.78 GiB total capacity; "
+               "13.19 GiB already allocated; 1.41 GiB free; 13.22 GiB reserved in total by PyTorch)\n")
+    ranked = [x["incident"] for x in d["diagnoses"]]
+    assert ranked[:2] == ["unknown-oom", "activation-memory"] and d["diagnoses"][1]["warning"]
+    # ... not where other tensors, or nothing much, hold the device
+    d = report("RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 0; 15.78 GiB total capacity; "
+               "3.19 GiB already allocated; 1.41 GiB free; 3.22 GiB reserved in total by PyTorch)\n")
+    assert "activation-memory" not in [x["incident"] for x in d["diagnoses"]]
+
+
+def test_chainers_updater_step_calling_its_model_is_a_forward():
+    d = report("Exception in main training loop: out of memory to allocate 172800000 bytes (total 4223769600 bytes)\n"
+               "Traceback (most recent call last):\n"
+               '  File "/env/chainer/training/trainer.py", line 299, in run\n    update()\n'
+               '  File "/env/chainer/training/updater.py", line 223, in update\n    self.update_core()\n'
+               '  File "/env/chainer/training/updaters/standard_updater.py", line 207, in update_core\n'
+               "    loss = _calc_loss(self._master, batch)\n"
+               '  File "/env/chainer/training/updaters/standard_updater.py", line 236, in _calc_loss\n'
+               "    return model(*in_arrays)\n"
+               '  File "/src/models/text_recognition.py", line 80, in __call__\n'
+               "    return self.recognition_net(images, h)\n")
+    assert d["phase"] == "forward"
+    # ... a network built, not called, says nothing of a step
+    assert report('Traceback (most recent call last):\n  File "/src/build.py", line 3, in main\n'
+                  "    net = build_net(cfg)\n")["phase"] != "forward"

@@ -35,6 +35,9 @@ _MAX_EVIDENCE = 20
 
 # -- kernel oom-killer (§3.1) -------------------------------------------------------------
 _K_TRIGGER = lazy(r"(?P<comm>\S{1,64}) invoked oom-killer:")
+# the summary cut before its victim (",task=...,pid=..." lost to a paste's width): the kernel
+# prints the line only when its OOM killer runs
+_K_SUMMARY_CUT = lazy(r"oom-kill:constraint=(?P<constraint>CONSTRAINT_[A-Z_]{3,30})\b")
 _K_SUMMARY = lazy(r"oom-kill:constraint=(?P<constraint>\w{1,40})[^\n]{0,600}?,task=(?P<comm>[^,]{1,64}),pid=(?P<pid>\d{1,9})")
 _K_KILL = lazy(
     r"(?:(?P<reason>Out of memory|Memory cgroup out of memory): )?Kill(?:ed)? process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)"
@@ -147,7 +150,8 @@ _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)?(?: unexpected
 # -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------
 # (torch 1.0-1.1 on Windows printed its format string: "you tried to allocate %dGB. Buy new
 # RAM!208096001", the figure glued after it in a unit the message does not say)
-_CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
+# (the space after "memory:" is missing in some pastes: "can't allocate memory:you tried")
+_CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory):\s?you tried to allocate "
                   r"(?:(?P<n>\d{1,20}) bytes|%dGB\. Buy new RAM!)")
 # ... cut where the line ends, before its size ("DefaultCPUAllocator: can't allocate memory")
 _CPU_ALLOC_CUT = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)\s*$")
@@ -345,6 +349,12 @@ def _kernel(s: _Scan, i: int, text: str) -> bool:
                 detail = f"kernel oom-killer killed {m.group('comm')} ({pid})"
             s.kill(i, "certain", "kernel", detail, pid=pid)
             return True
+    m = ctx.search(_K_SUMMARY_CUT, text) if "oom-kill:constraint=" in text else None
+    if m:
+        cgroup = m.group("constraint") == "CONSTRAINT_MEMCG"
+        s.kill(i, "certain", "kernel", "kernel oom-killer killed a process (the line is cut before its name)"
+               + (" at the cgroup limit" if cgroup else ""))
+        return True
     if "systemd-oomd" in text and ctx.search(_SYSTEMD_OOMD, text):
         s.kill(i, "certain", "kernel", "systemd-oomd killed a unit under memory pressure")
         return True

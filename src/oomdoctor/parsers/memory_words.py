@@ -32,6 +32,8 @@ _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 _ERROR_LINE = lazy(
     r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure))(?:\[[^\]\n]{0,40}\])?:\s"   # Python exceptions
     r"|^\s*terminate called after throwing|^\s*what\(\):|^\s*(?:ERROR|FATAL)\b[:\s]|^\s*(?:Error|Fatal error):"
+    # a library's own error record: "MIOpen Error: ...", "rocBLAS error: ..."
+    r"|^\s*[A-Za-z][\w.-]{1,30} (?:Error|ERROR|error):\s"
     # a C++ program printing its uncaught exception's what() alone: "std::bad_alloc"
     r"|^\s*std::bad_alloc\s*$")
 _FAILED = lazy(
@@ -40,6 +42,8 @@ _FAILED = lazy(
     r"[^\n]{0,80}?(?:\bmemory\b|\d\s*(?:bytes|[KMGTP]i?B)\b)"
     r"|\b(?:insufficient|not enough|ran out of|out of)\s+(?:\w+\s+){0,2}?memory\b"
     r"|\bmemory (?:exhausted|allocation failed|allocation error)"
+    # MIOpen's "Memory not available to allocate buffer: 655360000"
+    r"|\bmemory not available to allocate\b"
     # an allocation that names its side and fails ("CUDA allocation failed", "host allocation failure")
     r"|\b(?:CUDA|GPU|device|host|HBM)\s+allocation (?:failed|failure)\b", re.I)
 # advice, a condition or a fallback, not a failure: "if you run out of GPU memory, ...",
@@ -49,14 +53,16 @@ _NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?\b(?:run|runs
 # memory failures that are not about capacity, or that other families name ("CUDA out of
 # memory" without the allocator's "Tried to allocate" is this family's: another library's
 # wording, or the allocator's message garbled past reading)
-_NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access fault|misaligned|pin memory thread"
+_NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access fault|misaligned|pin memory thread|ECC error"
                      r"|out of memory\. Tried to allocate|DefaultCPUAllocator|Unable to allocate \S+ for an array",
                      re.I)
 _HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
              r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file")
-_DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b)")
+# (AMD's GPU libraries name no side but are one: MIOpen, rocBLAS)
+_DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b"
+               r"|MIOpen|rocBLAS)")
 _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "XLA", "xla": "XLA", "hbm": "XLA",
-            "rocm": "HIP", "hip": "HIP", "neuron": "Neuron"}
+            "rocm": "HIP", "hip": "HIP", "neuron": "Neuron", "miopen": "HIP", "rocblas": "HIP"}
 
 
 def parse(ctx: ParseContext) -> None:

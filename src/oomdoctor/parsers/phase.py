@@ -191,7 +191,9 @@ _ANYWHERE = (
         r"|:_{0,2}(?![\w]*(?:train|save))(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
         r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
 )
-_TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b")
+# (Chainer's updaters run a step in update_core)
+_TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b"
+                 r"|:update_core\b")
 # a JAX trainer's function that creates its parameters and optimizer state (Flax's
 # "create_train_state", "init_train_state"): read as a frame's function and as a call
 _TRAIN_STATE = r"_?(?:init|initialize|create|make|build|setup)_train(?:ing)?_state"
@@ -301,7 +303,9 @@ _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
               ("optimizer_step", lazy(r"\b(?:optim\w*|scaler)\.step\(")),
               # (a trainer's compute_loss calls the model: HF Trainer's training_step)
               ("forward", lazy(r"(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?_{0,2}(?:model|actor|critic|net|module|encoder|decoder|unet|vae"
-                               r"|generator|discriminator|transformer|backbone|\w+_model|compute_loss)\((?!\))")))
+                               r"|generator|discriminator|transformer|backbone|\w+_model|compute_loss|predictor"
+                               # a submodule called by its attribute: "self.recognition_net(images, h)"
+                               r"|(?<=self\.)\w+_(?:net|network))\((?!\))")))
 # code of an evaluation pass in a script's own loop: results assigned to validation names,
 # or a loop over a validation loader
 _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)?|out(?:puts?)?|logits|preds?|predictions"

@@ -445,8 +445,9 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     m = ctx.search(_PADDLE_OOM, text) if "Out of memory error on GPU" in text else None
     if m:
-        events.add(("device_runtime", "Paddle", m.group("dev"), m.group("req")), i, lambda: OomEvent(
-            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="paddle-allocator",
+        # (Paddle raises it when cudaMalloc itself fails: the CUDA runtime's out of memory)
+        events.add(("cuda_runtime_error", "Paddle", m.group("dev"), m.group("req")), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="paddle-allocator",
             device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
             already_allocated_bytes=_size(m.group("alloc")), free_bytes=_size(m.group("free")),
             detail="PaddlePaddle's GPU allocator could not allocate the request"))

@@ -70,8 +70,12 @@ _CLASS_NAMED = lazy(r"\bException Type:\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMe
 _CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?=Tried\s*to\s*allocate\s*" + _S + r")")
 # ... or without its first words at all, a paste that starts at the request: "Tried to allocate
 # 20.00 MiB (GPU 0; 1.96 GiB total capacity; ...)", "Tried to allocate 2.00 GiB. GPU 0 has a total
-# capacity of ...": the figures that follow are the allocator's alone
-_HEADLESS = lazy(r"^\s*[`'\"]?(?P<head>Tried to allocate)(?=\s*" + _S + r"\s*(?:\(\s*(?P<dev>GPU|NPU|XPU)\s*\d+\s*;\s*" + _S
+# capacity of ...": the figures that follow are the allocator's alone. So are they after first
+# words of another kind: a vendor's own ("Current platform can NOT allocate memory block with
+# size larger than 4GB! Tried to allocate ... (GPU 0; ... total capacity; ...)", Intel's XPU
+# builds) or words a paste garbled ("CuDh out of menory. Tried to allocate ...", a screenshot
+# read by OCR)
+_HEADLESS = lazy(r"^(?P<lead>[^\n]{0,300}?)(?P<head>Tried to allocate)(?=\s*" + _S + r"\s*(?:\(\s*(?P<dev>GPU|NPU|XPU)\s*\d+\s*;\s*" + _S
                  + r"\s*total\s*capacity|\.\s*(?P<dev2>GPU|Device|NPU|XPU|MLU|GCU)\s*\d*\s*has\s*a\s*total\s*capac))")
 
 _F = {
@@ -583,13 +587,16 @@ def parse(ctx: ParseContext) -> None:
                                        detail="ComfyUI reports the allocator's exception by its first words only",
                                        **ctx.at(ln)))
                 continue
-            m = _HEADLESS.match(ln.text)
+            m = _HEADLESS.match(ln.text) if "ried to allocate" in ln.text else None
             if m and not _wrapped_anchor(ctx, i):
                 body = _message_window(ctx, i)[m.start("head"):]
                 word = m.group("dev") or m.group("dev2")
                 backend = word if word in _KIND else None
-                twins.keep(events, _allocator_event(ctx, ln, parse_message(body, backend), backend, None,
-                                                    "headless (its first words not in the log)"), ctx.evidence(ln))
+                lead = m.group("lead").strip(" \t`'\"")
+                twins.keep(events, _allocator_event(
+                    ctx, ln, parse_message(body, backend), backend, _exception_before(lead) if lead else None,
+                    "headless (its first words not in the log)" if not lead
+                    else "other first words (the allocator's figures after them)"), ctx.evidence(ln))
                 continue
             m = _CLASS_TRIED.match(ln.text)
             if m:
