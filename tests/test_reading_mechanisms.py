@@ -2616,3 +2616,30 @@ def test_chainers_updater_step_calling_its_model_is_a_forward():
     # ... a network built, not called, says nothing of a step
     assert report('Traceback (most recent call last):\n  File "/src/build.py", line 3, in main\n'
                   "    net = build_net(cfg)\n")["phase"] != "forward"
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: mmdet3d/ops/spconv/src/indice_cuda.cu 124\ncuda execution failed with error 2\n",
+    "[2020-05-05 18:48:50] Error: CUDA error 2 'out of memory' - src/tensors/gpu/device.cu:38: cudaMalloc(&data_, size)\n",
+])
+def test_a_cuda_calls_status_2_is_the_runtimes_out_of_memory(text):
+    d = report(text)
+    assert [e["kind"] for e in d["oom_events"]] == ["cuda_runtime_error"]
+    # ... where the line names its device allocation (cudaMalloc), not a lead to pinned host memory
+    if "cudaMalloc(" in text:
+        assert "pinned-memory" not in [x["incident"] for x in d["diagnoses"]]
+
+
+@pytest.mark.parametrize("text", ["CUDA error 20 in kernel launch\n", "cuda error 2.5 percent\n",
+                                  "NCCL error 2: unhandled system error\n"])
+def test_other_status_numbers_are_not_out_of_memory(text):
+    assert not [e for e in report(text)["oom_events"] if e["kind"] == "cuda_runtime_error"]
+
+
+def test_a_loss_function_computed_from_the_steps_outputs_is_the_forward():
+    d = report('Traceback (most recent call last):\n  File "train.py", line 447, in train_and_evaluate\n'
+               "    loss_fm = feature_loss(fmap_r, fmap_g)\n  File \"/src/train/losses.py\", line 11, in feature_loss\n"
+               "    loss += torch.mean(torch.abs(rl - gl))\n"
+               "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 6.00 GiB total "
+               "capacity; 4.89 GiB already allocated; 0 bytes free; 5.31 GiB reserved in total by PyTorch)\n")
+    assert d["phase"] == "forward"

@@ -254,7 +254,10 @@ _STEP = (
     # modeling_utils.py is transformers' loading and saving code, not a model's forward
     # (a policy's log-probabilities of its tokens are a forward pass: "get_logprobs",
     # "compute_log_prob", TRL's "_get_per_token_logps")
-    ("forward", lazy(r"\bforward\b|:\w*(?:log_?probs?|logps)\b|_fwd(?:_kernel)?\b|/activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py")),
+    ("forward", lazy(r"\bforward\b|:\w*(?:log_?probs?|logps)\b|_fwd(?:_kernel)?\b|/activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py"
+                     # a loss function computed from the step's outputs ("feature_loss" in losses.py,
+                     # "compute_content_loss"): the end of the forward pass
+                     r"|:\w+_loss\b|/losses?\.py:")),
 )
 
 

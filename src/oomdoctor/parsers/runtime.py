@@ -49,6 +49,9 @@ _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 # (torch_memory_saver: "CUresult error  result=2 ... func=cu_mem_create", later "CUresult
 # error: 2 (out of memory)"): 2 is CUDA_ERROR_OUT_OF_MEMORY, memory outside PyTorch's allocator
 _CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b")
+# a CUDA call's status printed as a number by a library's own check ("cuda execution failed
+# with error 2", spconv; "CUDA error 2" without its name): 2 is cudaErrorMemoryAllocation
+_CUDA_CODE_2 = lazy(r"\bCUDA error:? 2(?![.\w])|\bcuda error 2(?![.\w])|\b(?:CUDA|cuda)\b(?:\s\w+){0,2}? failed with error 2(?![.\w])")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
 # ... when it is PyTorch's own (c10, ATen, torch 0.x's THC, torch/csrc; Windows builds print
@@ -82,6 +85,8 @@ _FIXED_CUDA_SIGNS = (
     (_CUDNN_NO_ALGO, "cublas_alloc", "cudnn-no-algorithm", "weak",
      "cuDNN found no algorithm; workspaces that cannot be allocated are dropped silently"),
     (_CUDA_ENUM, "cuda_runtime_error", "cudaErrorMemoryAllocation", "certain", "cudaErrorMemoryAllocation"),
+    (_CUDA_CODE_2, "cuda_runtime_error", "cuda-status-2", "likely",
+     "a CUDA call failed with status 2 (cudaErrorMemoryAllocation): memory outside PyTorch's allocator"),
     (_CU_RESULT_OOM, "cuda_runtime_error", "curesult-2", "certain",
      "CUresult 2 (CUDA_ERROR_OUT_OF_MEMORY) from a direct CUDA driver call: memory outside PyTorch's allocator"),
     (_CUDNN_INTERNAL, "cublas_alloc", "cudnn-internal", "weak",
@@ -215,7 +220,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
           "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE", "Not enough space to allocate",
-          "allocate memory", "vkAllocateMemory failed")
+          "allocate memory", "vkAllocateMemory failed", "CUDA error", "uda error 2", "failed with error 2")
 
 
 def _size(text: Optional[str]) -> Optional[int]:

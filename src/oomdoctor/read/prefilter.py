@@ -67,6 +67,8 @@ ANCHOR_LITERALS = (
     "EL0004", "rtMalloc execute failed", "workspace Allocation of size", "Not enough space to allocate",
     # a Vulkan renderer's refused device memory (its result code is under "OUT_OF_")
     "vkAllocateMemory failed",
+    # a CUDA call's status 2 printed as a number by a library's own check (parsers/runtime.py)
+    "failed with error 2", "uda error 2",
     # TensorFlow unable to place a tensor's copy on the GPU
     "Dst tensor is not initialized", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
