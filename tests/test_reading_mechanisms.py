@@ -1007,7 +1007,7 @@ def test_paddlepaddles_allocator_failure_is_a_device_oom_with_its_figures():
                "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory on GPU 0, 23.486572GB memory has been "
                "allocated and available memory is only 167.062500MB.\n")
     (ev,) = d["oom_events"]
-    # Paddle raises it when cudaMalloc fails: the CUDA runtime's out of memory, as experts label it
+    # Paddle raises it when cudaMalloc fails: the CUDA runtime's out of memory
     assert (ev["kind"], ev["device_index"], ev["message_format"]) == ("cuda_runtime_error", 0, "paddle-allocator")
     assert ev["tried_to_allocate_bytes"] == 172 * 2**20 and ev["free_bytes"] == int(167.0625 * 2**20)
     # its advice is not a failure
@@ -2563,18 +2563,20 @@ def test_the_kernels_oom_summary_cut_before_its_victim_is_a_kill():
     assert report("oom-kill:constraint= is printed by the kernel\n")["oom_events"] == []
 
 
-@pytest.mark.parametrize("text, exc", [
-    # Intel's XPU builds: their own first words, the old allocator figures after them
+@pytest.mark.parametrize("text, exc, kind", [
+    # Intel's XPU builds: their own first words (a limit on one allocation's size), the old
+    # allocator figures after them
     ("RuntimeError: Current platform can NOT allocate memory block with size larger than 4GB! Tried to allocate "
      "7.62 GiB (GPU  0; 15.11 GiB total capacity; 334.79 MiB already allocated; 474.00 MiB reserved in total by PyTorch)\n",
-     "RuntimeError"),
+     "RuntimeError", "xpu"),
     # a screenshot read by OCR: the first words garbled, the figures intact
     ("torch.cuda.0utofemoryEror: CuDh out of menory. Tried to allocate 4.00 GiB.GPU 0 has a total capacty of16.0 GiB "
-     "of which 3.72 GiB is free.\n", None),
+     "of which 3.72 GiB is free.\n", None, "cuda_caching_allocator"),
 ])
-def test_the_allocators_figures_after_other_first_words(text, exc):
+def test_the_allocators_figures_after_other_first_words(text, exc, kind):
     (ev,) = report(text)["oom_events"]
-    assert ev["kind"] == "cuda_caching_allocator" and ev["device_index"] == 0 and ev["exception"] == exc
+    assert ev["kind"] == kind and ev["device_index"] == 0 and ev["exception"] == exc
+    assert ("larger than 4GB" in (ev["detail"] or "")) == (kind == "xpu")
     assert ev["message_format"] == "other first words (the allocator's figures after them)"
     assert ev["tried_to_allocate_bytes"] in (round(7.62 * 2**30), 4 * 2**30)
     assert ev["total_capacity_bytes"] in (round(15.11 * 2**30), 16 * 2**30)
@@ -2613,9 +2615,10 @@ def test_chainers_updater_step_calling_its_model_is_a_forward():
                '  File "/src/models/text_recognition.py", line 80, in __call__\n'
                "    return self.recognition_net(images, h)\n")
     assert d["phase"] == "forward"
-    # ... a network built, not called, says nothing of a step
-    assert report('Traceback (most recent call last):\n  File "/src/build.py", line 3, in main\n'
-                  "    net = build_net(cfg)\n")["phase"] != "forward"
+    # ... a network built, not called, says nothing of a step, even inside a training function
+    assert report('Traceback (most recent call last):\n  File "/src/trainer.py", line 3, in train\n'
+                  "    self.net = self.build_net(cfg)\n"
+                  "RuntimeError: CUDA error: out of memory\n")["phase"] != "forward"
 
 
 @pytest.mark.parametrize("text", [
@@ -2643,3 +2646,21 @@ def test_a_loss_function_computed_from_the_steps_outputs_is_the_forward():
                "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 6.00 GiB total "
                "capacity; 4.89 GiB already allocated; 0 bytes free; 5.31 GiB reserved in total by PyTorch)\n")
     assert d["phase"] == "forward"
+
+
+@pytest.mark.parametrize("function", ["compute_val_loss", "log_loss", "reduce_loss"])
+def test_a_function_that_logs_averages_or_validates_a_loss_is_not_the_forward(function):
+    d = report('Traceback (most recent call last):\n  File "train.py", line 40, in train\n'
+               f"    {function}(outputs)\n  File \"/src/utils.py\", line 11, in {function}\n"
+               "    total = torch.stack(values).mean()\nRuntimeError: CUDA error: out of memory\n")
+    assert d["phase"] != "forward"
+
+
+@pytest.mark.parametrize("text, kinds", [
+    ("Cuda error 2 in conv kernel\n", ["cuda_runtime_error"]),
+    ("CUDA Error 2: out of memory\n", ["cuda_runtime_error"]),
+    ("Recoverable error: GPU ran out of memory, reducing batch size\n", []),
+    ("hipBLAS error: failed to allocate memory for the workspace\n", ["device_runtime"]),
+])
+def test_more_spellings_of_library_errors(text, kinds):
+    assert [e["kind"] for e in report(text)["oom_events"]] == kinds

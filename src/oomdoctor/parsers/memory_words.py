@@ -32,8 +32,9 @@ _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 _ERROR_LINE = lazy(
     r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure))(?:\[[^\]\n]{0,40}\])?:\s"   # Python exceptions
     r"|^\s*terminate called after throwing|^\s*what\(\):|^\s*(?:ERROR|FATAL)\b[:\s]|^\s*(?:Error|Fatal error):"
-    # a library's own error record: "MIOpen Error: ...", "rocBLAS error: ..."
-    r"|^\s*[A-Za-z][\w.-]{1,30} (?:Error|ERROR|error):\s"
+    # a GPU library's own error record: "MIOpen Error: ...", "rocBLAS error: ..."
+    r"|^\s*(?:MIOpen|rocBLAS|hipBLAS(?:Lt)?|rocFFT|cuDNN|CUDNN|cuBLAS(?:Lt)?|CUBLAS|cuFFT|CUDA|HIP|oneDNN|Vulkan)"
+    r" (?:Error|ERROR|error):\s"
     # a C++ program printing its uncaught exception's what() alone: "std::bad_alloc"
     r"|^\s*std::bad_alloc\s*$")
 _FAILED = lazy(
@@ -49,7 +50,8 @@ _FAILED = lazy(
 # advice, a condition or a fallback, not a failure: "if you run out of GPU memory, ...",
 # "... failed to allocate pinned memory, using pageable memory instead"
 _NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?\b(?:run|runs|ran|out of|not enough|insufficient)\b"
-                      r"|falling back|fall back|\binstead\b|retrying|skipping|continuing|\bset\s+--?\w", re.I)
+                      r"|falling back|fall back|\binstead\b|retrying|skipping|continuing|reducing|recoverable"
+                      r"|\bset\s+--?\w", re.I)
 # memory failures that are not about capacity, or that other families name ("CUDA out of
 # memory" without the allocator's "Tried to allocate" is this family's: another library's
 # wording, or the allocator's message garbled past reading)
@@ -60,9 +62,9 @@ _HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|Win
              r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file")
 # (AMD's GPU libraries name no side but are one: MIOpen, rocBLAS)
 _DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b"
-               r"|MIOpen|rocBLAS)")
+               r"|MIOpen|rocBLAS|hipBLAS)")
 _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "XLA", "xla": "XLA", "hbm": "XLA",
-            "rocm": "HIP", "hip": "HIP", "neuron": "Neuron", "miopen": "HIP", "rocblas": "HIP"}
+            "rocm": "HIP", "hip": "HIP", "neuron": "Neuron", "miopen": "HIP", "rocblas": "HIP", "hipblas": "HIP"}
 
 
 def parse(ctx: ParseContext) -> None:

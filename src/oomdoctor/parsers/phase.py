@@ -257,7 +257,9 @@ _STEP = (
     ("forward", lazy(r"\bforward\b|:\w*(?:log_?probs?|logps)\b|_fwd(?:_kernel)?\b|/activations?\.py:|_inductor/|torchinductor|compiled_fn|_call_impl|_wrapped_call_impl|modeling_(?!utils\b|\w*_utils\b)\w+\.py|attention|\bmlp\b|compute_loss|cross_entropy|log_softmax|lm_head|scaled_dot_product|flash_attn|functional\.py"
                      # a loss function computed from the step's outputs ("feature_loss" in losses.py,
                      # "compute_content_loss"): the end of the forward pass
-                     r"|:\w+_loss\b|/losses?\.py:")),
+                     # (not one that logs, averages or saves a loss, nor a validation loss)
+                     r"|:(?!(?:log|print|reduce|record|save|update|gather)_)(?!\w*(?:val|valid|eval|test)_)\w+_loss\b"
+                     r"|/losses?\.py:")),
 )
 
 
@@ -308,7 +310,7 @@ _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),
               ("forward", lazy(r"(?:^|[=(,]\s*|\breturn\s+)(?:self\.)?_{0,2}(?:model|actor|critic|net|module|encoder|decoder|unet|vae"
                                r"|generator|discriminator|transformer|backbone|\w+_model|compute_loss|predictor"
                                # a submodule called by its attribute: "self.recognition_net(images, h)"
-                               r"|(?<=self\.)\w+_(?:net|network))\((?!\))")))
+                               r"|(?<=self\.)(?!(?:build|create|make|get|init|setup|load)_)\w+_(?:net|network))\((?!\))")))
 # code of an evaluation pass in a script's own loop: results assigned to validation names,
 # or a loop over a validation loader
 _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)?|out(?:puts?)?|logits|preds?|predictions"

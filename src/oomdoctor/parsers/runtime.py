@@ -51,7 +51,8 @@ _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 _CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b")
 # a CUDA call's status printed as a number by a library's own check ("cuda execution failed
 # with error 2", spconv; "CUDA error 2" without its name): 2 is cudaErrorMemoryAllocation
-_CUDA_CODE_2 = lazy(r"\bCUDA error:? 2(?![.\w])|\bcuda error 2(?![.\w])|\b(?:CUDA|cuda)\b(?:\s\w+){0,2}? failed with error 2(?![.\w])")
+_CUDA_CODE_2 = lazy(r"\bCUDA (?:error|Error):? 2(?![.\w])|\b(?:Cuda|cuda) Error:? 2(?![.\w])|\b(?:Cuda|cuda) error 2(?![.\w])"
+                    r"|\b(?:CUDA|Cuda|cuda)\b(?:\s\w+){0,2}? failed with error 2(?![.\w])")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
 # ... when it is PyTorch's own (c10, ATen, torch 0.x's THC, torch/csrc; Windows builds print
@@ -220,7 +221,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
           "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE", "Not enough space to allocate",
-          "allocate memory", "vkAllocateMemory failed", "CUDA error", "uda error 2", "failed with error 2")
+          "allocate memory", "vkAllocateMemory failed", "CUDA error", "uda error 2", "Error 2", "failed with error 2")
 
 
 def _size(text: Optional[str]) -> Optional[int]:

@@ -78,6 +78,9 @@ _CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?
 _HEADLESS = lazy(r"^(?P<lead>[^\n]{0,300}?)(?P<head>Tried to allocate)(?=\s*" + _S + r"\s*(?:\(\s*(?P<dev>GPU|NPU|XPU)\s*\d+\s*;\s*" + _S
                  + r"\s*total\s*capacity|\.\s*(?P<dev2>GPU|Device|NPU|XPU|MLU|GCU)\s*\d*\s*has\s*a\s*total\s*capac))")
 
+# Intel's XPU builds refuse one allocation above a size, whatever is free
+_BLOCK_LIMIT = lazy(r"can NOT allocate memory block with size larger than (?P<cap>\d{1,4}\s?[GM]i?B)")
+
 _F = {
     "req": lazy(r"Tried\s*to\s*allocate\s*" + _S),
     "total_new": lazy(r"(?:GPU|Device|MLU|GCU|NPU|XPU)\s*(?P<dev>\d*)\s*has\s*a\s*total\s*capac(?:i)?ty\s*of\s*" + _S),
@@ -593,10 +596,17 @@ def parse(ctx: ParseContext) -> None:
                 word = m.group("dev") or m.group("dev2")
                 backend = word if word in _KIND else None
                 lead = m.group("lead").strip(" \t`'\"")
-                twins.keep(events, _allocator_event(
-                    ctx, ln, parse_message(body, backend), backend, _exception_before(lead) if lead else None,
-                    "headless (its first words not in the log)" if not lead
-                    else "other first words (the allocator's figures after them)"), ctx.evidence(ln))
+                limit = ctx.search(_BLOCK_LIMIT, lead) if "larger than" in lead else None
+                if limit:
+                    backend = "XPU"   # Intel's builds say "GPU 0" in the figures that follow
+                ev = _allocator_event(ctx, ln, parse_message(body, backend), backend,
+                                      _exception_before(lead) if lead else None,
+                                      "headless (its first words not in the log)" if not lead
+                                      else "other first words (the allocator's figures after them)")
+                if limit:
+                    ev.detail = (f"the platform refuses any single allocation larger than {limit.group('cap')}, "
+                                 "however much memory is free: the tensor asked for must be made smaller")
+                twins.keep(events, ev, ctx.evidence(ln))
                 continue
             m = _CLASS_TRIED.match(ln.text)
             if m:

@@ -69,6 +69,8 @@ ANCHOR_LITERALS = (
     "vkAllocateMemory failed",
     # a CUDA call's status 2 printed as a number by a library's own check (parsers/runtime.py)
     "failed with error 2", "uda error 2",
+    # Intel's XPU builds' limit on one allocation's size (parsers/torch_alloc.py)
+    "can NOT allocate memory block",
     # TensorFlow unable to place a tensor's copy on the GPU
     "Dst tensor is not initialized", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
