@@ -221,7 +221,8 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
           "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE", "Not enough space to allocate",
-          "allocate memory", "vkAllocateMemory failed", "CUDA error", "uda error 2", "Error 2", "failed with error 2")
+          "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
+          "failed with error 2")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
