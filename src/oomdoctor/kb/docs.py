@@ -10,20 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Union
 
+from .frameworks import STACKS
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
 
 GENERATED = "<!-- generated from knowledge/{id}.yaml by `oomdoctor kb docs`; edit the YAML, not this file -->"
 _MARK = "<!-- generated from knowledge/"
 
 # Framework keys in the order a reader scans them; unknown keys follow alphabetically.
-_KNOB_NAMES = {
-    "llamafactory": "LLaMA-Factory", "axolotl": "axolotl", "xtuner": "xtuner", "hf": "transformers",
-    "trl": "TRL", "deepspeed": "DeepSpeed JSON", "accelerate": "accelerate", "fsdp": "FSDP (transformers fsdp_config)",
-    "llama-cookbook": "llama-cookbook", "megatron": "Megatron", "ms-swift": "ms-swift", "unsloth": "Unsloth",
-    "torchtune": "torchtune", "env": "environment", "code": "code", "shell": "shell", "slurm": "Slurm",
-    "kubernetes": "Kubernetes", "jax": "JAX / Flax", "tensorflow": "TensorFlow / Keras",
-}
-_KNOB_ORDER = tuple(_KNOB_NAMES)
+_KNOB_NAMES = {key: stack.name for key, stack in STACKS.items()}
+_KNOB_ORDER = tuple(STACKS)
 
 
 def _md_escape_cell(text: str) -> str:

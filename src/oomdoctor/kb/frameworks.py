@@ -1,9 +1,44 @@
-"""The frameworks fixes are written for: their names, the aliases users type, and which
-knobs each one reads first. Imported by the CLI at start-up: nothing heavy here."""
+"""The frameworks fixes are written for: the stacks a knob can be written for (one table,
+read by the knowledge loader, the incident docs and the report), the aliases users type,
+and which knobs each framework reads first. Imported by the CLI at start-up: nothing heavy
+here."""
 from __future__ import annotations
 
 import difflib
-from typing import Optional
+from typing import NamedTuple, Optional
+
+
+class Stack(NamedTuple):
+    name: str                    # the stack's own name, in the incident docs
+    config: str                  # what the report calls the place its knob goes
+    fence: Optional[str] = None  # the language of the code fence its knob is shown in
+
+
+# The keys a remediation's knobs may use, in the order the docs list them. Adding a stack
+# is adding a row; a knowledge file that uses a key not here fails to load, with the list.
+STACKS: dict[str, Stack] = {
+    "llamafactory": Stack("LLaMA-Factory", "LLaMA-Factory YAML"),
+    "axolotl": Stack("axolotl", "axolotl YAML"),
+    "xtuner": Stack("xtuner", "xtuner config", "python"),
+    "hf": Stack("transformers", "TrainingArguments"),
+    "trl": Stack("TRL", "TRL config"),
+    "deepspeed": Stack("DeepSpeed JSON", "DeepSpeed JSON", "json"),
+    "accelerate": Stack("accelerate", "accelerate config"),
+    "fsdp": Stack("FSDP (transformers fsdp_config)", "FSDP"),
+    "llama-cookbook": Stack("llama-cookbook", "llama-cookbook"),
+    "megatron": Stack("Megatron", "Megatron", "bash"),
+    "ms-swift": Stack("ms-swift", "ms-swift"),
+    "unsloth": Stack("Unsloth", "unsloth"),
+    "torchtune": Stack("torchtune", "torchtune"),
+    "env": Stack("environment", "environment", "bash"),
+    "code": Stack("code", "Python", "python"),
+    "shell": Stack("shell", "shell", "bash"),
+    "slurm": Stack("Slurm", "Slurm", "bash"),
+    "kubernetes": Stack("Kubernetes", "Kubernetes"),
+    "jax": Stack("JAX / Flax", "JAX / Flax", "python"),
+    "tensorflow": Stack("TensorFlow / Keras", "TensorFlow / Keras", "python"),
+}
+FRAMEWORK_KEYS = tuple(STACKS)
 
 # Which knob to show first, by detected framework; the rest follow in this order.
 PREFERENCE = {

@@ -42,6 +42,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from ..read.patterns import lazy
+from .frameworks import FRAMEWORK_KEYS
 from .regex_safety import backtracking_risk
 
 try:  # libyaml's parser when PyYAML was built with it (the wheels are): ~10x faster at start-up
@@ -58,11 +59,6 @@ except ImportError:  # pragma: no cover - PyYAML without libyaml
             Parser.__init__(self)
 
 ENV_VAR = "OOMDOCTOR_KB"
-FRAMEWORK_KEYS = (
-    "llamafactory", "axolotl", "xtuner", "hf", "trl", "deepspeed", "accelerate", "fsdp",
-    "llama-cookbook", "megatron", "ms-swift", "unsloth", "torchtune", "env", "code",
-    "slurm", "kubernetes", "shell", "jax", "tensorflow",
-)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from ..facts.derived import (
 from ..facts.models import Evidence, OomEvent
 from ..facts.sizes import format_size
 from ..kb.diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
+from ..kb.frameworks import STACKS
 from ..read.patterns import lazy
 
 if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
@@ -547,17 +548,9 @@ def _value(v: Any) -> str:
 
 # -- fixes and knobs --------------------------------------------------------------------
 
-KNOB_NAMES = {
-    "llamafactory": "LLaMA-Factory YAML", "axolotl": "axolotl YAML", "xtuner": "xtuner config",
-    "hf": "TrainingArguments", "trl": "TRL config", "deepspeed": "DeepSpeed JSON",
-    "accelerate": "accelerate config", "fsdp": "FSDP", "llama-cookbook": "llama-cookbook",
-    "megatron": "Megatron", "ms-swift": "ms-swift", "unsloth": "unsloth", "torchtune": "torchtune",
-    "env": "environment", "code": "Python", "slurm": "Slurm", "kubernetes": "Kubernetes",
-    "shell": "shell", "jax": "JAX / Flax", "tensorflow": "TensorFlow / Keras",
-}
+KNOB_NAMES = {key: stack.config for key, stack in STACKS.items()}
 _PY_ASSIGN = lazy(r"^[A-Za-z_][\w.]*\s*(?:=(?!=)|\()")
-_FENCES = {"env": "bash", "shell": "bash", "slurm": "bash", "deepspeed": "json", "code": "python",
-           "xtuner": "python", "megatron": "bash", "jax": "python", "tensorflow": "python"}
+_FENCES = {key: stack.fence for key, stack in STACKS.items() if stack.fence}
 
 
 def knob_name(knob: Knob) -> str:
