@@ -128,6 +128,7 @@ PHASES = {
     "host_rank_oom": None,                     # a rank killed at module level; no traceback of its own
     "vocab_logits": "forward",                 # compute_loss -> the logits' fp32 upcast for F.cross_entropy
     "stale_process": None,                     # torch.empty at module level, after nvidia-smi
+    "hf_generate": "eval",                     # generate() -> _sample -> _prefill -> the model's forward
 }
 
 # the top incident, where the log leaves no doubt
@@ -176,6 +177,8 @@ INCIDENTS = {
     "vocab_logits": {"large-vocab-logits"},
     # a leftover process (the nvidia-smi table's only row) holds 55.93 GiB; this one holds 778 MiB
     "stale_process": {"stale-gpu-process"},
+    # transformers' generate(): the prefill of 256 prompts of 4096 tokens, in the model's MLP
+    "hf_generate": {"eval-generation"},
 }
 
 def test_every_scenario_is_here():
