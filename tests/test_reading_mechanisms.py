@@ -2,6 +2,7 @@
 written for these tests; the real logs that showed each form are in tests/fixtures/real)."""
 from __future__ import annotations
 
+import io
 
 import pytest
 
@@ -2664,3 +2665,42 @@ def test_a_function_that_logs_averages_or_validates_a_loss_is_not_the_forward(fu
 ])
 def test_more_spellings_of_library_errors(text, kinds):
     assert [e["kind"] for e in report(text)["oom_events"]] == kinds
+
+
+_BARE_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+
+
+@pytest.mark.parametrize("config,strategy", [
+    ("fsdp_sharding_strategy: SHARD_GRAD_OP\n", "SHARD_GRAD_OP"),
+    ("  fsdp_config:\n    fsdp_sharding_strategy: 2\n", "SHARD_GRAD_OP"),      # accelerate's number
+    ("fsdp_sharding_strategy=ShardingStrategy._HYBRID_SHARD_ZERO2,\n", "HYBRID_SHARD_ZERO2"),
+    ("fsdp: shard_grad_op auto_wrap\n", "SHARD_GRAD_OP"),                      # transformers' option words
+    ("sharding_strategy: FULL_SHARD\n", "FULL_SHARD"),
+    ("sharding_strategy: stage2\n", None),                                     # another framework's key
+])
+def test_fsdp_sharding_strategy_is_read(config, strategy):
+    assert report(config + _BARE_OOM)["environment"]["fsdp_sharding_strategy"] == strategy
+
+
+def test_fsdp_strategy_sets_the_sharding_of_the_memory_model():
+    d = report("fsdp_sharding_strategy: SHARD_GRAD_OP\nworld_size: 8\n" + _BARE_OOM)
+    assert not any("FULL_SHARD assumed" in a for a in (d["memory"] or {}).get("assumptions", []))
+
+
+def _markers(text: str) -> dict:
+    from oomdoctor.pipeline import facts_from_view
+    from oomdoctor.read.reader import read_view
+    return facts_from_view(read_view(io.BytesIO(text.encode()), None))[0].markers
+
+
+def test_generation_marker_from_the_failure_frames_or_the_config():
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/x/site-packages/transformers/generation/utils.py", line 2802, in generate\n'
+              '    result = decoding_method(\n')
+    assert _markers(frames + _BARE_OOM).get("generation") == [2]
+    assert _markers("predict_with_generate: true\n" + _BARE_OOM).get("generation") == [1]
+    assert "generation" not in _markers("predict_with_generate: false\n" + _BARE_OOM)
+    # a generating run's first fix bounds the generation, not the logits kept for metrics
+    assert report(frames + _BARE_OOM)["diagnoses"][0]["remediations"][0]["id"] == "bound-generation"
+    train = frames.replace("generation/utils.py", "trainer.py").replace("in generate", "in training_step")
+    assert "generation" not in _markers(train + _BARE_OOM)

@@ -26,7 +26,8 @@ CHECKPOINTING_DEFAULT = {
     "axolotl": (False, "axolotl's default is gradient_checkpointing: false"),
     "hf-trainer": (False, "transformers' default is gradient_checkpointing=False"),
 }
-FSDP_STAGE = {"full_shard": 3, "hybrid_shard": 3, "_hybrid_shard_zero2": 2, "shard_grad_op": 2, "no_shard": 0}
+# FSDP's sharding strategies (as the environment parser names them) as the ZeRO stage they match
+FSDP_STAGE = {"FULL_SHARD": 3, "HYBRID_SHARD": 3, "HYBRID_SHARD_ZERO2": 2, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}
 
 
 @dataclass
@@ -145,13 +146,13 @@ def read_setup(facts: Facts, event: Optional[OomEvent] = None) -> TrainingSetup:
 
     st.world = _positive(env.world_size)
     if env.fsdp:
-        strategy = (getattr(env, "fsdp_sharding_strategy", None) or "").lower().replace(" ", "_")
-        stage = next((v for k, v in FSDP_STAGE.items() if k in strategy), None)
+        strategy = env.fsdp_sharding_strategy or ""
+        stage = FSDP_STAGE.get(strategy)
         if stage is None:
-            stage = 3
+            stage, strategy = 3, "FULL_SHARD"
             st.assumptions.append("FSDP sharding strategy not in the log: FULL_SHARD assumed (like ZeRO-3)")
         st.zero_stage = stage
-        st.sharding = f"FSDP ({strategy.upper() or 'FULL_SHARD'})"
+        st.sharding = f"FSDP ({strategy})"
         # FSDP shards fp32 flat parameters: the same 16 B/param as ZeRO's accounting
     elif env.zero_stage in (0, 1, 2, 3):
         st.zero_stage = env.zero_stage

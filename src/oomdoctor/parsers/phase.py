@@ -191,6 +191,13 @@ _ANYWHERE = (
         r"|:_{0,2}(?![\w]*(?:train|save))(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
         r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
 )
+# a model generating tokens: transformers' generation loop (generate, its _sample / _prefill /
+# beam searches, the model's prepare_inputs_for_generation), a policy's rollout, or a run
+# whose evaluation generates (predict_with_generate): the marker "generation"
+_GENERATION = lazy(
+    r"generation/utils\.py:|:(?:generate|_sample|_prefill|_?(?:greedy|beam|group_beam|contrastive)_search|_?beam_sample"
+    r"|_?assisted_decoding|prepare_inputs_for_generation)$|[:_]generate_(?:sequences|samples)$")
+_GENERATE_CONFIG = lazy(r"predict_with_generate['\"]?\s*[:=]\s*['\"]?(?i:true)")
 # (Chainer's updaters run a step in update_core)
 _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b"
                  r"|:update_core\b")
@@ -647,6 +654,18 @@ def _reached_top(ctx: ParseContext, ev) -> bool:
     return False
 
 
+def _generation(ctx: ParseContext, frames: list[Frame]) -> None:
+    """The marker "generation": the failure's traceback is in a generation loop, or the run's
+    configuration says its evaluation generates."""
+    for fr in frames:
+        if _GENERATION.search(_frame_text(fr)):
+            ctx.mark("generation", ctx.index_of(fr.line) or 0)
+            return
+    for i in ctx.grep(_GENERATE_CONFIG, ("predict_with_generate",)):
+        ctx.mark("generation", ctx.lines[i])
+        return
+
+
 def parse(ctx: ParseContext) -> None:
     _markers(ctx)
     _survived_events(ctx)
@@ -672,6 +691,7 @@ def parse(ctx: ParseContext) -> None:
     if not frames and rank is not None:
         frames = frames_for(ctx, line, None)
     ctx.facts.frames = frames
+    _generation(ctx, frames)
     idx = ctx.index_of(line) or 0
     _progress_before(ctx, idx)
     ev = primary_event(ctx.facts)

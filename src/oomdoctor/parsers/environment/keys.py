@@ -32,6 +32,12 @@ _ATTN = {"flash_attention_2": "fa2", "flash_attention_3": "fa3", "fa2": "fa2", "
          "sdpa": "sdpa", "eager": "eager", "disabled": "disabled", "off": "disabled",
          "auto": "auto", "xformers": "xformers", "flex_attention": "flex"}
 _SHARD_WORDS = lazy(r"full_shard|shard_grad_op|hybrid_shard|no_shard|FULL_SHARD|SHARD_GRAD_OP|HYBRID_SHARD")
+# FSDP's sharding strategy by name ("SHARD_GRAD_OP", "ShardingStrategy._HYBRID_SHARD_ZERO2", the
+# option words of transformers' fsdp="shard_grad_op auto_wrap") or by the number accelerate's
+# config writes (torch's ShardingStrategy enum: 1 FULL_SHARD ... 5 _HYBRID_SHARD_ZERO2)
+_STRATEGY = lazy(r"(?i)(?<![a-z])_?(full_shard|shard_grad_op|hybrid_shard_zero2|hybrid_shard|no_shard)(?![a-z\d])")
+_STRATEGY_NUMBERS = {"1": "FULL_SHARD", "2": "SHARD_GRAD_OP", "3": "NO_SHARD", "4": "HYBRID_SHARD",
+                     "5": "HYBRID_SHARD_ZERO2"}
 _STATE_DICT = lazy(r"(FULL|SHARDED|LOCAL)_STATE_DICT", re.I)
 
 Handler = Callable[[Collector, str, int, int], None]
@@ -151,10 +157,18 @@ def _h_gc_granularity(col: Collector, v: str, line: int, prio: int) -> None:
         col.set("gradient_checkpointing", True, line, prio)
 
 
+def _sharding_strategy(value: str) -> str | None:
+    m = _STRATEGY.search(value)
+    return m.group(1).upper() if m else _STRATEGY_NUMBERS.get(value.strip())
+
+
 def _h_fsdp(col: Collector, v: str, line: int, prio: int) -> None:
     s = clean_value(v)
     if _SHARD_WORDS.search(s):
         col.set("fsdp", True, line, prio)
+        strategy = _sharding_strategy(s)
+        if strategy:
+            col.set("fsdp_sharding_strategy", strategy, line, prio)
     elif s in ("[]", "''", '""') or as_bool(s) is False:
         col.set("fsdp", False, line, LAUNCH - 5)
     elif as_bool(s) is True:
@@ -164,6 +178,25 @@ def _h_fsdp(col: Collector, v: str, line: int, prio: int) -> None:
 def _h_fsdp_key(col: Collector, v: str, line: int, prio: int) -> None:
     if clean_value(v):
         col.set("fsdp", True, line, prio - 2)
+
+
+def _h_fsdp_strategy(col: Collector, v: str, line: int, prio: int) -> None:
+    s = clean_value(v)
+    strategy = _sharding_strategy(s)
+    if strategy:
+        col.set("fsdp", True, line, prio - 2)
+        col.set("fsdp_sharding_strategy", strategy, line, prio)
+    elif s:
+        col.set("fsdp", True, line, prio - 2)
+
+
+def _h_strategy_name(col: Collector, v: str, line: int, prio: int) -> None:
+    """A bare "sharding_strategy" key is FSDP's only when its value names an FSDP strategy
+    (other frameworks have keys of that name)."""
+    m = _STRATEGY.search(clean_value(v))
+    if m:
+        col.set("fsdp", True, line, prio - 2)
+        col.set("fsdp_sharding_strategy", m.group(1).upper(), line, prio)
 
 
 def _h_state_dict(col: Collector, v: str, line: int, prio: int) -> None:
@@ -280,7 +313,8 @@ KEYS: dict[str, Handler] = {
     "zero3_save_16bit_model": h_bool("gather_16bit_weights_on_save"),
     "stage3_gather_16bit_weights_on_model_save": h_bool("gather_16bit_weights_on_save"),
     "fsdp": _h_fsdp, "enable_fsdp": h_bool("fsdp"), "distributed_type": h_distributed_type,
-    "fsdp_sharding_strategy": _h_fsdp_key, "fsdp_offload_params": _h_fsdp_key,
+    "fsdp_sharding_strategy": _h_fsdp_strategy, "sharding_strategy": _h_strategy_name,
+    "fsdp_offload_params": _h_fsdp_key,
     "fsdp_auto_wrap_policy": _h_fsdp_key,
     "fsdp_state_dict_type": _h_state_dict, "state_dict_type": _h_state_dict, "checkpoint_type": _h_state_dict,
     "world_size": _h_world("world_size"), "dist_world_size": _h_world("world_size", RUNTIME - CONFIG),
