@@ -76,3 +76,31 @@ def test_named_fact_or_marker_is_produced(kind, name):
     seen = facts_seen if kind == "fact" else markers_seen
     assert name in seen, (f"{kind} {name!r} (named in {BY_NAME[(kind, name)]}) is produced by no fixture log: "
                           "a misspelt or retired name, or a fact with no test log")
+
+
+# the facts whose values the parsers take from a fixed vocabulary, and that vocabulary
+def _vocabularies() -> dict[str, set[str]]:
+    from typing import get_args
+
+    from oomdoctor.facts.models import Environment, OomKind, Phase
+    from oomdoctor.parsers.environment.keys import _STRATEGY_NUMBERS, TRAINING_STAGES
+
+    offload = get_args(get_args(Environment.model_fields["offload"].annotation)[0])
+    return {
+        "oom.kind": set(get_args(OomKind)), "oom.kinds": set(get_args(OomKind)),
+        "phase": set(get_args(Phase)),
+        "env.stage": set(TRAINING_STAGES),
+        "env.offload": set(offload),
+        "env.fsdp_sharding_strategy": set(_STRATEGY_NUMBERS.values()),
+    }
+
+
+VALUES = sorted({(cond.fact, value, f"{inc.id}{where}")
+                 for inc in default_knowledge().incidents.values()
+                 for cond, where in _conditions(inc, "") if cond.fact in _vocabularies()
+                 for value in [cond.eq, cond.ne, *(cond.in_ or []), *(cond.not_in or [])] if isinstance(value, str)})
+
+
+@pytest.mark.parametrize("fact,value,where", VALUES, ids=[f"{f}={v}@{w}" for f, v, w in VALUES])
+def test_named_value_is_one_the_parsers_give(fact, value, where):
+    assert value in _vocabularies()[fact], f"{where}: {fact} is never {value!r} (values: {sorted(_vocabularies()[fact])})"

@@ -27,7 +27,9 @@ from .collector import (
 
 # -- key handlers -------------------------------------------------------------------
 
-TRAINING_STAGES = {"pt", "sft", "rm", "ppo", "dpo", "kto", "orpo", "simpo", "grpo", "ipo", "cpo"}
+# the training stages the environment family names (env.stage): a config's stage / rl / rlhf_type,
+# LLaMA-Factory's workflow, a TRL trainer's class or file
+TRAINING_STAGES = {"pt", "sft", "rm", "ppo", "dpo", "kto", "orpo", "simpo", "grpo", "ipo", "cpo", "rloo", "online_dpo"}
 _ATTN = {"flash_attention_2": "fa2", "flash_attention_3": "fa3", "fa2": "fa2", "fa3": "fa3",
          "sdpa": "sdpa", "eager": "eager", "disabled": "disabled", "off": "disabled",
          "auto": "auto", "xformers": "xformers", "flex_attention": "flex"}
