@@ -2379,7 +2379,9 @@ _JAX_ALLOC = ("2023-09-15 15:37:48.404245: E external/xla/xla/pjrt/pjrt_stream_e
 @pytest.mark.parametrize("operator, phase", [
     ('jit(train_step)/jit(main)/jvp(Model)/layers_3/attention/dot_general', "forward"),
     ('pjit(train_step)/jit(main)/transpose(jvp(Model))/h/3/mlp/dot_general', "backward"),
-    ('jit(predict)/jit(main)/Model/layers_3/attention/dot_general', None),   # no gradient: no pass of a step
+    # no gradient: no pass of a training step; a program compiled from predict() evaluates
+    ('jit(predict)/jit(main)/Model/layers_3/attention/dot_general', "eval"),
+    ('jit(apply)/jit(main)/Model/layers_3/attention/dot_general', None),
 ])
 def test_xlas_operator_names_say_which_pass_of_the_step(operator, phase):
     log = _JAX_ALLOC + f'  1. Size: 85.87G\n     Operator: op_name="{operator}"\n'
@@ -2704,3 +2706,74 @@ def test_generation_marker_from_the_failure_frames_or_the_config():
     assert report(frames + _BARE_OOM)["diagnoses"][0]["remediations"][0]["id"] == "bound-generation"
     train = frames.replace("generation/utils.py", "trainer.py").replace("in generate", "in training_step")
     assert "generation" not in _markers(train + _BARE_OOM)
+
+
+def test_a_replica_s_reraised_out_of_memory_error_is_the_allocator_s():
+    # DataParallel (and a DataLoader worker) re-raise under the original class; the original
+    # message, in the "Original Traceback" below, may be cut from the paste
+    d = report("2024-01-12T19:26:34.787+08:00                torch.cuda.OutOfMemoryError: "
+               "Caught OutOfMemoryError in replica 0 on device 0.\n")
+    assert [(e["kind"], e["device_index"]) for e in d["oom_events"]] == [("cuda_caching_allocator", 0)]
+    full = report("torch.cuda.OutOfMemoryError: Caught OutOfMemoryError in replica 1 on device 1.\n"
+                  "Original Traceback (most recent call last):\n  File \"a.py\", line 1, in f\n    x()\n"
+                  "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 15.00 GiB "
+                  "total capacity; 13.00 GiB already allocated; 100.00 MiB free; 13.50 GiB reserved in total by PyTorch)\n")
+    assert len(full["oom_events"]) == 1 and full["oom_events"][0]["tried_to_allocate_bytes"] == 2 * 2**30
+    assert report("RuntimeError: Caught RuntimeError in replica 0 on device 0.\n")["oom_events"] == []
+
+
+def test_bold_in_a_message_glued_after_an_indented_code_line_is_dropped():
+    d = report("    num_rendered, color = _C.rasterize_gaussians(*args)" + " " * 40
+               + "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate **35.79 GiB**\n")
+    assert abs(d["oom_events"][0]["tried_to_allocate_bytes"] - 35.79 * 2**30) < 2**20
+
+
+def test_bfc_memory_dump_without_its_error_line_is_an_out_of_memory():
+    warning = ("2018-06-13 08:22:41.461324: W T:\\src\\tensorflow\\core\\common_runtime\\bfc_allocator.cc:219] "
+               "Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.17GiB. The caller indicates that this is "
+               "not a failure, but may mean that there could be performance gains if more memory were available.\n")
+    dump = ("2018-06-13 08:25:52.813991: I T:\\src\\tensorflow\\core\\common_runtime\\bfc_allocator.cc:665] "
+            "Chunk at 0000000C0439DD00 of size 983040\n")
+    assert report(warning)["oom_events"] == []               # the retry warning is no failure
+    events = report(warning + "\n" + dump)["oom_events"]
+    assert [(e["kind"], e["message_format"], e["strength"]) for e in events] == [("xla", "bfc-memory-dump", "likely")]
+    assert report("I tensorflow/core/common_runtime/bfc_allocator.cc:1088] Sum Total of in-use chunks: 10.25GiB\n")[
+        "oom_events"][0]["message_format"] == "bfc-memory-dump"
+    assert report("Chunk at 0000000C0439DD00 of size 983040\n")["oom_events"] == []   # no allocator named
+
+
+@pytest.mark.parametrize("line,strength", [
+    ('The job has been killed by "OOM Killer", please check your job\'s memory usage.', "certain"),
+    ("The process was killed by the OOM killer.", "certain"),
+    ("The process may have been killed by the OOM killer.", None),
+    ("Check whether it was terminated by oom-killer", None),
+    # Ray's list of a dead worker's possible causes
+    ("Some common causes include: (1) the process was killed by the OOM killer due to high memory usage, "
+     "(2) ray stop --force was called, or (3) the worker crashed unexpectedly", None),
+])
+def test_a_platform_s_report_of_the_oom_killer(line, strength):
+    events = report(line + "\n")["oom_events"]
+    assert [e["strength"] for e in events] == ([strength] if strength else [])
+
+
+def test_a_traceback_in_ray_s_memory_monitor_check_is_a_host_oom():
+    d = report("ERROR worker.py:1074 -- Possible unhandled error from worker: ray::ImplicitFunc.__init__()\n"
+               '  File "python/ray/_raylet.pyx", line 440, in ray._raylet.execute_task\n'
+               '  File "/x/site-packages/ray/memory_monitor.py", line 128, in raise_if_low_memory\n')
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "likely")]
+
+
+def test_phase_from_a_pretrained_load_call_an_xla_program_and_a_keras_layer():
+    xla = ("XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 4.39G. "
+           "That was not possible. There are 2.30G free.; (0x0x0_HBM0)\n")
+    assert report('keras_nlp.models.GemmaCausalLM.from_preset("hf://google/gemma-2-27b-it")\n\n' + xla)["phase"] == "model_load"
+    compiled = ('RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. '
+                'Used 30.21G of 15.48G hbm. Exceeded hbm capacity by 14.73G.\n'
+                '     Operator: op_name="pjit(generate)/jit(main)/Model/embed/convert_element_type" source_line=3\n')
+    assert report(compiled)["phase"] == "eval"
+    assert report(compiled.replace("pjit(generate)", "pjit(train_step)"))["phase"] is None
+    keras = ("OutOfMemoryError: Exception encountered when calling Softmax.call().\n\nCUDA out of memory. Tried to "
+             "allocate 1.53 GiB. GPU 0 has a total capacity of 14.56 GiB of which 155.81 MiB is free. Including "
+             "non-PyTorch memory, this process has 14.41 GiB memory in use. Of the allocated memory 11.79 GiB is "
+             "allocated by PyTorch, and 1.49 GiB is reserved by PyTorch but unallocated.\n")
+    assert report(keras)["phase"] == "forward"

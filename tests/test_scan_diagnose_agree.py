@@ -261,6 +261,18 @@ BY_EXAMPLE = {
     ("host", "_EXIT_STATUS"): ["srun: error: node12: task 0: Exited with exit code 137", "exit code 137", "Exit Code: 137",
                                "exit status 137", "exit status: 137", "exited with code 137",
                                "subprocess.CalledProcessError: Command 'x' returned non-zero exit status 137."],
+    # the BFC allocator's dump rows are read on lines whose logger prefix names bfc_allocator.cc
+    # (the anchor), or by its own total line
+    ("accelerators", "_BFC_DUMP_ROW"): [
+        "2018-06-13 08:25:52.813991: I T:\\src\\tensorflow\\core\\common_runtime\\bfc_allocator.cc:665] Chunk at "
+        "0000000C0439DD00 of size 983040",
+        "I tensorflow/core/common_runtime/bfc_allocator.cc:1049] InUse at 7f2b8e000000 of size 1280 next 1",
+        "I tensorflow/core/common_runtime/bfc_allocator.cc:1088] Sum Total of in-use chunks: 10.25GiB"],
+    # (its look-behind for a hedge is beyond the coverage check: by the words platforms print)
+    ("host", "_PLATFORM_OOM_KILLER"): [
+        'The job has been killed by "OOM Killer", please check your job\'s memory usage.',
+        "The process was killed by the OOM killer.", "worker was terminated by oom-killer",
+        "it got killed by oom_killer", "were killed by the OOMKiller"],
     ("lookalikes", "nccl_timeout"): BROAD["Timeout"] + BROAD["timed out"],
     ("lookalikes", "flash_attn_unsupported"): BROAD["FlashAttention"] + BROAD["flash_attn"] + BROAD["flash-attn"]
     + BROAD["flash attn"] + ["FlashAttention is only supported on sm_80 and newer"],

@@ -280,8 +280,8 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _buffer_assignment(ctx, events, i)
     if not _tf_events(ctx):
         # the parts of such an error that are printed only with it, when its line is missing
-        if not _hint_alone(ctx, events):
-            _report_rows_alone(ctx, events)
+        if not _hint_alone(ctx, events) and not _report_rows_alone(ctx, events):
+            _bfc_dump_alone(ctx, events)
 
 
 def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
@@ -297,6 +297,26 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
                 kind="xla", backend="XLA" if xla else None, line=0, strength="likely",
                 message_format="oom-hint", hint=hint,
                 detail="the end of a resource-exhausted error (its allocation hint); the error line was not pasted"))
+            return True
+    return False
+
+
+# TensorFlow's BFC allocator dumps its chunks only when an allocation has failed (its "not a
+# failure" warning prints none): "bfc_allocator.cc:665] Chunk at 0000000C0439DD00 of size 983040",
+# "InUse at 7f2b8e000000 of size 1280 next 1", "Sum Total of in-use chunks: 10.25GiB"
+_BFC_DUMP_ROW = lazy(r"\b(?:Chunk|InUse|Free) at (?:0x)?[0-9a-fA-F]{6,} of size \d+|\bSum Total of in-use chunks: ")
+
+
+def _bfc_dump_alone(ctx: ParseContext, events: _Events) -> bool:
+    """Rows of the BFC allocator's memory dump whose error line was not pasted: the dump is
+    printed under a failed allocation and nowhere else."""
+    for i in ctx.lines_with(("Sum Total of in-use chunks", "bfc_allocator")):
+        ln = ctx.lines[i]
+        if ("bfc_allocator" in ln.raw or "Sum Total" in ln.text) and ctx.search(_BFC_DUMP_ROW, ln.text):
+            events.add(("bfc", "dump"), i, lambda: OomEvent(
+                kind="xla", backend="TF", line=0, message_format="bfc-memory-dump", strength="likely",
+                detail="rows of TensorFlow's BFC allocator memory dump, printed when an allocation fails; "
+                       "the error line was not pasted"))
             return True
     return False
 

@@ -86,6 +86,17 @@ _KERNEL_DIED = lazy(r"KernelRestarter: restarting kernel \(\d{1,3}/\d{1,3}\)|The
 # the memory monitor's report of its top memory users ("PID\tMEM(GB)\tCOMMAND"), printed
 # only with the kill it explains: pasted alone, it still says the node ran out
 _RAY_TABLE = lazy(r"^\s*PID\s+MEM\(GB\)\s+COMMAND\s*$")
+# a platform's own report that the OOM killer ended the job ("The job has been killed by \"OOM
+# Killer\", please check your job's memory usage.", Alibaba PAI), not a guess ("may have been")
+# (Ray's list of a dead worker's "common causes include: (1) the process was killed by the OOM
+# killer due to high memory usage, (2) ..." is a guess too)
+_PLATFORM_OOM_KILLER = lazy(r"(?<!\b(?i:whether|if|may|might|could|possibly|perhaps|maybe|causes?|include|such as|e\.g\.)"
+                            r"\b[^.\n]{0,60})"
+                            r"\b(?:has been|have been|was|were|got) (?:killed|terminated) by (?:the |an )?[\"'“]?"
+                            r"(?:OOM[- ]killer|oom[- _]killer|(?:OOM|oom|Oom)[- _]?Killer)\b(?! due to high memory usage)")
+# a traceback in Ray 0.x-1.x's memory monitor's check, which raises RayOutOfMemoryError and
+# nothing else: a paste cut before the error's line
+_RAY_MONITOR_FRAME = lazy(r"memory_monitor\.py\"?, line \d{1,6}, in raise_if_low_memory\b")
 _RAY_MAYBE = lazy(r"killed by SIGKILL by OOM killer due to high memory usage"
                   # a worker that died with no exit code (a signal), on Kubernetes
                   r"|The worker may have exceeded K8s pod memory limits")
@@ -409,6 +420,13 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
     if "ernel" in text and ctx.search(_KERNEL_DIED, text):
         s.weak_kill(i, "notebook-kernel", "the notebook's kernel died without an error and was restarted; the OOM "
                                           "killer is one possible cause")
+        return True
+    if "raise_if_low_memory" in text and ctx.search(_RAY_MONITOR_FRAME, text):
+        s.kill(i, "likely", "ray", "the traceback is in Ray's memory monitor, which raises only when the node runs "
+                                   "low on memory (the error's line was not pasted)")
+        return True
+    if "by " in text and ("OOM" in text or "oom" in text) and ctx.search(_PLATFORM_OOM_KILLER, text):
+        s.kill(i, "certain", "scheduler", "the platform reports the job was killed by the OOM killer: " + text.strip()[:120])
         return True
     if ("OOM killer" in text or "pod memory" in text) and ctx.search(_RAY_MAYBE, text):
         s.weak_kill(i, "ray", "Ray reports a worker died without an error; the OOM killer is one possible cause")

@@ -734,7 +734,8 @@ def parse(ctx: ParseContext) -> None:
         ph.reason = f"the killed or largest processes run {frame.function}"
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
         ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
-    elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx) or _tf_node_hint(ctx, idx)):
+    elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx) or _tf_node_hint(ctx, idx)
+          or _keras_layer_hint(ctx, idx)):
         ph.phase, ph.line, ph.reason = hint
     else:
         _phase_from_markers(ctx, line)
@@ -788,7 +789,9 @@ def _tracebacks(ctx: ParseContext) -> list[tuple[int, list[Frame]]]:
 _CODE = (
     # a module converting or moving all its parameters (Module.to / cuda / half / bfloat16 run
     # "return self._apply(lambda t: ...)"): the model being placed
-    ("model_load", lazy(r"\bself\._apply\(\s*(?:lambda|convert|fn)\b")),
+    ("model_load", lazy(r"\bself\._apply\(\s*(?:lambda|convert|fn)\b"
+                        # a pretrained model built from its files (transformers', Keras Hub's presets)
+                        r"|\.from_(?:pretrained|preset)\(")),
     ("optimizer_step", lazy(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
     ("backward", lazy(r"\.backward\(|autograd\.grad\(|run_backward\(")),
     ("forward", lazy(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|functional\.linear\("
@@ -838,6 +841,12 @@ def _after_first(ctx: ParseContext, literals: tuple[str, ...], idx: int, within:
     return sorted(hits, key=lambda i: (i < idx, abs(i - idx)))
 
 
+# ... and after the function that was compiled ("pjit(generate)/jit(main)/..."): a program
+# compiled from a generation or evaluation function (with no jvp: no gradients) evaluates
+_XLA_PROGRAM = lazy(r"op_name=\"p?jit\((?P<fn>[\w.]{1,100})\)")
+_XLA_EVAL_PROGRAM = lazy(r"(?:^|[._])(?:generate|sample|decode|predict|evaluate|eval|infer|inference)(?:$|[._])")
+
+
 def _xla_operator_hint(ctx: ParseContext, idx: int, within: int = 400) -> Optional[tuple[str, int, str]]:
     """No frames name the pass: the first operator that the report names after the error
     line (its largest allocation), else the nearest before it."""
@@ -846,6 +855,25 @@ def _xla_operator_hint(ctx: ParseContext, idx: int, within: int = 400) -> Option
         if m:
             phase = "backward" if m.group("t") else "forward"
             return phase, ctx.lines[i].no, f"XLA operator of the {phase} pass"
+    for i in _after_first(ctx, ('op_name="',), idx, within):
+        m = ctx.search(_XLA_PROGRAM, ctx.lines[i].text)
+        if m and _XLA_EVAL_PROGRAM.search(m.group("fn")):
+            return "eval", ctx.lines[i].no, f"XLA program compiled from {m.group('fn')}"
+    return None
+
+
+# Keras names the layer whose call raised ("Exception encountered when calling Softmax.call().",
+# Keras 2's "Exception encountered when calling layer 'dense' (type Dense)."): a layer's call is
+# the model's forward
+_KERAS_LAYER = lazy(r"Exception encountered when calling (?:layer ['\"]?[\w.-]{1,100}['\"]? \(type (?P<t>\w{1,100})\)"
+                    r"|(?P<c>[\w.]{1,100})\.call\(\))")
+
+
+def _keras_layer_hint(ctx: ParseContext, idx: int, within: int = 12) -> Optional[tuple[str, int, str]]:
+    for i in _after_first(ctx, ("Exception encountered when calling",), idx, within):
+        m = ctx.search(_KERAS_LAYER, ctx.lines[i].text)
+        if m:
+            return "forward", ctx.lines[i].no, f"Keras layer {m.group('t') or m.group('c')} was being called"
     return None
 
 

@@ -62,9 +62,14 @@ _PROCESSING = lazy(r"!!! Exception during processing !!! Allocation on device\b(
 _PROCESSING_ECHO = "!!! Exception during processing !!!"
 # The class named by something that reports the exception without its message: an error
 # report's field ("Exception Type: torch.OutOfMemoryError", ComfyUI's), Ray relaying a task's
-# exception ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Policy.get_logprobs()")
+# exception ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Policy.get_logprobs()"),
+# PyTorch re-raising a replica's or a DataLoader worker's exception under its own class
+# ("torch.cuda.OutOfMemoryError: Caught OutOfMemoryError in replica 0 on device 0.", with the
+# original message in an "Original Traceback" that a paste may have cut)
 _CLASS_NAMED = lazy(r"\bException Type:\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)\s*$"
-                    r"|\bRayTaskError\((?P<ray>OutOfMemoryError)\)")
+                    r"|\bRayTaskError\((?P<ray>OutOfMemoryError)\)"
+                    r"|^\s*(?P<caught>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*Caught OutOfMemoryError in "
+                    r"(?:replica \d{1,4} on device (?P<dev>\d{1,4})|DataLoader worker process \d{1,4})")
 # ... with its request but not its first words, as a user shortened it by hand
 # ("torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19")
 _CLASS_TRIED = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError):\s*(?=Tried\s*to\s*allocate\s*" + _S + r")")
@@ -630,9 +635,12 @@ def parse(ctx: ParseContext) -> None:
                 ray = m.group("ray") is not None
                 if not nearby.relayed(i, nearby.messages) and not (ray and nearby.relayed(i, nearby.ray_monitor)):
                     # (PyTorch's is far more common in a training job's workers: read as that, as likely)
-                    events.append(OomEvent(kind="cuda_caching_allocator", exception=m.group("exc") or m.group("ray"),
+                    dev = m.group("dev")
+                    events.append(OomEvent(kind="cuda_caching_allocator",
+                                           exception=m.group("exc") or m.group("ray") or m.group("caught"),
                                            strength="likely" if ray else "certain",
                                            message_format="class only (message not in the log)",
+                                           device_index=int(dev) if dev else None,
                                            detail=("Ray relays an OutOfMemoryError (PyTorch's, or its own memory "
                                                    "monitor's)" if ray else None),
                                            **ctx.at(ln)))

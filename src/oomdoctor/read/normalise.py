@@ -332,6 +332,10 @@ def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
         for part in parts:
             if not part or not part.strip():
                 continue
+            if len(parts) > 1 and "**" in part and not part[:1].isspace():
+                # a record glued after an indented code line keeps the bold a user put in it
+                # ("    x = f(*args)      torch.cuda.OutOfMemoryError: ... allocate **35.79 GiB**")
+                part = _MD_BOLD.sub(r"\1", part, count=2)
             text, rank, host = strip_prefixes(part)
             out.append(Line(no=no, raw=raw if len(raw) <= 400 else raw[:400], text=text, rank=rank, host=host))
     if not out:

@@ -50,7 +50,7 @@ ANCHOR_LITERALS = (
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
     "Failed to CUDA", "Failed to cuMem", "CUresult", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "Exceeded job memory", "Exceeded step memory",
-    "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement",
+    "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "raise_if_low_memory",
     # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
     # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
     "Processes:", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Your session crashed", "Your notebook",
