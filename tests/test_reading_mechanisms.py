@@ -2777,3 +2777,12 @@ def test_phase_from_a_pretrained_load_call_an_xla_program_and_a_keras_layer():
              "non-PyTorch memory, this process has 14.41 GiB memory in use. Of the allocated memory 11.79 GiB is "
              "allocated by PyTorch, and 1.49 GiB is reserved by PyTorch but unallocated.\n")
     assert report(keras)["phase"] == "forward"
+
+
+@pytest.mark.parametrize("line,kind", [
+    ("RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.", "dataloader_killed"),   # retyped
+    ("RuntimeError: DataLoader worker (pid 1234) is killed by signal: Killed.", "dataloader_killed"),
+    ("RuntimeError: DataLoader worker (pid 1234) is killed by signal: Segmentation fault.", None),
+])
+def test_dataloader_worker_killed_as_users_retype_it(line, kind):
+    assert [e["kind"] for e in report(line + "\n")["oom_events"]] == ([kind] if kind else [])

@@ -197,7 +197,9 @@ _PAGING_WORDS = ("paging file", "WinError 1455", "Auslagerungsdatei", "页面文
 # (not a fallback that does without shared memory: "..., not using shared memory", "falls back to ...")
 _NO_FALLBACK = r"(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
 # (PaddlePaddle's: "DataLoader process (pid 1104) exited is killed by signal: Killed.")
-_DL_SIGNAL = lazy(r"DataLoader (?:worker|process) \(pid (?P<pid>\d{1,9})\) (?:exited )?is killed by signal: (?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
+# (and as users retype it: "RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.")
+_DL_SIGNAL = lazy(r"DataLoader (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal: ?"
+                  r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
 _DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
@@ -536,11 +538,13 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
         exc = e.group("exc") if e else None
         m = ctx.search(_DL_SIGNAL, text)
         if m:
-            sig = m.group("sig").strip()
-            if sig == "Killed":
-                s.dl_killed.setdefault(int(m.group("pid")), i)
-                s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGKILL", exc, "host"))
-            elif sig == "Bus error":
+            sig = m.group("sig").strip().lower()
+            pid = m.group("pid")
+            if sig == "killed":
+                if pid.isdigit():   # (a pid the user masked matches no kernel report)
+                    s.dl_killed.setdefault(int(pid), i)
+                s.dl.append((i, "certain", f"DataLoader worker (pid {pid}) killed by SIGKILL", exc, "host"))
+            elif sig == "bus error":
                 # SIGBUS on a page of /dev/shm that cannot be backed: shared memory, never RAM
                 s.dl.append((i, "certain", f"DataLoader worker (pid {m.group('pid')}) killed by SIGBUS: shared memory "
                              "(/dev/shm) exhausted", exc, "shm"))
