@@ -280,8 +280,8 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _buffer_assignment(ctx, events, i)
     if not _tf_events(ctx):
         # the parts of such an error that are printed only with it, when its line is missing
-        if not _hint_alone(ctx, events) and not _report_rows_alone(ctx, events):
-            _bfc_dump_alone(ctx, events)
+        if not _hint_alone(ctx, events):
+            _report_rows_alone(ctx, events)
 
 
 def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
@@ -306,33 +306,31 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
 # "InUse at 7f2b8e000000 of size 1280 next 1", "Sum Total of in-use chunks: 10.25GiB"
 _BFC_DUMP_ROW = lazy(r"\b(?:Chunk|InUse|Free) at (?:0x)?[0-9a-fA-F]{6,} of size \d+|\bSum Total of in-use chunks: ")
 
-
-def _bfc_dump_alone(ctx: ParseContext, events: _Events) -> bool:
-    """Rows of the BFC allocator's memory dump whose error line was not pasted: the dump is
-    printed under a failed allocation and nowhere else."""
-    for i in ctx.lines_with(("Sum Total of in-use chunks", "bfc_allocator")):
-        ln = ctx.lines[i]
-        if ("bfc_allocator" in ln.raw or "Sum Total" in ln.text) and ctx.search(_BFC_DUMP_ROW, ln.text):
-            events.add(("bfc", "dump"), i, lambda: OomEvent(
-                kind="xla", backend="TF", line=0, message_format="bfc-memory-dump", strength="likely",
-                detail="rows of TensorFlow's BFC allocator memory dump, printed when an allocation fails; "
-                       "the error line was not pasted"))
-            return True
-    return False
+# Reports a runtime prints only under an out-of-memory error: a paste of one whose header and
+# error line were cut off still says an allocation failed. Each: the literals that find its
+# lines, the pattern of a row, what else the line must show, the backend, the message format.
+_REPORTS_ALONE = (
+    # XLA's report of a program's largest allocations ("Allocation type: HLO temp", "XLA label: fusion...")
+    (("Allocation type: HLO", "XLA label: ", "XLA Label: "), _XLA_REPORT_ROW, None, "XLA", "xla-memory-report",
+     "rows of XLA's report of the largest allocations, printed with an out-of-memory error"),
+    # the BFC allocator's chunk dump, its rows named by the allocator's source file in the
+    # logger's prefix, or its own total line
+    (("Sum Total of in-use chunks", "bfc_allocator"), _BFC_DUMP_ROW,
+     lambda ln: "bfc_allocator" in ln.raw or "Sum Total" in ln.text, "TF", "bfc-memory-dump",
+     "rows of TensorFlow's BFC allocator memory dump, printed when an allocation fails"),
+)
 
 
 def _report_rows_alone(ctx: ParseContext, events: _Events) -> bool:
-    """The rows of XLA's report of a program's largest allocations ("Allocation type: HLO
-    temp", "XLA label: fusion..."), which it prints only under an out-of-memory error: a
-    paste of the report whose header and error line were cut off still says the program
-    did not fit."""
-    for i in ctx.lines_with(("Allocation type: HLO", "XLA label: ", "XLA Label: ")):
-        if ctx.search(_XLA_REPORT_ROW, ctx.lines[i].text):
-            events.add(("xla", "report rows"), i, lambda: OomEvent(
-                kind="xla", backend="XLA", line=0, message_format="xla-memory-report", strength="likely",
-                detail="rows of XLA's report of the largest allocations, printed with an out-of-memory "
-                       "error; the error line was not pasted"))
-            return True
+    """The rows of a report printed only under an out-of-memory error, its error line not pasted."""
+    for literals, row, accept, backend, fmt, what in _REPORTS_ALONE:
+        for i in ctx.lines_with(literals):
+            ln = ctx.lines[i]
+            if (accept is None or accept(ln)) and ctx.search(row, ln.text):
+                events.add((fmt,), i, lambda backend=backend, fmt=fmt, what=what: OomEvent(
+                    kind="xla", backend=backend, line=0, message_format=fmt, strength="likely",
+                    detail=what + "; the error line was not pasted"))
+                return True
     return False
 
 
