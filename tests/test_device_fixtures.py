@@ -129,6 +129,8 @@ PHASES = {
     "vocab_logits": "forward",                 # compute_loss -> the logits' fp32 upcast for F.cross_entropy
     "stale_process": None,                     # torch.empty at module level, after nvidia-smi
     "hf_generate": "eval",                     # generate() -> _sample -> _prefill -> the model's forward
+    "dataloader_cuda_worker": "data_loading",  # a worker's Dataset.__getitem__, re-raised by the main process
+    "jax_generate": "eval",                    # XLA's operators name the program: "jit(generate)/dot_general"
 }
 
 # the top incident, where the log leaves no doubt
@@ -179,6 +181,11 @@ INCIDENTS = {
     "stale_process": {"stale-gpu-process"},
     # transformers' generate(): the prefill of 256 prompts of 4096 tokens, in the model's MLP
     "hf_generate": {"eval-generation"},
+    # a DataLoader worker on the GPU: the other processes its message lists are the main
+    # process (48 GiB) and the other worker (24 GiB), this job's own
+    "dataloader_cuda_worker": {"ranks-share-gpu"},
+    # a jitted generate(): its vocabulary projection (64 GiB) cannot be allocated
+    "jax_generate": {"eval-generation"},
 }
 
 def test_every_scenario_is_here():

@@ -2786,3 +2786,20 @@ def test_phase_from_a_pretrained_load_call_an_xla_program_and_a_keras_layer():
 ])
 def test_dataloader_worker_killed_as_users_retype_it(line, kind):
     assert [e["kind"] for e in report(line + "\n")["oom_events"]] == ([kind] if kind else [])
+
+
+def test_a_dataloader_worker_on_the_gpu_shares_it_with_its_own_job():
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 23.75 GiB. GPU 0 has a total capacity of "
+           "79.18 GiB of which 6.38 GiB is free. Process 451 has 48.01 GiB memory in use. Process 478 has 24.26 GiB "
+           "memory in use. Including non-PyTorch memory, this process has 518.00 MiB memory in use. Of the allocated "
+           "memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.\n")
+    worker = ("torch.OutOfMemoryError: Caught OutOfMemoryError in DataLoader worker process 0.\n"
+              "Original Traceback (most recent call last):\n"
+              '  File "/x/site-packages/torch/utils/data/_utils/worker.py", line 358, in _worker_loop\n'
+              "    data = fetcher.fetch(index)\n"
+              '  File "/x/train.py", line 10, in __getitem__\n'
+              '    x = torch.empty(n, device="cuda")\n')
+    d = report(worker + oom)
+    assert d["diagnoses"][0]["incident"] == "ranks-share-gpu"
+    assert d["diagnoses"][0]["remediations"][0]["id"] == "dataloader-workers-off-cuda"
+    assert report(oom)["diagnoses"][0]["incident"] == "stale-gpu-process"     # the same figures, no worker
