@@ -3,7 +3,8 @@
 A condition over a name that nothing produces never holds and fails nothing: its signal is
 silently dead, its remediation's ``requires`` silently false. The names the parsers produce
 are collected from the logs the tests keep (the synthetic fixtures, the device captures and
-the knowledge base's own examples), so a name counts once some log gives it a value.
+the knowledge base's own examples), so a name counts once some log gives it a value (a flag
+the table holds for every log, False where it does not apply, counts as given).
 """
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def test_named_fact_or_marker_is_produced(kind, name):
 
 
 # the facts whose values the parsers take from a fixed vocabulary, and that vocabulary
+@functools.cache
 def _vocabularies() -> dict[str, set[str]]:
     from typing import get_args
 

@@ -2684,9 +2684,24 @@ def test_fsdp_sharding_strategy_is_read(config, strategy):
     assert report(config + _BARE_OOM)["environment"]["fsdp_sharding_strategy"] == strategy
 
 
-def test_fsdp_strategy_sets_the_sharding_of_the_memory_model():
-    d = report("fsdp_sharding_strategy: SHARD_GRAD_OP\nworld_size: 8\n" + _BARE_OOM)
-    assert not any("FULL_SHARD assumed" in a for a in (d["memory"] or {}).get("assumptions", []))
+def _setup(text: str):
+    from oomdoctor.memory.setup import read_setup
+    from oomdoctor.pipeline import facts_from_view
+    from oomdoctor.read.reader import read_view
+    return read_setup(facts_from_view(read_view(io.BytesIO(text.encode()), None))[0])
+
+
+@pytest.mark.parametrize("config,stage,sharding", [
+    ("fsdp_sharding_strategy: SHARD_GRAD_OP\n", 2, "FSDP (SHARD_GRAD_OP)"),
+    ("fsdp_sharding_strategy: ShardingStrategy._HYBRID_SHARD_ZERO2\n", 2, "FSDP (HYBRID_SHARD_ZERO2)"),
+    ("fsdp_sharding_strategy: 1\n", 3, "FSDP (FULL_SHARD)"),
+    ("fsdp_reshard_after_forward: false\n", 2, "FSDP (SHARD_GRAD_OP)"),   # FSDP2
+    ("fsdp: true\n", 3, "FSDP (FULL_SHARD)"),                             # assumed, and said so
+])
+def test_fsdp_strategy_sets_the_sharding_of_the_memory_model(config, stage, sharding):
+    st = _setup(config + "world_size: 8\n" + _BARE_OOM)
+    assert (st.zero_stage, st.sharding) == (stage, sharding)
+    assert any("FULL_SHARD assumed" in a for a in st.assumptions) == (config == "fsdp: true\n")
 
 
 def _markers(text: str) -> dict:
@@ -2706,6 +2721,12 @@ def test_generation_marker_from_the_failure_frames_or_the_config():
     assert report(frames + _BARE_OOM)["diagnoses"][0]["remediations"][0]["id"] == "bound-generation"
     train = frames.replace("generation/utils.py", "trainer.py").replace("in generate", "in training_step")
     assert "generation" not in _markers(train + _BARE_OOM)
+    # a scheduler's or a sampler's "_sample", a text_generation package's helpers: no generation loop
+    for other in ('  File "/x/diffusers/schedulers/scheduling_ddpm.py", line 2, in _sample\n',
+                  '  File "/x/text_generation/utils.py", line 2, in collate\n'):
+        assert "generation" not in _markers("Traceback (most recent call last):\n" + other + "    x\n" + _BARE_OOM)
+    assert _markers("python run_summarization.py --predict_with_generate --do_eval\n" + _BARE_OOM).get("generation")
+    assert "generation" not in _markers("python run.py --predict_with_generate False\n" + _BARE_OOM)
 
 
 def test_a_replica_s_reraised_out_of_memory_error_is_the_allocator_s():
@@ -2740,13 +2761,26 @@ def test_bfc_memory_dump_without_its_error_line_is_an_out_of_memory():
     assert report("I tensorflow/core/common_runtime/bfc_allocator.cc:1088] Sum Total of in-use chunks: 10.25GiB\n")[
         "oom_events"][0]["message_format"] == "bfc-memory-dump"
     assert report("Chunk at 0000000C0439DD00 of size 983040\n")["oom_events"] == []   # no allocator named
+    # Linux logs: the logger's prefix naming bfc_allocator.cc is stripped from the text; TF 2's free rows
+    for row in ("2018-06-13 08:25:52.813991: I tensorflow/core/common_runtime/bfc_allocator.cc:665] "
+                "InUse at 7f2b8e000000 of size 1280 next 5",
+                "2018-06-13 08:25:52.813991: I tensorflow/core/common_runtime/bfc_allocator.cc:665] "
+                "Free  at 7f2b8e000000 of size 1280 next 5"):
+        assert [(e["backend"], e["message_format"]) for e in report(row + "\n")["oom_events"]] == [("TF", "bfc-memory-dump")]
+    # XLA's own copy of the allocator, under JAX: not TensorFlow's
+    jax_row = "I1126 21:28:55.546016  582 bfc_allocator.cc:1049] InUse at 7f2b8e000000 of size 1280 next 1\n"
+    assert [e["backend"] for e in report(jax_row)["oom_events"]] == [None]
 
 
 @pytest.mark.parametrize("line,strength", [
     ('The job has been killed by "OOM Killer", please check your job\'s memory usage.', "certain"),
-    ("The process was killed by the OOM killer.", "certain"),
-    ("The process may have been killed by the OOM killer.", None),
-    ("Check whether it was terminated by oom-killer", None),
+    ("The container was killed by the OOM killer.", "certain"),
+    ("The job may have been killed by the OOM killer.", None),
+    ("Check whether the job was terminated by oom-killer", None),
+    ("I first thought the job was killed by the OOM killer, but then I saw this:", None),
+    ("e.g. the task was killed by the OOM killer", None),
+    ("If the train.py job was killed by the OOM killer, add memory", None),
+    ("The process was killed by the OOM killer.", None),     # not the unit a platform runs
     # Ray's list of a dead worker's possible causes
     ("Some common causes include: (1) the process was killed by the OOM killer due to high memory usage, "
      "(2) ray stop --force was called, or (3) the worker crashed unexpectedly", None),
@@ -2772,6 +2806,12 @@ def test_phase_from_a_pretrained_load_call_an_xla_program_and_a_keras_layer():
                 '     Operator: op_name="pjit(generate)/jit(main)/Model/embed/convert_element_type" source_line=3\n')
     assert report(compiled)["phase"] == "eval"
     assert report(compiled.replace("pjit(generate)", "pjit(train_step)"))["phase"] is None
+    # the failed program's name decides, not a later report's; a name that only contains an
+    # evaluation word is no evaluation
+    later = compiled.replace("pjit(generate)", "pjit(train_step)") + '     Operator: op_name="jit(predict)/dot"\n'
+    assert report(later)["phase"] is None
+    assert report(compiled.replace("pjit(generate)", "pjit(train_and_eval)"))["phase"] is None
+    assert report('tok = AutoTokenizer.from_pretrained("x")\n\n' + xla)["phase"] is None   # loads no weights
     keras = ("OutOfMemoryError: Exception encountered when calling Softmax.call().\n\nCUDA out of memory. Tried to "
              "allocate 1.53 GiB. GPU 0 has a total capacity of 14.56 GiB of which 155.81 MiB is free. Including "
              "non-PyTorch memory, this process has 14.41 GiB memory in use. Of the allocated memory 11.79 GiB is "
@@ -2783,6 +2823,7 @@ def test_phase_from_a_pretrained_load_call_an_xla_program_and_a_keras_layer():
     ("RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.", "dataloader_killed"),   # retyped
     ("RuntimeError: DataLoader worker (pid 1234) is killed by signal: Killed.", "dataloader_killed"),
     ("RuntimeError: DataLoader worker (pid 1234) is killed by signal: Segmentation fault.", None),
+    ("RuntimeError: DataLoader worker (pid 1234) is killed by signal: Killed", "dataloader_killed"),   # no period
 ])
 def test_dataloader_worker_killed_as_users_retype_it(line, kind):
     assert [e["kind"] for e in report(line + "\n")["oom_events"]] == ([kind] if kind else [])
@@ -2803,3 +2844,23 @@ def test_a_dataloader_worker_on_the_gpu_shares_it_with_its_own_job():
     assert d["diagnoses"][0]["incident"] == "ranks-share-gpu"
     assert d["diagnoses"][0]["remediations"][0]["id"] == "dataloader-workers-off-cuda"
     assert report(oom)["diagnoses"][0]["incident"] == "stale-gpu-process"     # the same figures, no worker
+    # the main process's re-raise alone says it (its original traceback cut from the paste)
+    reraised = "torch.OutOfMemoryError: Caught OutOfMemoryError in DataLoader worker process 0.\n"
+    assert report(reraised + oom)["diagnoses"][0]["incident"] == "ranks-share-gpu"
+    # no more of the listed processes are the job's than it has (main + num_workers): here
+    # one worker, so the third process, the smallest, is foreign
+    from oomdoctor.kb.table import fact_table
+    from oomdoctor.pipeline import facts_from_view
+    from oomdoctor.read.reader import read_view
+    three = oom.replace("Process 478 has", "Process 9001 has 2.00 GiB memory in use. Process 478 has")
+    facts = facts_from_view(read_view(io.BytesIO(("dataloader_num_workers: 1\n" + worker + three).encode()), None))[0]
+    table = fact_table(facts)
+    assert (table["oom.job_processes"], table["oom.other_process_count"]) == (2, 1)
+
+
+@pytest.mark.parametrize("line,stage", [
+    ('  File "/x/trl/trainer/online_dpo_trainer.py", line 5, in training_step', "online_dpo"),
+    ("trainer = RLOOTrainer(", "rloo"), ("trainer = XPOTrainer(", "online_dpo"), ("rlhf_type: rloo", "rloo"),
+])
+def test_trl_online_trainers_are_stages_of_their_own(line, stage):
+    assert report(line + "\n" + _BARE_OOM)["environment"]["stage"] == stage

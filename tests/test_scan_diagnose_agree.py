@@ -271,8 +271,8 @@ BY_EXAMPLE = {
     # (its look-behind for a hedge is beyond the coverage check: by the words platforms print)
     ("host", "_PLATFORM_OOM_KILLER"): [
         'The job has been killed by "OOM Killer", please check your job\'s memory usage.',
-        "The process was killed by the OOM killer.", "worker was terminated by oom-killer",
-        "it got killed by oom_killer", "were killed by the OOMKiller"],
+        "The container was killed by the OOM killer.", "the task was terminated by oom-killer",
+        "the pod got killed by oom_killer", "the trials were killed by the OOMKiller"],
     ("lookalikes", "nccl_timeout"): BROAD["Timeout"] + BROAD["timed out"],
     ("lookalikes", "flash_attn_unsupported"): BROAD["FlashAttention"] + BROAD["flash_attn"] + BROAD["flash-attn"]
     + BROAD["flash attn"] + ["FlashAttention is only supported on sm_80 and newer"],

@@ -193,7 +193,7 @@ class Environment(Model):
     pin_memory: Optional[bool] = None
     fsdp: Optional[bool] = None
     fsdp_state_dict_type: Optional[str] = None
-    fsdp_sharding_strategy: Optional[str] = Field(default=None, description="FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, NO_SHARD")
+    fsdp_sharding_strategy: Optional[str] = Field(default=None, description="FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, HYBRID_SHARD_ZERO2, NO_SHARD")
     world_size: Optional[int] = None
     num_nodes: Optional[int] = None
     # Echoed hyper-parameters

@@ -26,21 +26,23 @@ from ..facts.models import Facts
 from ..memory import fingerprint_facts
 
 CUDA_CONTEXT = 512 * 2**20   # what a CUDA context and its kernels take, outside PyTorch's figures
-# a DataLoader worker's own loop, and PyTorch's words when the main process re-raises its error
-_WORKER_FRAME = ("torch/utils/data/_utils/worker.py", "_worker_loop")
-_WORKER_RERAISED = "in DataLoader worker process"
-
-
-def in_dataloader_worker(facts: Facts, ev) -> bool:
-    """Did the failure happen inside a DataLoader worker process (its traceback runs through
-    the worker's loop, or the main process re-raised it as a worker's)? The other processes
-    its message lists are then this job's own: the main process and the other workers."""
-    if any(fr.function == _WORKER_FRAME[1] and fr.file.replace("\\", "/").endswith(_WORKER_FRAME[0])
-           for fr in facts.frames):
-        return True
-    return ev is not None and any(_WORKER_RERAISED in e.text for e in ev.evidence)
 HOST_REQUEST_PRESSURE = 4 * 2**30   # one host allocation this large is pressure in itself
 _STRENGTH = {"certain": 0, "likely": 1, "weak": 2}
+
+
+# a DataLoader worker's own loop (its frames), and the marker the allocator family sets where
+# the main process re-raises a worker's error
+_WORKER_FRAME = ("torch/utils/data/_utils/worker.py", "_worker_loop")
+
+
+def in_dataloader_worker(facts: Facts) -> bool:
+    """Did the failure happen inside a DataLoader worker process (its traceback runs through
+    the worker's loop, or the main process re-raised it as a worker's)? The other processes
+    its message lists are then, most likely, this job's own: the main process and the other
+    workers."""
+    return bool(facts.markers.get("dataloader_worker_reraised")) or any(
+        fr.function == _WORKER_FRAME[1] and fr.file.replace("\\", "/").endswith(_WORKER_FRAME[0])
+        for fr in facts.frames)
 
 
 def fact_table(facts: Facts) -> dict[str, Any]:
@@ -113,10 +115,15 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         # a process the launcher names as one of this job's workers is a sibling rank, not foreign
         listed_others = bool(foreign)
         job, foreign = job_processes(foreign, facts.ranks.worker_pids)
-        t["oom.in_dataloader_worker"] = in_dataloader_worker(facts, ev)
+        t["oom.in_dataloader_worker"] = in_dataloader_worker(facts)
         if t["oom.in_dataloader_worker"]:
-            # a worker on the GPU shares it with its main process and the other workers
-            job, foreign = job + foreign, []
+            # a worker on the GPU shares it with its main process and the other workers: as
+            # many of the listed processes as the job has (num_workers + 1, when the log says;
+            # the largest first: the main process holds the model), the rest are foreign
+            workers = facts.environment.dataloader_num_workers
+            n = workers + 1 if workers else len(foreign)
+            ranked = sorted(foreign, key=lambda p: -p.bytes)
+            job, foreign = job + ranked[:n], ranked[n:]
         t["oom.job_processes"] = len(job)
         t["oom.other_process_bytes"] = sum(p.bytes for p in foreign)
         t["oom.other_process_count"] = len(foreign)

@@ -9,12 +9,13 @@ distinct message becomes one event; its copies add ranks, a count and evidence.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, NamedTuple, Optional
 
 import regex as re
 
 from ..facts.models import OomEvent
 from ..facts.sizes import to_bytes
+from ..read.normalise import Line
 from ..read.patterns import lazy
 from .base import EXC_AT_START as _EXC_AT_START, EXCEPTION_CLASS, ParseContext
 
@@ -301,35 +302,47 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
     return False
 
 
-# TensorFlow's BFC allocator dumps its chunks only when an allocation has failed (its "not a
-# failure" warning prints none): "bfc_allocator.cc:665] Chunk at 0000000C0439DD00 of size 983040",
-# "InUse at 7f2b8e000000 of size 1280 next 1", "Sum Total of in-use chunks: 10.25GiB"
-_BFC_DUMP_ROW = lazy(r"\b(?:Chunk|InUse|Free) at (?:0x)?[0-9a-fA-F]{6,} of size \d+|\bSum Total of in-use chunks: ")
+# The BFC allocator (TensorFlow's, and XLA's under JAX) dumps its chunks only when an
+# allocation has failed (its "not a failure" warning prints none): "bfc_allocator.cc:665] Chunk
+# at 0000000C0439DD00 of size 983040", "InUse at 7f2b8e000000 of size 1280 next 1", TF 2's
+# "Free  at ...", "Sum Total of in-use chunks: 10.25GiB"
+_BFC_DUMP_ROW = lazy(r"\b(?:Chunk|InUse|Free)\s+at (?:0x)?[0-9a-fA-F]{6,} of size \d+|\bSum Total of in-use chunks: ")
 
-# Reports a runtime prints only under an out-of-memory error: a paste of one whose header and
-# error line were cut off still says an allocation failed. Each: the literals that find its
-# lines, the pattern of a row, what else the line must show, the backend, the message format.
+
+class _Report(NamedTuple):
+    """A report a runtime prints only under an out-of-memory error: a paste of one whose
+    header and error line were cut off still says an allocation failed."""
+    literals: tuple[str, ...]                   # what finds its lines
+    row: object                                 # the pattern of one of its rows
+    accept: Optional[Callable[[Line], bool]]    # what else the line must show
+    backend: Callable[[Line], Optional[str]]    # whose report it is, by the line
+    message_format: str
+    what: str
+
+
 _REPORTS_ALONE = (
     # XLA's report of a program's largest allocations ("Allocation type: HLO temp", "XLA label: fusion...")
-    (("Allocation type: HLO", "XLA label: ", "XLA Label: "), _XLA_REPORT_ROW, None, "XLA", "xla-memory-report",
-     "rows of XLA's report of the largest allocations, printed with an out-of-memory error"),
-    # the BFC allocator's chunk dump, its rows named by the allocator's source file in the
-    # logger's prefix, or its own total line
-    (("Sum Total of in-use chunks", "bfc_allocator"), _BFC_DUMP_ROW,
-     lambda ln: "bfc_allocator" in ln.raw or "Sum Total" in ln.text, "TF", "bfc-memory-dump",
-     "rows of TensorFlow's BFC allocator memory dump, printed when an allocation fails"),
+    _Report(("Allocation type: HLO", "XLA label: ", "XLA Label: "), _XLA_REPORT_ROW, None, lambda ln: "XLA",
+            "xla-memory-report", "rows of XLA's report of the largest allocations, printed with an out-of-memory error"),
+    # the BFC allocator's chunk dump: its rows named by the allocator's source file in the
+    # logger's prefix (gone from the text once the prefix is stripped, still in the raw line),
+    # or its own total line; TensorFlow's when the path says so
+    _Report(("Chunk at", "InUse at", "Free at", "Free  at", "Sum Total of in-use chunks"), _BFC_DUMP_ROW,
+            lambda ln: "bfc_allocator" in ln.raw or "Sum Total" in ln.text,
+            lambda ln: "TF" if "tensorflow" in ln.raw else None,
+            "bfc-memory-dump", "rows of the BFC allocator's memory dump, printed when an allocation fails"),
 )
 
 
 def _report_rows_alone(ctx: ParseContext, events: _Events) -> bool:
     """The rows of a report printed only under an out-of-memory error, its error line not pasted."""
-    for literals, row, accept, backend, fmt, what in _REPORTS_ALONE:
-        for i in ctx.lines_with(literals):
+    for rep in _REPORTS_ALONE:
+        for i in ctx.lines_with(rep.literals):
             ln = ctx.lines[i]
-            if (accept is None or accept(ln)) and ctx.search(row, ln.text):
-                events.add((fmt,), i, lambda backend=backend, fmt=fmt, what=what: OomEvent(
-                    kind="xla", backend=backend, line=0, message_format=fmt, strength="likely",
-                    detail=what + "; the error line was not pasted"))
+            if (rep.accept is None or rep.accept(ln)) and ctx.search(rep.row, ln.text):
+                events.add((rep.message_format,), i, lambda rep=rep, backend=rep.backend(ln): OomEvent(
+                    kind="xla", backend=backend, line=0, message_format=rep.message_format, strength="likely",
+                    detail=rep.what + "; the error line was not pasted"))
                 return True
     return False
 

@@ -86,14 +86,19 @@ _KERNEL_DIED = lazy(r"KernelRestarter: restarting kernel \(\d{1,3}/\d{1,3}\)|The
 # the memory monitor's report of its top memory users ("PID\tMEM(GB)\tCOMMAND"), printed
 # only with the kill it explains: pasted alone, it still says the node ran out
 _RAY_TABLE = lazy(r"^\s*PID\s+MEM\(GB\)\s+COMMAND\s*$")
-# a platform's own report that the OOM killer ended the job ("The job has been killed by \"OOM
-# Killer\", please check your job's memory usage.", Alibaba PAI), not a guess ("may have been")
-# (Ray's list of a dead worker's "common causes include: (1) the process was killed by the OOM
-# killer due to high memory usage, (2) ..." is a guess too)
-_PLATFORM_OOM_KILLER = lazy(r"(?<!\b(?i:whether|if|may|might|could|possibly|perhaps|maybe|causes?|include|such as|e\.g\.)"
-                            r"\b[^.\n]{0,60})"
-                            r"\b(?:has been|have been|was|were|got) (?:killed|terminated) by (?:the |an )?[\"'“]?"
-                            r"(?:OOM[- ]killer|oom[- _]killer|(?:OOM|oom|Oom)[- _]?Killer)\b(?! due to high memory usage)")
+# a platform's own report that the OOM killer ended a job, task, container or pod ("The job has
+# been killed by \"OOM Killer\", please check your job's memory usage.", Alibaba PAI): a
+# statement about the unit the platform runs. Not a guess or an explanation ("may have been", "I
+# think", "usually means"), nor Ray's list of a dead worker's "common causes include: (1) the
+# process was killed by the OOM killer due to high memory usage, (2) ..."
+_PLATFORM_OOM_KILLER = lazy(
+    r"(?<!\b(?i:whether|if|may|might|could|possibly|perhaps|maybe|likely|probably|usually|often|means|when|unless"
+    r"|think|thought|guess|suspect|assume|seems?|causes?|include|such as|e\.g\.|i\.e\.)[^\n]{0,60})"
+    r"\b(?i:jobs?|tasks?|containers?|pods?|instances?|trials?)\b"
+    r"(?:(?!\b(?i:may|might|could|would|possibly|probably|likely|perhaps)\b)[^.\n]){0,40}?"
+    r"\b(?:has been|have been|was|were|got) "
+    r"(?:killed|terminated) by (?:the |an )?[\"'“]?"
+    r"(?:OOM[- ]killer|oom[- _]killer|(?:OOM|oom|Oom)[- _]?Killer)\b(?! due to high memory usage)")
 # a traceback in Ray 0.x-1.x's memory monitor's check, which raises RayOutOfMemoryError and
 # nothing else: a paste cut before the error's line
 _RAY_MONITOR_FRAME = lazy(r"memory_monitor\.py\"?, line \d{1,6}, in raise_if_low_memory\b")
@@ -199,7 +204,7 @@ _NO_FALLBACK = r"(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
 # (PaddlePaddle's: "DataLoader process (pid 1104) exited is killed by signal: Killed.")
 # (and as users retype it: "RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.")
 _DL_SIGNAL = lazy(r"DataLoader (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal: ?"
-                  r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)\.")
+                  r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)(?:\.|\s*$)")
 _DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
@@ -427,7 +432,7 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         s.kill(i, "likely", "ray", "the traceback is in Ray's memory monitor, which raises only when the node runs "
                                    "low on memory (the error's line was not pasted)")
         return True
-    if "by " in text and ("OOM" in text or "oom" in text) and ctx.search(_PLATFORM_OOM_KILLER, text):
+    if "by " in text and "killer" in text.lower() and ctx.search(_PLATFORM_OOM_KILLER, text):
         s.kill(i, "certain", "scheduler", "the platform reports the job was killed by the OOM killer: " + text.strip()[:120])
         return True
     if ("OOM killer" in text or "pod memory" in text) and ctx.search(_RAY_MAYBE, text):

@@ -194,10 +194,13 @@ _ANYWHERE = (
 # a model generating tokens: transformers' generation loop (generate, its _sample / _prefill /
 # beam searches, the model's prepare_inputs_for_generation), a policy's rollout, or a run
 # whose evaluation generates (predict_with_generate): the marker "generation"
+# (the decoding loops' private names only in transformers' own generation code: other
+# libraries' "_sample" is a scheduler's or a sampler's)
 _GENERATION = lazy(
-    r"generation/utils\.py:|:(?:generate|_sample|_prefill|_?(?:greedy|beam|group_beam|contrastive)_search|_?beam_sample"
-    r"|_?assisted_decoding|prepare_inputs_for_generation)$|[:_]generate_(?:sequences|samples)$")
-_GENERATE_CONFIG = lazy(r"predict_with_generate['\"]?\s*[:=]\s*['\"]?(?i:true)")
+    r"/transformers/generation/\w+\.py:|:generate$|:prepare_inputs_for_generation$|[:_]generate_(?:sequences|samples)$")
+_GENERATE_CONFIG = lazy(r"predict_with_generate['\"]?\s*[:=]\s*['\"]?(?i:true)"
+                        # the seq2seq examples' command-line flag, bare or with a true value
+                        r"|--predict_with_generate(?:[=\s]+(?i:true)\b|(?![\w-])(?!\s*[=\s]\s*(?i:false)\b))")
 # (Chainer's updaters run a step in update_core)
 _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|train_one_epoch|run_training|fit\b|train_loop|\bstep\b"
                  r"|:update_core\b")
@@ -791,7 +794,8 @@ _CODE = (
     # "return self._apply(lambda t: ...)"): the model being placed
     ("model_load", lazy(r"\bself\._apply\(\s*(?:lambda|convert|fn)\b"
                         # a pretrained model built from its files (transformers', Keras Hub's presets)
-                        r"|\.from_(?:pretrained|preset)\(")),
+                        # (not a tokenizer's, a config's or a processor's: they load no weights)
+                        r"|(?<![\w.])(?![\w.]*(?:Tokenizer|Config|Processor|Extractor)(?:Fast)?\.from_)[\w.]+\.from_(?:pretrained|preset)\(")),
     ("optimizer_step", lazy(r"optimizer\.step\(|exp_avg|zeros_like\(|\.step\(\)")),
     ("backward", lazy(r"\.backward\(|autograd\.grad\(|run_backward\(")),
     ("forward", lazy(r"scaled_dot_product_attention|flash_attn|softmax\(|matmul\(|\bF\.linear\(|functional\.linear\("
@@ -844,7 +848,7 @@ def _after_first(ctx: ParseContext, literals: tuple[str, ...], idx: int, within:
 # ... and after the function that was compiled ("pjit(generate)/jit(main)/..."): a program
 # compiled from a generation or evaluation function (with no jvp: no gradients) evaluates
 _XLA_PROGRAM = lazy(r"op_name=\"p?jit\((?P<fn>[\w.]{1,100})\)")
-_XLA_EVAL_PROGRAM = lazy(r"(?:^|[._])(?:generate|sample|decode|predict|evaluate|eval|infer|inference)(?:$|[._])")
+_XLA_EVAL_PROGRAM = lazy(r"^(?:[\w]+\.)?(?:generate|sample|decode|predict|evaluate|eval|infer|inference)(?:$|_)")
 
 
 def _xla_operator_hint(ctx: ParseContext, idx: int, within: int = 400) -> Optional[tuple[str, int, str]]:
@@ -857,8 +861,10 @@ def _xla_operator_hint(ctx: ParseContext, idx: int, within: int = 400) -> Option
             return phase, ctx.lines[i].no, f"XLA operator of the {phase} pass"
     for i in _after_first(ctx, ('op_name="',), idx, within):
         m = ctx.search(_XLA_PROGRAM, ctx.lines[i].text)
-        if m and _XLA_EVAL_PROGRAM.search(m.group("fn")):
-            return "eval", ctx.lines[i].no, f"XLA program compiled from {m.group('fn')}"
+        if m:   # the failed program's name, not a later report's
+            if _XLA_EVAL_PROGRAM.search(m.group("fn")):
+                return "eval", ctx.lines[i].no, f"XLA program compiled from {m.group('fn')}"
+            return None
     return None
 
 

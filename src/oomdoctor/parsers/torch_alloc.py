@@ -569,6 +569,10 @@ def parse(ctx: ParseContext) -> None:
     nearby = _Nearby(ctx)   # its lists are found when first asked for
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
+        if "DataLoader worker" in ln.text and (m := _CLASS_NAMED.search(ln.text)) and m.group("caught"):
+            # the main process re-raising a worker's error: whichever event it relays happened
+            # in a worker (kb/table.py reads this marker)
+            ctx.mark("dataloader_worker_reraised", ln)
         if _PROCESSING_ECHO in ln.text and nearby.echoed_below(i):
             continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
         # the forms of other allocator backends and of the warning logged before the message

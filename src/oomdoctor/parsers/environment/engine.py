@@ -38,11 +38,13 @@ _DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _STATE_DICT_LINE = lazy(r"(?:FSDP|fsdp|state_dict_type|StateDictType)[^\n]{0,200}?\b(FULL|SHARDED|LOCAL)_STATE_DICT")
 _ALLOC_CONF = lazy(r"(?:PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF['\"]?\s*(?:=|:|\]\s*=|,)\s*['\"]?|Caching allocator config: )(?P<v>[a-z_]+:[\w.]+(?:,[a-z_]+:[\w.]+){0,8})")
 _LF_WORKFLOW = lazy(r"/(?:llamafactory|llmtuner)/train/(?P<st>pt|sft|rm|ppo|dpo|kto)/|\brun_(?P<st2>pt|sft|rm|ppo|dpo|kto)\(")
-_TRL_CLASS = lazy(r"(?<![\w])(?P<c>DPO|GRPO|KTO|PPO|PPOv2|ORPO|Reward|SFT|OnlineDPO|RLOO)Trainer\b"
+_TRL_CLASS = lazy(r"(?<![\w])(?P<c>DPO|GRPO|KTO|PPO|PPOv2|ORPO|Reward|SFT|OnlineDPO|RLOO|XPO|NashMD)Trainer\b"
                   r"|/trl/trainer/(?P<f>dpo|grpo|kto|ppo|orpo|reward|sft|online_dpo|rloo)_trainer\.py")
 # (online DPO and RLOO generate their own samples, as PPO and GRPO do: stages of their own)
 _TRL_STAGE = {"dpo": "dpo", "grpo": "grpo", "kto": "kto", "ppo": "ppo", "ppov2": "ppo", "orpo": "orpo",
-              "reward": "rm", "sft": "sft", "onlinedpo": "online_dpo", "online_dpo": "online_dpo", "rloo": "rloo"}
+              "reward": "rm", "sft": "sft", "onlinedpo": "online_dpo", "online_dpo": "online_dpo", "rloo": "rloo",
+              # (XPO and Nash-MD are online DPO's subclasses: they generate too)
+              "xpo": "online_dpo", "nashmd": "online_dpo"}
 
 
 # DeepSpeedCPUAdam only runs on optimizer states kept in host memory (ZeRO-Offload);

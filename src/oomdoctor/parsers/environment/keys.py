@@ -192,6 +192,15 @@ def _h_fsdp_strategy(col: Collector, v: str, line: int, prio: int) -> None:
         col.set("fsdp", True, line, prio - 2)
 
 
+def _h_reshard_after_forward(col: Collector, v: str, line: int, prio: int) -> None:
+    """FSDP2's fsdp_reshard_after_forward: false keeps the unsharded parameters from the
+    forward to the backward, as FSDP1's SHARD_GRAD_OP does; true frees them (FULL_SHARD)."""
+    b = as_bool(v)
+    if b is not None:
+        col.set("fsdp", True, line, prio - 2)
+        col.set("fsdp_sharding_strategy", "FULL_SHARD" if b else "SHARD_GRAD_OP", line, prio - 1)
+
+
 def _h_strategy_name(col: Collector, v: str, line: int, prio: int) -> None:
     """A bare "sharding_strategy" key is FSDP's only when its value names an FSDP strategy
     (other frameworks have keys of that name)."""
@@ -316,7 +325,7 @@ KEYS: dict[str, Handler] = {
     "stage3_gather_16bit_weights_on_model_save": h_bool("gather_16bit_weights_on_save"),
     "fsdp": _h_fsdp, "enable_fsdp": h_bool("fsdp"), "distributed_type": h_distributed_type,
     "fsdp_sharding_strategy": _h_fsdp_strategy, "sharding_strategy": _h_strategy_name,
-    "fsdp_offload_params": _h_fsdp_key,
+    "fsdp_reshard_after_forward": _h_reshard_after_forward, "fsdp_offload_params": _h_fsdp_key,
     "fsdp_auto_wrap_policy": _h_fsdp_key,
     "fsdp_state_dict_type": _h_state_dict, "state_dict_type": _h_state_dict, "checkpoint_type": _h_state_dict,
     "world_size": _h_world("world_size"), "dist_world_size": _h_world("world_size", RUNTIME - CONFIG),
