@@ -159,9 +159,9 @@ def _h_gc_granularity(col: Collector, v: str, line: int, prio: int) -> None:
         col.set("gradient_checkpointing", True, line, prio)
 
 
-def _sharding_strategy(value: str) -> str | None:
+def _sharding_strategy(value: str, numbers: bool = True) -> str | None:
     m = _STRATEGY.search(value)
-    return m.group(1).upper() if m else _STRATEGY_NUMBERS.get(value.strip())
+    return m.group(1).upper() if m else (_STRATEGY_NUMBERS.get(value.strip()) if numbers else None)
 
 
 def _h_fsdp(col: Collector, v: str, line: int, prio: int) -> None:
@@ -182,14 +182,18 @@ def _h_fsdp_key(col: Collector, v: str, line: int, prio: int) -> None:
         col.set("fsdp", True, line, prio - 2)
 
 
-def _h_fsdp_strategy(col: Collector, v: str, line: int, prio: int) -> None:
-    s = clean_value(v)
-    strategy = _sharding_strategy(s)
-    if strategy:
-        col.set("fsdp", True, line, prio - 2)
-        col.set("fsdp_sharding_strategy", strategy, line, prio)
-    elif s:
-        col.set("fsdp", True, line, prio - 2)
+def _h_strategy(fsdp_key: bool) -> Handler:
+    """An FSDP sharding strategy's key. ``fsdp_sharding_strategy`` is FSDP's whatever its value
+    (accelerate writes the strategy's number); a bare ``sharding_strategy`` only when its value
+    names an FSDP strategy (other frameworks have keys of that name)."""
+    def h(col: Collector, v: str, line: int, prio: int) -> None:
+        s = clean_value(v)
+        strategy = _sharding_strategy(s, numbers=fsdp_key)
+        if strategy or (fsdp_key and s):
+            col.set("fsdp", True, line, prio - 2)
+        if strategy:
+            col.set("fsdp_sharding_strategy", strategy, line, prio)
+    return h
 
 
 def _h_reshard_after_forward(col: Collector, v: str, line: int, prio: int) -> None:
@@ -199,15 +203,6 @@ def _h_reshard_after_forward(col: Collector, v: str, line: int, prio: int) -> No
     if b is not None:
         col.set("fsdp", True, line, prio - 2)
         col.set("fsdp_sharding_strategy", "FULL_SHARD" if b else "SHARD_GRAD_OP", line, prio - 1)
-
-
-def _h_strategy_name(col: Collector, v: str, line: int, prio: int) -> None:
-    """A bare "sharding_strategy" key is FSDP's only when its value names an FSDP strategy
-    (other frameworks have keys of that name)."""
-    m = _STRATEGY.search(clean_value(v))
-    if m:
-        col.set("fsdp", True, line, prio - 2)
-        col.set("fsdp_sharding_strategy", m.group(1).upper(), line, prio)
 
 
 def _h_state_dict(col: Collector, v: str, line: int, prio: int) -> None:
@@ -324,7 +319,7 @@ KEYS: dict[str, Handler] = {
     "zero3_save_16bit_model": h_bool("gather_16bit_weights_on_save"),
     "stage3_gather_16bit_weights_on_model_save": h_bool("gather_16bit_weights_on_save"),
     "fsdp": _h_fsdp, "enable_fsdp": h_bool("fsdp"), "distributed_type": h_distributed_type,
-    "fsdp_sharding_strategy": _h_fsdp_strategy, "sharding_strategy": _h_strategy_name,
+    "fsdp_sharding_strategy": _h_strategy(True), "sharding_strategy": _h_strategy(False),
     "fsdp_reshard_after_forward": _h_reshard_after_forward, "fsdp_offload_params": _h_fsdp_key,
     "fsdp_auto_wrap_policy": _h_fsdp_key,
     "fsdp_state_dict_type": _h_state_dict, "state_dict_type": _h_state_dict, "checkpoint_type": _h_state_dict,
