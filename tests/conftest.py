@@ -6,3 +6,13 @@ from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# The start-up cache (oomdoctor.read.cache) of the test run: its own directory, never the
+# user's; the CLI runs the tests start inherit it.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+if "OOMDOCTOR_CACHE_DIR" not in os.environ:
+    os.environ["OOMDOCTOR_CACHE_DIR"] = _CACHE = tempfile.mkdtemp(prefix="oomdoctor-test-cache-")
+    atexit.register(shutil.rmtree, _CACHE, True)

@@ -19,6 +19,7 @@ import regex as re
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from ..read.cache import compile_pattern
 from ..facts.derived import primary_event, superseded
 from ..facts.models import Evidence, Facts, fatal_events
 from ..facts.sizes import format_size
@@ -265,7 +266,7 @@ class Evaluator:
 @functools.lru_cache(maxsize=4096)
 def _compiled(pattern: str) -> re.Pattern:
     """KB patterns compiled once per process (a scan classifies thousands of logs)."""
-    return re.compile(pattern)
+    return compile_pattern(pattern)
 
 
 def _equal(a: Any, b: Any) -> bool:

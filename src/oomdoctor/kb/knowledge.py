@@ -41,6 +41,7 @@ from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from ..read import cache
 from ..read.patterns import lazy
 from .frameworks import FRAMEWORK_KEYS
 from .regex_safety import backtracking_risk
@@ -133,13 +134,13 @@ class _Strict(BaseModel):
 
 def _check_regex(value: str) -> str:
     try:
-        re.compile(value)
+        cache.compile_pattern(value)
     except re.error as exc:
         raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
     # the classifier's timeout bounds such a pattern on one log, but a search that times
     # out counts as no match (a wrong score, silently) and a scan of thousands of logs
     # pays the timeout on each: refuse the pattern when the file is loaded
-    reason = backtracking_risk(value)
+    reason = cache.verdict(value, backtracking_risk)
     if reason:
         raise UnsafePattern(value, reason)
     return value
@@ -449,9 +450,17 @@ _MAY_ANCHOR = lazy(r"&[^ \t\r\n,\[\]{}]")
 _FAST = getattr(yaml, "CSafeLoader", None)
 
 
-def _parse(path: Path) -> tuple[Any, Optional[Node]]:
-    """The file's data and its YAML node tree (for line numbers)."""
+def _parse(path: Path, nodes: bool = True) -> tuple[Any, Optional[Node]]:
+    """The file's data and its YAML node tree (for line numbers). Without ``nodes`` the
+    tree is not built (None) and the data may come from the start-up cache, keyed by the
+    text: loading needs the places only when a file has a problem, and then reads it again."""
     text = path.read_text(encoding="utf-8")
+    if not nodes:
+        return cache.yaml_data(text, lambda t: _parse_text(t)[0]), None
+    return _parse_text(text)
+
+
+def _parse_text(text: str) -> tuple[Any, Optional[Node]]:
     if _FAST is not None and not _MAY_ANCHOR.search(text):
         try:
             return _compose(_FAST(text))
@@ -475,10 +484,10 @@ def load_file(path: Path) -> Incident:
     return _load(path, _shared_conditions(dirs))[0]
 
 
-def _read(path: Path) -> tuple[Any, Optional[Node]]:
+def _read(path: Path, nodes: bool = True) -> tuple[Any, Optional[Node]]:
     """The file's data and node tree; KnowledgeError for what is not YAML this KB reads."""
     try:
-        return _parse(path)
+        return _parse(path, nodes)
     except _AliasFound as exc:
         mark = exc.problem_mark
         raise KnowledgeError(Problem(path, mark.line + 1, mark.column + 1, f"YAML alias {exc.problem} is not "
@@ -494,9 +503,20 @@ def _read(path: Path) -> tuple[Any, Optional[Node]]:
         raise KnowledgeError(Problem(path, None, None, f"cannot read: {exc}")) from None
 
 
-def _load(path: Path, shared: Optional[_Shared] = None) -> tuple[Incident, Node | None]:
-    """The incident and the YAML node tree it was read from (for the places lint reports)."""
-    data, root = _read(path)
+def _load(path: Path, shared: Optional[_Shared] = None, nodes: bool = True) -> tuple[Incident, Node | None]:
+    """The incident and the YAML node tree it was read from (for the places lint reports).
+    Without ``nodes`` (loading, not lint) the tree is built only for a file with a problem,
+    so that the problem says where it is."""
+    if not nodes:
+        try:
+            return _load_data(path, _read(path, nodes=False), shared)
+        except KnowledgeError:
+            pass
+    return _load_data(path, _read(path), shared)
+
+
+def _load_data(path: Path, read: tuple[Any, Optional[Node]], shared: Optional[_Shared]) -> tuple[Incident, Node | None]:
+    data, root = read
     if not isinstance(data, dict):
         raise KnowledgeError(_problem(path, root, (), "expected a mapping with id, title, signals, ..."))
     data = _expand(data, shared or _Shared(), path, root, ())
@@ -550,23 +570,21 @@ def _expand(data: Any, shared: _Shared, path: Path, root: Node | None, loc: tupl
     return data
 
 
-def _shared_conditions(dirs: list[Path]) -> _Shared:
+def _shared_conditions(dirs: list[Path], nodes: bool = True) -> _Shared:
     """The shared conditions of every directory (a later one with the same id replaces an
-    earlier one, as incidents do), and the files that could not be used."""
+    earlier one, as incidents do), and the files that could not be used. Without ``nodes``
+    as for ``_load``."""
     shared = _Shared()
     for d in dirs:
         for path in _yaml_files(d / CONDITIONS_DIR):
             try:
-                data, root = _read(path)
-                if not isinstance(data, dict):
-                    raise KnowledgeError(_problem(path, root, (), "expected a mapping with id, says, when"))
-                try:
-                    cond = SharedCondition.model_validate(data)
-                except ValidationError as exc:
-                    raise KnowledgeError(_validation_problems(path, exc, root, SharedCondition)) from None
-                if cond.id != path.stem:
-                    raise KnowledgeError(_problem(path, root, ("id",),
-                                                  f"id: '{cond.id}' does not match the file name '{path.stem}'"))
+                if not nodes:
+                    try:
+                        cond = _shared_condition(path, _read(path, nodes=False))
+                    except KnowledgeError:
+                        cond = _shared_condition(path, _read(path))
+                else:
+                    cond = _shared_condition(path, _read(path))
             except KnowledgeError as exc:
                 shared.problems.append(exc)
                 shared.broken[path.stem] = path
@@ -575,6 +593,19 @@ def _shared_conditions(dirs: list[Path]) -> _Shared:
                 shared.conditions[cond.id] = cond
                 shared.broken.pop(cond.id, None)
     return shared
+
+
+def _shared_condition(path: Path, read: tuple[Any, Optional[Node]]) -> "SharedCondition":
+    data, root = read
+    if not isinstance(data, dict):
+        raise KnowledgeError(_problem(path, root, (), "expected a mapping with id, says, when"))
+    try:
+        cond = SharedCondition.model_validate(data)
+    except ValidationError as exc:
+        raise KnowledgeError(_validation_problems(path, exc, root, SharedCondition)) from None
+    if cond.id != path.stem:
+        raise KnowledgeError(_problem(path, root, ("id",), f"id: '{cond.id}' does not match the file name '{path.stem}'"))
+    return cond
 
 
 def _yaml_files(folder: Path) -> list[Path]:
@@ -596,15 +627,15 @@ def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_sh
     """Load every incident. A broken file is skipped and listed in ``problems`` (so one bad
     file of a team's KB does not cost the user their diagnosis), or raised when ``strict``.
 
-    Files are parsed and validated on every start, with no cache on disk: a cache of the
-    validated data (JSON, validated again when read) saves only ~20 ms of the ~60 ms this
-    takes for the shipped KB, and a pickle, which saves it all, runs the code of whoever
-    can write to the cache directory."""
+    Files are validated on every start; what their YAML holds, their patterns' compiled
+    code and their safety verdicts come from the start-up cache (``oomdoctor.read.cache``) when
+    it has them: plain data in ``marshal``, never a pickle, which would run the code of
+    whoever can write to the cache directory."""
     dirs = kb_dirs(extra) if include_shipped else [Path(p) for p in (extra or [])]
     incidents: dict[str, Incident] = {}
     files: dict[str, Path] = {}
     problems: list[str] = []
-    for path, inc, _root, error in _walk(dirs):
+    for path, inc, _root, error in _walk(dirs, nodes=False):
         if error is not None:
             if strict:
                 raise error
@@ -615,11 +646,11 @@ def load_knowledge(extra: Optional[list[Union[str, Path]]] = None, *, include_sh
     return KnowledgeBase(incidents, files, problems)
 
 
-def _walk(dirs: list[Path]):
+def _walk(dirs: list[Path], nodes: bool = True):
     """(path, incident, YAML root node, None) for each file that loads, (path, None, None,
     KnowledgeError) for the rest, directories in order and files in name order: what
-    loading and lint both read."""
-    shared = _shared_conditions([d for d in dirs if d.is_dir()])
+    loading and lint both read. Without ``nodes`` the root is None (see ``_load``)."""
+    shared = _shared_conditions([d for d in dirs if d.is_dir()], nodes)
     for error in shared.problems:
         yield error.problems[0].path, None, None, error
     for d in dirs:
@@ -628,7 +659,7 @@ def _walk(dirs: list[Path]):
             continue
         for path in _yaml_files(d):
             try:
-                inc, root = _load(path, shared)
+                inc, root = _load(path, shared, nodes)
             except KnowledgeError as exc:
                 yield path, None, None, exc
             else:

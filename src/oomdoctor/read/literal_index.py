@@ -5,7 +5,8 @@ In Python that is one ``str.find`` pass over the log's text per literal: about 3
 literals over the ~100 KB a scanned log keeps cost about 4 ms a log, a sixth of its
 parse. With Hyperscan installed, every set asked for so far in this process is compiled
 into one database, and a log is scanned once for all of them; the first log of a process
-(and any set asked for the first time) takes the Python path and registers its sets.
+(and any set asked for the first time) takes the Python path and registers its sets,
+which the start-up cache (``oomdoctor.read.cache``) keeps for the next process.
 
 The answers are the Python path's exactly: the same lines for the same literals, case
 folded the same way (a folded set is answered here only for text whose lower-casing
@@ -22,6 +23,7 @@ import re
 import threading
 from typing import Optional
 
+from . import cache
 from .prefilter import AHO_CORASICK, PURE_PYTHON
 
 Key = tuple[tuple[str, ...], bool]   # (literals, fold)
@@ -38,10 +40,12 @@ class LiteralIndex:
         self._state: Optional[tuple] = None
         self.broken = False
 
-    def register(self, key: Key) -> None:
+    def register(self, key: Key, remember: bool = True) -> None:
         if key not in self._known:
             self._known.add(key)
             self._keys.append(key)
+            if remember:
+                cache.remember_literal_set(key)
 
     def __contains__(self, key: Key) -> bool:
         return key in self._known
@@ -204,4 +208,9 @@ def shared() -> Optional[LiteralIndex]:
                 _SHARED = AhoCorasickIndex()
             except ImportError:
                 pass
+        if _SHARED is not None:
+            # the sets earlier runs asked for (the start-up cache): so that the first log of
+            # a process is answered in one pass too, not only the ones after it
+            for key in cache.literal_sets():
+                _SHARED.register(key, remember=False)
     return _SHARED

@@ -5,13 +5,16 @@ Python (about half a millisecond apiece): compiled at import they cost a pasted 
 about 0.14 s before a byte is read, and a log uses about a third of them. A
 ``LazyPattern`` keeps the source and flags and compiles on the first search; after
 that its methods are the compiled pattern's own bound methods, so a search through it
-costs what a search through the pattern costs.
+costs what a search through the pattern costs. Compiled code is kept between runs
+(``oomdoctor.read.cache``), so a later start rebuilds a pattern instead of parsing it.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import regex
+
+from .cache import compile_pattern
 
 # The compiled pattern's attributes a caller may use; each is copied onto the lazy
 # pattern once it is compiled, so later lookups never reach __getattr__.
@@ -30,7 +33,7 @@ class LazyPattern:
     def compiled(self) -> "regex.Pattern":
         compiled = self.__dict__.get("_compiled")
         if compiled is None:
-            compiled = regex.compile(self.pattern, self.flags)
+            compiled = compile_pattern(self.pattern, self.flags)
             self.__dict__["_compiled"] = compiled
             for name in _FORWARD:
                 self.__dict__[name] = getattr(compiled, name)

@@ -1,0 +1,200 @@
+"""The start-up cache (``oomdoctor.read.cache``): what it rebuilds behaves as what it saves a
+start from building, and a missing, damaged or foreign file costs only time."""
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import regex
+
+from oomdoctor.read import cache
+from oomdoctor.kb.knowledge import load_knowledge
+from oomdoctor.read.patterns import LazyPattern
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """A cache of its own in ``tmp_path``, forgotten before and after the test."""
+    monkeypatch.setenv("OOMDOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("OOMDOCTOR_CACHE", raising=False)
+    cache.reset()
+    yield tmp_path
+    cache.reset()
+
+
+def _sample_lines() -> list[str]:
+    lines: list[str] = []
+    for path in sorted((FIXTURES / "logs").glob("*.log"))[::3] + sorted((FIXTURES / "real").glob("*.log"))[::25]:
+        lines.extend(path.read_text(encoding="utf-8", errors="replace").splitlines()[:200])
+    return lines
+
+
+def _code_patterns() -> list[LazyPattern]:
+    """Every lazy pattern the package's modules hold (in their globals, and in the tables,
+    lists and tuples there; not through ``gc``, which does not list what ``gc.freeze`` froze)."""
+    import oomdoctor.parsers  # noqa: F401 - every family's patterns exist once imported
+    import oomdoctor.pipeline  # noqa: F401
+    found: dict = {}
+
+    def walk(value, depth: int) -> None:
+        if isinstance(value, LazyPattern):
+            found[(value.pattern, int(value.flags))] = value
+        elif depth and isinstance(value, (list, tuple, set, frozenset)):
+            for item in value:
+                walk(item, depth - 1)
+        elif depth and isinstance(value, dict):
+            for item in value.values():
+                walk(item, depth - 1)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("oomdoctor") and module is not None:
+            for value in vars(module).values():
+                walk(value, 4)
+    return sorted(found.values(), key=lambda p: (p.pattern, int(p.flags)))
+
+
+def test_every_pattern_rebuilt_from_its_cached_code_matches_as_compiled():
+    """Each of the parsers' patterns and the KB's, rebuilt from what the file keeps (its
+    pickled data through marshal), finds the same matches as the compiled pattern on
+    lines of the fixture logs."""
+    kb = load_knowledge()
+    sources = {(p.pattern, int(p.flags)) for p in _code_patterns()}
+    for inc in kb.incidents.values():
+        for text in _kb_patterns(inc.model_dump(by_alias=True)):
+            sources.add((text, 0))
+    assert len(sources) > 300
+    lines = _sample_lines()
+    text = "\n".join(lines)
+    for pattern, flags in sorted(sources):
+        compiled = regex.compile(pattern, flags)
+        rebuilt = cache._native.compile(*marshal.loads(marshal.dumps(compiled._pickled_data)))
+        assert (rebuilt.pattern, rebuilt.flags, rebuilt.groupindex) == (compiled.pattern, compiled.flags,
+                                                                         compiled.groupindex), pattern
+        got = [(m.span(), m.groups()) for m in rebuilt.finditer(text, timeout=5)]
+        want = [(m.span(), m.groups()) for m in compiled.finditer(text, timeout=5)]
+        assert got == want, pattern
+
+
+def _kb_patterns(node) -> list[str]:
+    out: list[str] = []
+    if isinstance(node, dict):
+        for key in ("frame", "text", "matches"):
+            if isinstance(node.get(key), str):
+                out.append(node[key])
+        for value in node.values():
+            out.extend(_kb_patterns(value))
+    elif isinstance(node, list):
+        for value in node:
+            out.extend(_kb_patterns(value))
+    return out
+
+
+def test_a_saved_pattern_is_read_back_in_a_new_process_state(fresh):
+    first = cache.compile_pattern(r"Tried to allocate (\d+(?:\.\d+)?) ([KMG]iB)", regex.I)
+    cache.save()
+    files = list(fresh.iterdir())
+    assert [f.name for f in files] == [cache.cache_file().name]
+    cache.reset()
+    store = cache._CACHE.store("patterns")
+    assert (first.pattern, int(regex.I)) in store
+    again = cache.compile_pattern(first.pattern, regex.I)
+    assert again is not first
+    assert again.search("tried to allocate 2.00 GiB").groups() == ("2.00", "GiB")
+    assert not any(cache._CACHE.new.values())   # nothing new to write: it came from the file
+
+
+def test_a_damaged_file_is_ignored_and_replaced(fresh):
+    path = cache.cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x00not marshal at all")
+    path.chmod(0o600)
+    assert cache.compile_pattern(r"out of memory").search("CUDA out of memory")
+    cache.save()
+    cache.reset()
+    assert ("out of memory", 0) in cache._CACHE.store("patterns")
+
+
+def test_a_wrong_entry_is_compiled_instead(fresh):
+    good = regex.compile("bar")
+    cache._CACHE.store("patterns")[("foo", 0)] = good._pickled_data   # the code of another pattern
+    cache._CACHE.store("patterns")[("baz", 0)] = ("baz", "not code")
+    assert cache.compile_pattern("foo").search("a foo") and not cache.compile_pattern("foo").search("bar")
+    assert cache.compile_pattern("baz").search("baz")
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_file_others_may_write_is_not_read(fresh):
+    cache.compile_pattern("x+y")
+    cache.save()
+    cache.cache_file().chmod(0o666)
+    cache.reset()
+    assert cache._CACHE.store("patterns") == {}
+
+
+def test_turned_off_it_writes_nothing(fresh, monkeypatch):
+    monkeypatch.setenv("OOMDOCTOR_CACHE", "off")
+    assert cache.compile_pattern("a+b").search("aab")
+    cache.save()
+    assert list(fresh.iterdir()) == []
+
+
+def test_an_unwritable_place_costs_nothing_but_time(fresh, monkeypatch):
+    blocker = fresh / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("OOMDOCTOR_CACHE_DIR", str(blocker / "cache"))   # under a file: cannot exist
+    assert cache.compile_pattern("c+d").search("ccd")
+    cache.save()   # no exception
+
+
+def test_the_kb_loads_the_same_from_the_cache(fresh):
+    cold = load_knowledge()
+    cache.save()
+    cache.reset()
+    assert cache._CACHE.store("kb") and cache._CACHE.store("safety")
+    warm = load_knowledge()
+    assert not cache._CACHE.new["kb"]   # every file's data came from the cache
+    assert {k: v.model_dump() for k, v in warm.incidents.items()} == {k: v.model_dump() for k, v in cold.incidents.items()}
+
+
+def test_a_broken_kb_file_still_says_where_with_the_cache(fresh, tmp_path_factory):
+    kb_dir = tmp_path_factory.mktemp("kb")
+    (kb_dir / "broken.yaml").write_text("id: broken\ntitle: t\nsignals:\n  - when: {text: 'a('}\n")
+    first = load_knowledge([kb_dir], include_shipped=False)
+    cache.save()
+    cache.reset()
+    second = load_knowledge([kb_dir], include_shipped=False)
+    assert first.problems and first.problems == second.problems
+    assert regex.search(r"broken\.yaml:\d+:\d+: ", second.problems[0])
+
+
+def test_the_literal_sets_of_one_run_are_compiled_for_the_next(fresh):
+    from oomdoctor.read import literal_index
+    cache.remember_literal_set((("CUDA out of memory", "Killed"), False))
+    cache.save()
+    cache.reset()
+    assert (("CUDA out of memory", "Killed"), False) in cache.literal_sets()
+    cache._CACHE.store("literals")[("not", "a key")] = True
+    assert all(isinstance(k[0], tuple) for k in cache.literal_sets())
+    literal_index._CHECKED = False   # a new process: the index is built again
+    try:
+        index = literal_index.shared()
+        assert index is None or (("CUDA out of memory", "Killed"), False) in index
+    finally:
+        literal_index._CHECKED = False
+
+
+def test_cli_reports_are_the_same_with_a_cold_and_a_warm_cache(tmp_path):
+    log = FIXTURES / "logs" / sorted(p.name for p in (FIXTURES / "logs").glob("*.log"))[0]
+    env = dict(os.environ, OOMDOCTOR_CACHE_DIR=str(tmp_path / "c"))
+    runs = [subprocess.run([sys.executable, "-m", "oomdoctor", "diagnose", "--format", "json", str(log)],
+                           capture_output=True, text=True, env=env) for _ in range(2)]
+    assert (tmp_path / "c").is_dir()
+    assert runs[0].returncode == runs[1].returncode
+    assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)
