@@ -1035,7 +1035,7 @@ def test_tcmallocs_large_allocation_is_host_pressure_from_4_gib(size, warned):
 
 def test_a_log_whose_only_oom_is_a_symptom_says_so():
     from oomdoctor.report.text import render_text
-    report_ = oomdoctor.diagnose("RuntimeError: CUDA out of memory. Tried to allocate 9000.00 GiB (GPU 0; "
+    report_ = oomdoctor.diagnose("RuntimeError: CUDA out of memory. Tried to allocate 67109892.00 GiB (GPU 0; "
                                  "79.35 GiB total capacity; 1.00 GiB already allocated; 70.00 GiB free)\n")
     text = render_text(report_)
     first = text.splitlines()[0]
@@ -2864,3 +2864,81 @@ def test_a_dataloader_worker_on_the_gpu_shares_it_with_its_own_job():
 ])
 def test_trl_online_trainers_are_stages_of_their_own(line, stage):
     assert report(line + "\n" + _BARE_OOM)["environment"]["stage"] == stage
+
+
+def _top(d: dict):
+    return d["diagnoses"][0]["incident"] if d["diagnoses"] else None
+
+
+@pytest.mark.parametrize("request_gib,absurd", [
+    ("22343.33", False),       # 940 times the card: a real computation (a sparse matrix made dense)
+    ("1000000.00", False),     # 42,000 times (a dense p x p matrix of a model's parameters); 100,000 is the line
+    ("67109892.01", True),     # 2**56 bytes on a 24 GiB card: a wrapped or garbage size
+])
+def test_a_request_far_over_the_device_is_memory_unless_no_computation_could_ask_it(request_gib, absurd):
+    d = report(f"torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate {request_gib} GiB. GPU 0 has a total "
+               "capacity of 23.68 GiB of which 16.81 GiB is free. Including non-PyTorch memory, this process has 6.87 GiB "
+               "memory in use. Of the allocated memory 4.71 GiB is allocated by PyTorch, and 1.91 GiB is reserved by "
+               "PyTorch but unallocated.\n")
+    assert bool(d["oom_events"][0]["symptom"]) is absurd
+    assert (_top(d) is None) is absurd
+
+
+def test_a_terminals_wrap_padding_inside_the_allocator_message_is_taken_out():
+    pad = " " * 48
+    d = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1008.00 MiB. GPU 0 has a total capacity of "
+               f"79.15 GiB of which 769.81 MiB is free. Includi{pad}ng non-PyTorch memory, this process has 78.37 GiB memory "
+               f"in use. Of the allocated memory 65.60 GiB is allocated by PyTorch, and 12.26 GiB is reserved b{pad}y "
+               "PyTorch but unallocated.\n")
+    ev = d["oom_events"][0]
+    assert abs(ev["processes"][0]["bytes"] - 78.37 * 2**30) < 2
+    assert abs(ev["reserved_unallocated_bytes"] - 12.26 * 2**30) < 2
+
+
+def test_allocator_figures_a_user_shortened_are_read():
+    d = report("Tried to allocate 3.22 GiB. GPU 1 has a total capacity of 23.69 GiB, of which 2.03 GiB is free. Including "
+               "non-PyTorch memory, this process has 21.65 GiB in use.\n")
+    assert abs(d["oom_events"][0]["processes"][0]["bytes"] - 21.65 * 2**30) < 2
+    d = report("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB.\n"
+               "GPU 4 has a total capacity of 79.11 GiB of which 1.07 GiB is free.\n"
+               "... 73.15 GiB is allocated by PyTorch ...\n")
+    assert abs(d["oom_events"][0]["allocated_by_pytorch_bytes"] - 73.15 * 2**30) < 2
+
+
+@pytest.mark.parametrize("line", [
+    "LLVM ERROR: out of memory",
+    "cv2.error: OpenCV(4.6.0) /io/opencv/modules/core/src/alloc.cpp:73: error: (-4:Insufficient memory) Failed to "
+    "allocate 4672512 bytes in function 'OutOfMemoryError'",
+])
+def test_host_allocation_failures_of_embedded_libraries(line):
+    d = report("[LightGBM] [Info] Compiling OpenCL Kernel with 64 bins...\n" + line + "\n*** Aborted\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["cpu_allocator"]
+    assert _top(d) == "host-oom"
+
+
+def test_a_lowercase_error_class_without_a_side_is_left_alone():
+    # the module's own error class is an error line, but "memory" alone names no side
+    assert report("cv2.error: could not allocate memory for the window\n")["oom_events"] == []
+
+
+def test_a_debuggers_sigbus_in_a_shared_memory_call_is_shared_memory():
+    d = report('Thread 787 "imagenet_fake_d" received signal SIGBUS, Bus error.\n'
+               "0x00007f6b59544f3b in ncclShmOpen(char*, unsigned long, void**, void**, int, void**) () from "
+               "/usr/local/lib/python3.10/dist-packages/jaxlib/xla_extension.so\n")
+    assert _top(d) == "shm-exhausted"
+
+
+@pytest.mark.parametrize("script,phase", [("test.py", "eval"), ("val.py", "eval"), ("test_image.py", None)])
+def test_a_detection_trainers_val_or_test_module_is_evaluation(script, phase):
+    d = report('Traceback (most recent call last):\n'
+               '  File "train.py", line 537, in <module>\n'
+               '    train(hyp, opt, device)\n'
+               '  File "train.py", line 336, in train\n'
+               f'    results = {script[:-3]}.run(opt.data)\n'
+               f'  File "/code/yolo/{script}", line 134, in run\n'
+               '    output = non_max_suppression(inf_out, conf_thres=conf_thres)\n'
+               '  File "/code/yolo/utils/general.py", line 341, in non_max_suppression\n'
+               '    i = torch.ops.torchvision.nms(boxes, scores, iou_thres)\n'
+               "RuntimeError: CUDA out of memory. Tried to allocate 10.49 GiB (GPU 0; 10.91 GiB total capacity; "
+               "618.68 MiB already allocated; 6.45 GiB free; 3.78 GiB reserved in total by PyTorch)\n")
+    assert d["phase"] == phase

@@ -233,8 +233,9 @@ def pattern_covered(rx, matcher: prefilter.Matcher = ANCHORS) -> bool:
 # through the messages they match, as libraries print them.
 DETAIL = {
     # _ASYNC_ROW reads the table below the cudaMallocAsync message (its "out of memory" is the anchor)
-    # _OOM_MESSAGE only tells which lines hold a message beside an exception named alone
-    "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS", "_ASYNC_ROW", "_OOM_MESSAGE"},
+    # _OOM_MESSAGE only tells which lines hold a message beside an exception named alone;
+    # _WRAP_PAD takes a terminal's padding out of a message already found
+    "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS", "_ASYNC_ROW", "_OOM_MESSAGE", "_WRAP_PAD"},
     # _CANN_DEVICE and _CANN_SIZE read the lines of the Ascend runtime's report under its EL0004 line;
     # _FAILURE_WORD qualifies a line that names a CUDA call and "out of memory" (the anchor)
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",

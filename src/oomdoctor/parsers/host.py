@@ -221,6 +221,8 @@ _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared mem
 _SHM_DISK = lazy(r"No space left on device")
 _SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
 _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>"
+               # a debugger's report: gdb's "Thread 787 "name" received signal SIGBUS, Bus error."
+               r"|received signal SIGBUS\b"
                # a native backtrace handler's report (UCX, NCCL's process): "Caught signal 7 (Bus error: ...)"
                r"|[Cc]aught signal 7 \(Bus error"
                # the shell's report of its job ended by SIGBUS ("Bus error (core dumped)", "line 3:

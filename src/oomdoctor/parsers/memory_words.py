@@ -30,8 +30,11 @@ _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 
 # a line that reports an error, not a warning or a setting
 _ERROR_LINE = lazy(
-    r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure))(?:\[[^\]\n]{0,40}\])?:\s"   # Python exceptions
+    r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure)|[A-Za-z_]\w*(?:\.\w+)*\.error)"
+    r"(?:\[[^\]\n]{0,40}\])?:\s"   # Python exceptions (and modules' own lower-case "cv2.error")
     r"|^\s*terminate called after throwing|^\s*what\(\):|^\s*(?:ERROR|FATAL)\b[:\s]|^\s*(?:Error|Fatal error):"
+    # LLVM's fatal-error handler, in any program that embeds it (a JIT compiler: OpenCL, Triton, numba)
+    r"|^\s*LLVM ERROR:\s"
     # a GPU library's own error record: "MIOpen Error: ...", "rocBLAS error: ..."
     r"|^\s*(?:MIOpen|rocBLAS|hipBLAS(?:Lt)?|rocFFT|cuDNN|CUDNN|cuBLAS(?:Lt)?|CUBLAS|cuFFT|CUDA|HIP|oneDNN|Vulkan)"
     r" (?:Error|ERROR|error):\s"
@@ -58,8 +61,11 @@ _NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?\b(?:run|runs
 _NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access fault|misaligned|pin memory thread|ECC error"
                      r"|out of memory\. Tried to allocate|DefaultCPUAllocator|Unable to allocate \S+ for an array",
                      re.I)
+# (LLVM's fatal error is the compiling process's own heap; OpenCV names its host allocator's
+# failure "OutOfMemoryError" in core/src/alloc.cpp, its device modules are cv::cuda's)
 _HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
-             r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file")
+             r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file|^\s*LLVM ERROR:"
+             r"|core/src/alloc\.cpp:\d+: error: \(-4:Insufficient memory\)")
 # (AMD's GPU libraries name no side but are one: MIOpen, rocBLAS)
 _DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b"
                r"|MIOpen|rocBLAS|hipBLAS)")

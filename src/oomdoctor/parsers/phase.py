@@ -329,8 +329,10 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
                   # a model kept for inference, called ("pred = infer_model(nf)"; read in a script's
                   # own frames: a library's infer_auto_device_map is model loading)
                   r"|\b(?:infer|inference)_(?:model|net|step)\(")
-_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
-                   r"(?:_[^/\\]*)?\.py$")
+# (and a detection trainer's "val.py" / "test.py", whose run() / test() its train.py calls each
+# epoch; not "test_image.py", a script trying a model out, or a unit test)
+_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?:(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
+                   r"(?:_[^/\\]*)?|val|test)\.py$")
 # a function that creates a training script's optimizer ("set_optimizers", "get_optimizer", "build_optimizer")
 _OPTIMIZER_MAKER = lazy(r":_{0,2}(?:set|get|create|build|make|init|initialize|configure|setup)_?optimi[sz]ers?$")
 # a code line that makes a new model object ("model = Transformer(model_args)", "self.net = models.ResNet(cfg)")

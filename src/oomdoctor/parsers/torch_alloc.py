@@ -90,10 +90,12 @@ _F = {
     "req": lazy(r"Tried\s*to\s*allocate\s*" + _S),
     "total_new": lazy(r"(?:GPU|Device|MLU|GCU|NPU|XPU)\s*(?P<dev>\d*)\s*has\s*a\s*total\s*capac(?:i)?ty\s*of\s*" + _S),
     "free_new": lazy(r"of\s*which\s*" + _S + r"\s*is\s*free"),
-    "self": lazy(r"Including\s*non-PyTorch\s*memory,\s*this\s*process\s*has\s*" + _S + r"\s*memory\s*in\s*use"),
-    "proc": lazy(r"Process\s*(?P<pid>\d+)\s*has\s*" + _S + r"\s*memory\s*in\s*use"),
+    # ("memory" is dropped as often as any word when a user retypes the message)
+    "self": lazy(r"Including\s*non-PyTorch\s*memory,\s*this\s*process\s*has\s*" + _S + r"\s*(?:memory\s*)?in\s*use"),
+    "proc": lazy(r"Process\s*(?P<pid>\d+)\s*has\s*" + _S + r"\s*(?:memory\s*)?in\s*use"),
     "allowed": lazy(_S + r"\s*allowed\s*;"),
-    "alloc_new": lazy(r"Of\s*the\s*allocated\s*memory\s*" + _S + r"\s*is\s*allocated\s*by\s*PyTorch"),
+    # (its first words may be cut: "... 73.15 GiB is allocated by PyTorch ...")
+    "alloc_new": lazy(r"(?:Of\s*the\s*allocated\s*memory\s*)?" + _S + r"\s*is\s*allocated\s*by\s*PyTorch"),
     "priv": lazy(r"with\s*" + _S + r"\s*allocated\s*in\s*private\s*pools"),
     "unalloc": lazy(r"and\s*" + _S + r"\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated"),
     "total_old": lazy(r"\(?\s*(?:GPU|NPU|XPU)\s*(?P<dev>\d+)\s*;\s*" + _S + r"\s*total\s*capacity"),
@@ -206,8 +208,17 @@ def _message_window(ctx: ParseContext, i: int) -> str:
     return "".join(parts)
 
 
+# A terminal's wrap padding kept inside one line: a message copied from a terminal that wrapped
+# it at its width, each row padded with spaces to that width and the rows then joined ("...
+# Includi<48 spaces>ng non-PyTorch memory"). No allocator message holds such a run; taken out,
+# the words cut mid-word are whole again (the fields' patterns allow a space lost at a break).
+_WRAP_PAD = lazy(r"(?<=\S) {16,}(?=\S)")
+
+
 def parse_message(body: str, backend: Optional[str]) -> dict:
     """Fields of one allocator message (``body`` starts at "Tried to allocate")."""
+    if "                " in body:
+        body = _WRAP_PAD.sub("", body)
     f: dict = {}
     get = lambda key: _F[key].search(body, timeout=0.5)  # noqa: E731
     f["tried_to_allocate_bytes"] = _bytes(get("req"))
