@@ -13,6 +13,5 @@ import atexit  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
-if "OOMDOCTOR_CACHE_DIR" not in os.environ:
-    os.environ["OOMDOCTOR_CACHE_DIR"] = _CACHE = tempfile.mkdtemp(prefix="oomdoctor-test-cache-")
-    atexit.register(shutil.rmtree, _CACHE, True)
+os.environ["OOMDOCTOR_CACHE_DIR"] = _CACHE = tempfile.mkdtemp(prefix="oomdoctor-test-cache-")
+atexit.register(shutil.rmtree, _CACHE, True)

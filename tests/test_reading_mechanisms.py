@@ -2882,6 +2882,7 @@ def test_a_request_far_over_the_device_is_memory_unless_no_computation_could_ask
                "PyTorch but unallocated.\n")
     assert bool(d["oom_events"][0]["symptom"]) is absurd
     assert (_top(d) is None) is absurd
+    assert any("no batch size or setting makes it fit" in n for n in d["notes"]) is not absurd
 
 
 def test_a_terminals_wrap_padding_inside_the_allocator_message_is_taken_out():
@@ -2909,6 +2910,8 @@ def test_allocator_figures_a_user_shortened_are_read():
     "LLVM ERROR: out of memory",
     "cv2.error: OpenCV(4.6.0) /io/opencv/modules/core/src/alloc.cpp:73: error: (-4:Insufficient memory) Failed to "
     "allocate 4672512 bytes in function 'OutOfMemoryError'",
+    "cv2.error: OpenCV(4.5.5) D:\\a\\opencv-python\\opencv\\modules\\core\\src\\alloc.cpp:73: error: (-4:Insufficient "
+    "memory) Failed to allocate 2764800 bytes in function 'cv::OutOfMemoryError'",
 ])
 def test_host_allocation_failures_of_embedded_libraries(line):
     d = report("[LightGBM] [Info] Compiling OpenCL Kernel with 64 bins...\n" + line + "\n*** Aborted\n")
@@ -2942,3 +2945,16 @@ def test_a_detection_trainers_val_or_test_module_is_evaluation(script, phase):
                "RuntimeError: CUDA out of memory. Tried to allocate 10.49 GiB (GPU 0; 10.91 GiB total capacity; "
                "618.68 MiB already allocated; 6.45 GiB free; 3.78 GiB reserved in total by PyTorch)\n")
     assert d["phase"] == phase
+
+
+def test_a_training_run_in_a_script_named_test_py_is_not_evaluation():
+    d = report('Traceback (most recent call last):\n'
+               '  File "/home/user/proj/test.py", line 40, in <module>\n'
+               '    out = model(input_ids=batch)\n'
+               '  File "/x/site-packages/transformers/models/llama/modeling_llama.py", line 1180, in forward\n'
+               '    logits = self.lm_head(hidden_states)\n'
+               "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+               "of 79.15 GiB of which 1.20 GiB is free. Including non-PyTorch memory, this process has 77.93 GiB memory "
+               "in use. Of the allocated memory 71.02 GiB is allocated by PyTorch, and 5.40 GiB is reserved by PyTorch "
+               "but unallocated.\n")
+    assert d["phase"] == "forward"

@@ -163,15 +163,30 @@ def test_the_kb_loads_the_same_from_the_cache(fresh):
     assert {k: v.model_dump() for k, v in warm.incidents.items()} == {k: v.model_dump() for k, v in cold.incidents.items()}
 
 
-def test_a_broken_kb_file_still_says_where_with_the_cache(fresh, tmp_path_factory):
+def _broken_incident(kb_dir: Path) -> None:
+    """A shipped incident whose only fault is a pattern that does not compile, deep in the file."""
+    shipped = sorted((Path(__file__).resolve().parent.parent / "knowledge").glob("*.yaml"))[0]
+    text = shipped.read_text(encoding="utf-8").replace(f"id: {shipped.stem}", "id: broken", 1)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if i > 5 and line.strip().startswith("- "))
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    lines.insert(at, f"{indent}- {{text: 'a(', weight: 1}}")
+    (kb_dir / "broken.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_broken_kb_file_says_where_as_without_the_cache(fresh, tmp_path_factory, monkeypatch):
     kb_dir = tmp_path_factory.mktemp("kb")
-    (kb_dir / "broken.yaml").write_text("id: broken\ntitle: t\nsignals:\n  - when: {text: 'a('}\n")
-    first = load_knowledge([kb_dir], include_shipped=False)
+    _broken_incident(kb_dir)
+    monkeypatch.setenv("OOMDOCTOR_CACHE", "off")
+    off = load_knowledge([kb_dir], include_shipped=False).problems
+    monkeypatch.delenv("OOMDOCTOR_CACHE")
+    cold = load_knowledge([kb_dir], include_shipped=False).problems
     cache.save()
     cache.reset()
-    second = load_knowledge([kb_dir], include_shipped=False)
-    assert first.problems and first.problems == second.problems
-    assert regex.search(r"broken\.yaml:\d+:\d+: ", second.problems[0])
+    warm = load_knowledge([kb_dir], include_shipped=False).problems
+    assert off and off == cold == warm
+    place = regex.search(r"broken\.yaml:(\d+):(\d+): ", warm[0])
+    assert place and int(place.group(1)) > 5   # the pattern's own line, not the file's first
 
 
 def test_the_literal_sets_of_one_run_are_compiled_for_the_next(fresh):
@@ -182,10 +197,14 @@ def test_the_literal_sets_of_one_run_are_compiled_for_the_next(fresh):
     assert (("CUDA out of memory", "Killed"), False) in cache.literal_sets()
     cache._CACHE.store("literals")[("not", "a key")] = True
     assert all(isinstance(k[0], tuple) for k in cache.literal_sets())
+    cache._CACHE.store("literals")[(("", "x"), False)] = True   # an empty literal breaks a native index
+    assert (("", "x"), False) not in cache.literal_sets()
     literal_index._CHECKED = False   # a new process: the index is built again
     try:
         index = literal_index.shared()
-        assert index is None or (("CUDA out of memory", "Killed"), False) in index
+        if index is None:
+            pytest.skip("neither Hyperscan nor ahocorasick-rs is installed")
+        assert (("CUDA out of memory", "Killed"), False) in index
     finally:
         literal_index._CHECKED = False
 
@@ -198,3 +217,78 @@ def test_cli_reports_are_the_same_with_a_cold_and_a_warm_cache(tmp_path):
     assert (tmp_path / "c").is_dir()
     assert runs[0].returncode == runs[1].returncode
     assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)
+
+
+def test_a_file_changed_after_it_was_written_is_ignored_whole(fresh):
+    """A flipped bit in compiled code can hang or crash regex's C compiler, which does not
+    check the code: the file's digest refuses any change."""
+    cache.compile_pattern(r"Tried to allocate (\d+)")
+    cache.save()
+    path = cache.cache_file()
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0x01
+    path.write_bytes(bytes(blob))
+    cache.reset()
+    assert cache._CACHE.store("patterns") == {}
+    assert cache.compile_pattern(r"Tried to allocate (\d+)").search("Tried to allocate 20").group(1) == "20"
+    cache.save()   # and the damaged file is replaced by a good one
+    cache.reset()
+    assert (r"Tried to allocate (\d+)", 0) in cache._CACHE.store("patterns")
+
+
+def test_no_home_directory_turns_the_cache_off(monkeypatch):
+    monkeypatch.delenv("OOMDOCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("LOCALAPPDATA", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    cache.reset()
+    try:
+        assert cache.cache_dir() is None and not cache.enabled()
+        assert cache.compile_pattern("e+f").search("eef")
+        cache.save()
+    finally:
+        cache.reset()
+
+
+def test_a_verdict_is_kept_for_the_code_that_judged_it(fresh):
+    calls = []
+
+    def judge(pattern):
+        calls.append(pattern)
+        return None
+
+    assert cache.verdict("(a+)+", judge, "v1") is None
+    cache.save()
+    cache.reset()
+    assert cache.verdict("(a+)+", lambda p: "nested quantifier", "v1") is None   # from the file
+    assert cache.verdict("(a+)+", lambda p: "nested quantifier", "v2") == "nested quantifier"
+    assert calls == ["(a+)+"]
+
+
+def test_a_full_cache_keeps_what_the_process_used(fresh, monkeypatch):
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 4)
+    for word in ("one", "two", "three"):
+        cache.compile_pattern(word)
+    cache.save()
+    cache.reset()
+    cache.compile_pattern("two")           # used from the file
+    cache.compile_pattern("four")          # new
+    cache.compile_pattern("five")          # new: past the bound
+    cache.save()
+    cache.reset()
+    assert set(cache._CACHE.store("patterns")) == {("two", 0), ("four", 0), ("five", 0)}
+
+
+def test_only_the_program_writes_the_cache(tmp_path):
+    log = FIXTURES / "logs" / sorted(p.name for p in (FIXTURES / "logs").glob("*.log"))[0]
+    lib, cli = tmp_path / "lib", tmp_path / "cli"
+    run = lambda args, where: subprocess.run(  # noqa: E731
+        [sys.executable, *args], capture_output=True, text=True, env=dict(os.environ, OOMDOCTOR_CACHE_DIR=str(where)))
+    assert run(["-c", f"import oomdoctor; oomdoctor.diagnose({str(log)!r})"], lib).returncode == 0
+    assert not lib.exists()   # a library caller (a training job under watch()) writes nothing
+    run(["-m", "oomdoctor", "diagnose", str(log)], cli)
+    assert [p.name for p in cli.iterdir()] == [cache.cache_file().name]

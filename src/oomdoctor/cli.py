@@ -101,6 +101,9 @@ class OomdoctorGroup(click.Group):
               help="Show the version, the Python version and the optional speed-ups in use, then exit.")
 def main() -> None:
     """Say what ran out of memory in a failed training job, why, and how to fix it."""
+    if _is_program():
+        from .read import cache
+        cache.write_at_exit()   # the start-up cache: the program writes it, a library only reads it
 
 
 def _load_kb(kb_dirs: tuple[str, ...]):
@@ -108,11 +111,22 @@ def _load_kb(kb_dirs: tuple[str, ...]):
     kb = load_knowledge(list(kb_dirs)) if kb_dirs else default_knowledge()
     for problem in kb.problems:
         click.echo(f"oomdoctor: warning: knowledge file skipped: {printable(problem)}", err=True)
-    # what exists now (modules, models, the KB) lives as long as the command: the collector
-    # need not walk it again each time parsing a log fills a generation (about 15 ms of a
-    # 1 MB log's diagnose)
-    gc.freeze()
+    if _is_program():
+        # what exists now (modules, models, the KB) lives as long as the command: the
+        # collector need not walk it again each time parsing a log fills a generation (about
+        # 15 ms of a 1 MB log's diagnose). Not in a caller's process (a test runner, a
+        # notebook invoking the CLI), whose heap is not ours to freeze.
+        gc.freeze()
     return kb
+
+
+def _is_program() -> bool:
+    """Is this process the oomdoctor program (the console script or ``python -m oomdoctor``),
+    not another program that called the CLI's function?"""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name == "oomdoctor.__main__":
+        return True
+    return os.path.basename(sys.argv[0] if sys.argv else "").lower() in ("oomdoctor", "oomdoctor.exe")
 
 
 @main.command(epilog=DIAGNOSE_EXIT)

@@ -44,6 +44,7 @@ from yaml.resolver import Resolver
 from ..read import cache
 from ..read.patterns import lazy
 from .frameworks import FRAMEWORK_KEYS
+from . import regex_safety
 from .regex_safety import backtracking_risk
 
 try:  # libyaml's parser when PyYAML was built with it (the wheels are): ~10x faster at start-up
@@ -140,7 +141,7 @@ def _check_regex(value: str) -> str:
     # the classifier's timeout bounds such a pattern on one log, but a search that times
     # out counts as no match (a wrong score, silently) and a scan of thousands of logs
     # pays the timeout on each: refuse the pattern when the file is loaded
-    reason = cache.verdict(value, backtracking_risk)
+    reason = cache.verdict(value, backtracking_risk, cache.file_digest(regex_safety.__file__))
     if reason:
         raise UnsafePattern(value, reason)
     return value

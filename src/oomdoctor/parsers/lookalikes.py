@@ -239,6 +239,8 @@ _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 # fix is the code that asks, and the threads that report them conclude so. Sizes computed from
 # a wrapped or garbage shape land millions of times over (2**56 bytes on a 24 GiB card)
 ABSURD_OVER_CAPACITY = 100_000
+# ... and one this many times is memory, but not a setting's to fix: the report says so
+FAR_OVER_CAPACITY = 64
 # PyTorch's caching allocator frees its cache and retries before it reports the driver's free
 # memory: free this many times the request (and 1 GiB or more) says the device had room. Other
 # runtimes' "free" counts memory they cannot hand out in one piece (XLA's "reservable"); so
@@ -287,6 +289,10 @@ def _symptoms(ctx: ParseContext) -> None:
                           "a failure that is not memory")
         if ev.symptom:
             ctx.note(f"line {ev.line}: the out-of-memory message is not counted as memory pressure: {ev.symptom}")
+        elif req and cap and req > FAR_OVER_CAPACITY * cap:
+            ctx.note(f"line {ev.line}: the request is {req / cap:,.0f} times the device's memory: no batch size or "
+                     "setting makes it fit; the code asks for a tensor that large (a dense matrix or an outer product, "
+                     "a sparse tensor made dense, an unbounded length), or computes its size wrongly")
 
 
 def parse(ctx: ParseContext) -> None:

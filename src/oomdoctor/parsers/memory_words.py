@@ -65,7 +65,7 @@ _NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access
 # failure "OutOfMemoryError" in core/src/alloc.cpp, its device modules are cv::cuda's)
 _HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
              r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file|^\s*LLVM ERROR:"
-             r"|core/src/alloc\.cpp:\d+: error: \(-4:Insufficient memory\)")
+             r"|core[/\\]src[/\\]alloc\.cpp:\d+: error: \(-4:Insufficient memory\)")
 # (AMD's GPU libraries name no side but are one: MIOpen, rocBLAS)
 _DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b"
                r"|MIOpen|rocBLAS|hipBLAS)")

@@ -10,18 +10,22 @@ text that rarely changes, so their results are kept between runs:
   Python parser: about 0.01 ms instead of 0.3;
 - a knowledge file is kept as the plain data its YAML holds, keyed by a digest of its text,
   and validated again by the KB's models each time it is used (only the YAML step is saved);
-- the catastrophic-backtracking verdict of each KB pattern, keyed by the pattern;
+- the catastrophic-backtracking verdict of each KB pattern, keyed by the pattern and by the
+  code that judged it;
 - the literal sets the parsers ask the native literal index about, so that it answers the
   first log of a process in one pass (``read.literal_index``).
 
-The store is one ``marshal`` file per ``regex`` version and Python, in the user's cache
-directory (``OOMDOCTOR_CACHE_DIR``, else ``$XDG_CACHE_HOME/oomdoctor`` or
-``~/.cache/oomdoctor``; ``OOMDOCTOR_CACHE=off`` turns it off). ``marshal`` builds plain
-values only (never runs code, unlike pickle), and the file is used only when the current
-user owns it and no one else may write it. Anything wrong with it (missing, unreadable,
-corrupt, from another version) costs only the work it would have saved: every entry is
-checked as it is used, and new entries are written back, merged with what another
-process wrote meanwhile, when the process exits.
+The store is one ``marshal`` file in the user's cache directory (``OOMDOCTOR_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/oomdoctor``, ``~/.cache/oomdoctor``, ``~/Library/Caches/oomdoctor``
+on macOS, ``%LOCALAPPDATA%\\oomdoctor\\Cache`` on Windows; ``OOMDOCTOR_CACHE=off`` turns it
+off), named by the versions its contents depend on. It must be trusted as the interpreter's
+own byte-code caches are: compiled code is handed to ``regex``'s C compiler, which does not
+check it. So the file is read only when the current user owns it and no one else may write
+it (POSIX), and only whole: it carries a digest of its contents, and a file that a crash, a
+full disk or a flipped bit changed is ignored and replaced. Anything wrong with it costs only
+the work it would have saved. Only the command-line program writes it (at exit, merged with
+what another process wrote meanwhile); a library caller reads it but never writes it, so a
+training job that imports oomdoctor writes nothing to the user's home directory.
 """
 from __future__ import annotations
 
@@ -32,59 +36,82 @@ import os
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import regex
+import yaml
 
 try:   # the constructor regex's own unpickler calls (see regex._main._pickle)
     from regex import _regex as _native
 except ImportError:   # pragma: no cover - every regex release has it
     _native = None
 
-FORMAT = 1
+FORMAT = 2
 # a bound on what the file may hold: the shipped patterns and KB number about 600, and a
-# team's KB directories add theirs
+# team's KB directories add theirs; at the bound a save keeps what the process used
 MAX_ENTRIES = 20_000
 MAX_BYTES = 64 << 20
+_DIGEST = 32   # bytes of blake2b at the head of the file, over the rest of it
+_STALE_TEMP = 3600   # seconds after which a save's leftover temporary file is removed
 
 # store name -> {key: value}; "patterns": (pattern, flags) -> pickled data;
-# "kb": digest -> YAML data (marshal bytes); "safety": pattern -> verdict (None: safe);
-# "literals": a literal set the parsers asked the literal index about -> True
+# "kb": digest -> YAML data (marshal bytes); "safety": (judge's digest, pattern) -> verdict
+# (None: safe); "literals": a literal set the parsers asked the literal index about -> True
 _STORES = ("patterns", "kb", "safety", "literals")
 
 
 def enabled() -> bool:
-    return os.environ.get("OOMDOCTOR_CACHE", "").strip().lower() not in ("off", "0", "no", "false")
+    return (os.environ.get("OOMDOCTOR_CACHE", "").strip().lower() not in ("off", "0", "no", "false")
+            and cache_dir() is not None)
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Optional[Path]:
+    """Where the cache lives; None when there is no such place (no home directory)."""
     env = os.environ.get("OOMDOCTOR_CACHE_DIR")
     if env:
         return Path(env)
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA")
-        return Path(base) / "oomdoctor" / "Cache" if base else Path.home() / ".oomdoctor-cache"
-    base = os.environ.get("XDG_CACHE_HOME")
-    return (Path(base) if base else Path.home() / ".cache") / "oomdoctor"
+    try:
+        if sys.platform == "win32":
+            base = os.environ.get("LOCALAPPDATA")   # per user: no one else's to write
+            return Path(base) / "oomdoctor" / "Cache" if base else None
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        if xdg:
+            return Path(xdg) / "oomdoctor"
+        if sys.platform == "darwin":
+            return Path.home() / "Library" / "Caches" / "oomdoctor"
+        return Path.home() / ".cache" / "oomdoctor"
+    except (RuntimeError, KeyError, OSError):   # no HOME and no passwd entry (cron, containers)
+        return None
 
 
-def cache_file() -> Path:
+def cache_file() -> Optional[Path]:
+    folder = cache_dir()
+    if folder is None:
+        return None
     tag = sys.implementation.cache_tag or "py"
-    return cache_dir() / f"startup-{FORMAT}-regex{regex.__version__}-{tag}.marshal"
+    return folder / f"startup-{FORMAT}-regex{regex.__version__}-yaml{yaml.__version__}-{tag}.marshal"
 
 
 class _Cache:
-    """The file's entries (read on first use) and the ones this process added."""
+    """The file's entries (read on first use), the ones this process added, the keys it used
+    from the file and the ones it found wrong there."""
 
     def __init__(self) -> None:
         self.loaded: Optional[dict[str, dict]] = None
         self.new: dict[str, dict] = {name: {} for name in _STORES}
+        self.used: dict[str, set] = {name: set() for name in _STORES}
+        self.rejected: dict[str, set] = {name: set() for name in _STORES}
         self.compiled: dict[tuple[str, int], Any] = {}
 
     def store(self, name: str) -> dict:
         if self.loaded is None:
-            self.loaded = _read(cache_file()) if enabled() else {}
+            try:
+                path = cache_file() if enabled() else None
+                self.loaded = _read(path) if path is not None else {}
+            except Exception:   # noqa: BLE001 - a cache is never worth a failure
+                self.loaded = {}
         return self.loaded.setdefault(name, {})
 
     def add(self, name: str, key: Any, value: Any) -> None:
@@ -92,49 +119,74 @@ class _Cache:
             return
         self.new[name][key] = value
         self.store(name)[key] = value
-        global _HOOKED
-        if not _HOOKED:
-            _HOOKED = True
-            atexit.register(save)
 
     def save(self) -> None:
         """Merge this process's new entries into the file (another process may have written
         it since it was read) and replace it atomically. Never raises."""
+        try:
+            self._save()
+        except Exception:   # noqa: BLE001 - a cache that cannot be written costs only time
+            pass
+
+    def _save(self) -> None:
         if not any(self.new.values()) or not enabled():
             return
         path = cache_file()
+        if path is None:
+            return
+        merged = _read(path)
+        changed = False
+        total = sum(len(v) for v in merged.values())
+        if total + sum(len(v) for v in self.new.values()) > MAX_ENTRIES:
+            # full: keep what this process used and what it adds, drop the rest (entries
+            # for patterns and files that no longer exist, sets older code asked about)
+            merged = {name: {k: v for k, v in list(merged.get(name, {}).items()) if k in self.used[name]}
+                      for name in _STORES}
+            total, changed = sum(len(v) for v in merged.values()), True
+        for name, entries in self.new.items():
+            into = merged.setdefault(name, {})
+            for key, value in list(entries.items()):
+                # an entry this process found wrong in the file is replaced, not kept
+                if (key not in into or key in self.rejected[name]) and total < MAX_ENTRIES:
+                    total += key not in into
+                    into[key] = value
+                    changed = True
+        if not changed:
+            return
+        body = marshal.dumps({"format": FORMAT, "stores": merged})
+        if len(body) + _DIGEST > MAX_BYTES:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _remove_stale_temps(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=".startup-", dir=path.parent)
         try:
-            merged = _read(path)
-            total = sum(len(v) for v in merged.values())
-            for name, entries in self.new.items():
-                into = merged.setdefault(name, {})
-                for key, value in entries.items():
-                    if key not in into and total < MAX_ENTRIES:
-                        into[key] = value
-                        total += 1
-            blob = marshal.dumps({"format": FORMAT, "stores": merged})
-            if len(blob) > MAX_BYTES:
-                return
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=".startup-", dir=path.parent)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(hashlib.blake2b(body, digest_size=_DIGEST).digest() + body)
+            os.replace(tmp, path)
+        except BaseException:
             try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(blob)
-                os.replace(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-            for entries in self.new.values():
-                entries.clear()
-        except (OSError, ValueError, TypeError, RecursionError):
-            pass   # a cache that cannot be written costs only the next start's time
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        for entries in self.new.values():
+            entries.clear()
+
+
+def _remove_stale_temps(folder: Path) -> None:
+    """Temporary files of saves that a killed process left behind."""
+    now = time.time()
+    for leftover in folder.glob(".startup-*"):
+        try:
+            if now - leftover.stat().st_mtime > _STALE_TEMP:
+                leftover.unlink()
+        except OSError:
+            pass
 
 
 def _trusted(st: os.stat_result) -> bool:
-    """Ours, a plain file, and writable by no one else (POSIX; Windows has no such bits)."""
+    """Ours, a plain file, and writable by no one else (POSIX; on Windows the folder is the
+    user's own profile)."""
     if not stat.S_ISREG(st.st_mode):
         return False
     if hasattr(os, "getuid"):
@@ -143,13 +195,23 @@ def _trusted(st: os.stat_result) -> bool:
 
 
 def _read(path: Path) -> dict[str, dict]:
-    """The file's stores, or empty ones when it is missing, foreign, too big or corrupt."""
+    """The file's stores, or empty ones when it is missing, foreign, too big, changed since it
+    was written (its digest), or not what this version writes."""
     try:
-        with open(path, "rb") as fh:
+        # (not blocking on a FIFO someone put there: its type is checked before any read)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
             if not _trusted(st) or st.st_size > MAX_BYTES:
                 return {}
-            data = marshal.loads(fh.read())
+            blob = fh.read(MAX_BYTES + 1)
+        digest, body = blob[:_DIGEST], blob[_DIGEST:]
+        if len(digest) != _DIGEST or hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
+            return {}
+        data = marshal.loads(body)
     except (OSError, EOFError, ValueError, TypeError):
         return {}
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("stores"), dict):
@@ -159,7 +221,16 @@ def _read(path: Path) -> dict[str, dict]:
 
 
 _CACHE = _Cache()
-_HOOKED = False
+_WRITES = False
+
+
+def write_at_exit() -> None:
+    """Have this process write its new entries when it exits: the command-line program's
+    choice (a library caller's process only reads the cache)."""
+    global _WRITES
+    if not _WRITES:
+        _WRITES = True
+        atexit.register(save)
 
 
 def compile_pattern(pattern: str, flags: int = 0) -> "regex.Pattern":
@@ -169,32 +240,57 @@ def compile_pattern(pattern: str, flags: int = 0) -> "regex.Pattern":
     got = _CACHE.compiled.get(key)
     if got is not None:
         return got
-    data = _CACHE.store("patterns").get(key) if enabled() else None
-    if data is not None and _native is not None:
+    # (a process that made VERSION1 the default compiles another language: no cache)
+    usable = enabled() and _native is not None and regex.DEFAULT_VERSION == regex.VERSION0
+    data = _CACHE.store("patterns").get(key) if usable else None
+    if data is not None:
         try:
             got = _native.compile(*data)
             if got.pattern != pattern:
                 got = None
-        except Exception:   # an entry from a damaged file: compile instead
+        except Exception:   # noqa: BLE001 - an entry that is not this pattern's code
             got = None
+        if got is None:
+            _CACHE.rejected["patterns"].add(key)
+        else:
+            _CACHE.used["patterns"].add(key)
     if got is None:
         got = regex.compile(pattern, flags)
         pickled = getattr(got, "_pickled_data", None)
-        if pickled is not None and _native is not None:
+        if usable and pickled is not None:
             _CACHE.add("patterns", key, pickled)
     _CACHE.compiled[key] = got
     return got
 
 
-def verdict(pattern: str, judge: Callable[[str], Optional[str]]) -> Optional[str]:
-    """``judge(pattern)`` (a KB pattern's backtracking risk: None or the reason), cached."""
+_FILE_DIGESTS: dict[str, str] = {}
+
+
+def file_digest(path: str) -> str:
+    """A digest of a source file's bytes (once a process): what a verdict depends on."""
+    got = _FILE_DIGESTS.get(path)
+    if got is None:
+        try:
+            got = hashlib.blake2b(Path(path).read_bytes(), digest_size=8).hexdigest()
+        except OSError:
+            got = "unknown"
+        _FILE_DIGESTS[path] = got
+    return got
+
+
+def verdict(pattern: str, judge: Callable[[str], Optional[str]], version: str) -> Optional[str]:
+    """``judge(pattern)`` (a KB pattern's backtracking risk: None or the reason), cached under
+    ``version``, the judging code's own (a change to it judges every pattern again)."""
+    key = (version, pattern)
     store = _CACHE.store("safety") if enabled() else {}
-    if pattern in store:
-        got = store[pattern]
+    if key in store:
+        got = store[key]
         if got is None or isinstance(got, str):
+            _CACHE.used["safety"].add(key)
             return got
+        _CACHE.rejected["safety"].add(key)
     got = judge(pattern)
-    _CACHE.add("safety", pattern, got)
+    _CACHE.add("safety", key, got)
     return got
 
 
@@ -204,13 +300,14 @@ def yaml_data(text: str, parse: Callable[[str], Any]) -> Any:
     if not enabled():
         return parse(text)
     key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
-    store = _CACHE.store("kb")
-    kept = store.get(key)
+    kept = _CACHE.store("kb").get(key)
     if isinstance(kept, bytes):
         try:   # kept as marshal bytes: each use gets its own copy to build on
-            return marshal.loads(kept)
+            data = marshal.loads(kept)
+            _CACHE.used["kb"].add(key)
+            return data
         except (EOFError, ValueError, TypeError):
-            pass
+            _CACHE.rejected["kb"].add(key)
     data = parse(text)
     try:
         kept = marshal.dumps(data)   # only plain values: a YAML date or set is not cached
@@ -225,18 +322,23 @@ def literal_sets() -> list[tuple[tuple[str, ...], bool]]:
     ones only), for the literal index to compile before the first log."""
     if not enabled():
         return []
-    return [key for key in _CACHE.store("literals")
-            if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], bool)
-            and isinstance(key[0], tuple) and all(isinstance(w, str) for w in key[0])]
+    out = []
+    for key in list(_CACHE.store("literals")):
+        if (isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], bool) and isinstance(key[0], tuple)
+                and key[0] and all(isinstance(w, str) and w for w in key[0])):
+            out.append(key)
+    return out
 
 
 def remember_literal_set(key: tuple[tuple[str, ...], bool]) -> None:
-    if enabled() and key not in _CACHE.store("literals"):
-        _CACHE.add("literals", key, True)
+    if enabled():
+        _CACHE.used["literals"].add(key)
+        if key not in _CACHE.store("literals"):
+            _CACHE.add("literals", key, True)
 
 
 def save() -> None:
-    """Write the new entries now (tests; a long-lived process that wants them kept early)."""
+    """Write the new entries now (the program's exit hook; tests)."""
     _CACHE.save()
 
 
