@@ -2958,3 +2958,25 @@ def test_a_training_run_in_a_script_named_test_py_is_not_evaluation():
                "in use. Of the allocated memory 71.02 GiB is allocated by PyTorch, and 5.40 GiB is reserved by PyTorch "
                "but unallocated.\n")
     assert d["phase"] == "forward"
+
+
+@pytest.mark.parametrize("log,request_bytes,count", [
+    # TensorRT 8 and later: its error record, and the request on the warning beside it
+    ("[11/22/2024-13:40:47] [E] Error[1]: [defaultAllocator.cpp::allocate::31] Error Code 1: Cuda Runtime (out of memory)\n"
+     "[11/22/2024-13:40:47] [W] [TRT] Requested amount of GPU memory (15485030400 bytes) could not be allocated. There "
+     "may not be enough free memory for allocation to succeed.\n", 15485030400, 1),
+    # TensorRT 5-7: the same failure twice is one event seen twice
+    ("[09/29/2022-16:59:38] [E] [TRT] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)\n"
+     "[09/29/2022-16:59:38] [E] [TRT] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)\n", None, 2),
+    ("[03/07/2020-16:57:34] [E] [TRT] C:\\source\\builder\\tacticOptimizer.cpp (1523) - OutOfMemory Error in "
+     "nvinfer1::builder::`anonymous-namespace'::LeafCNode::computeCosts: 0\n", None, 1),
+])
+def test_tensorrts_own_allocation_failures_are_read(log, request_bytes, count):
+    evs = report(log)["oom_events"]
+    assert [(e["kind"], e["message_format"]) for e in evs] == [("cuda_runtime_error", "tensorrt")]
+    assert evs[0]["tried_to_allocate_bytes"] == request_bytes and evs[0]["count"] == count
+
+
+def test_a_tensorrt_warning_alone_is_not_a_failure():
+    assert report("[W] [TRT] Requested amount of GPU memory (1048576 bytes) could not be allocated. There may not be "
+                  "enough free memory for allocation to succeed.\n[I] [TRT] Engine built in 41.2 s.\n")["oom_events"] == []

@@ -238,8 +238,9 @@ DETAIL = {
     "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS", "_ASYNC_ROW", "_OOM_MESSAGE", "_WRAP_PAD"},
     # _CANN_DEVICE and _CANN_SIZE read the lines of the Ascend runtime's report under its EL0004 line;
     # _FAILURE_WORD qualifies a line that names a CUDA call and "out of memory" (the anchor)
+    # _TRT_SIZE reads the request on the warning beside TensorRT's error (the anchor)
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",
-                "_PYTORCH_SOURCE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD"},
+                "_PYTORCH_SOURCE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
     # the table a TPU reservation failure prints under its line
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",

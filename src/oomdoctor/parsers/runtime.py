@@ -169,6 +169,18 @@ _ALLOC_CALL_FAILED = lazy(r"(?i:could not|cannot|can't|unable to|failed to) allo
 _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
                      "cuMemHostRegister")
 
+# -- TensorRT ------------------------------------------------------------------------------
+# Its builder and runtime allocating device memory through their own allocator (cudaMalloc):
+# TensorRT 5-7 "Cuda Error in allocate: 2 (out of memory)", "Cuda Error in
+# nvinfer1::internal::DefaultAllocator::allocate: 2 (out of memory)", "OutOfMemory Error in
+# ...::computeCosts: 0"; TensorRT 8 and later "Error Code 1: Cuda Runtime (out of memory)"
+# (with "[defaultAllocator.cpp::allocate::31]"). The request is on a warning beside it:
+# "Requested amount of GPU memory (15485030400 bytes) could not be allocated", "User allocator
+# error allocating 15485030400-byte buffer".
+_TRT_OOM = lazy(r"\bCuda Error in [\w:<>`'(). -]{1,160}?: 2 \(out of memory\)|\bError Code 1: Cuda Runtime \(out of memory\)"
+                r"|\bOutOfMemory Error in \S")
+_TRT_SIZE = lazy(r"Requested amount of GPU memory \((?P<n>\d{1,20}) bytes\)|allocating (?P<n2>\d{1,20})-byte buffer")
+
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"
                        r"|NCCL WARN (?:Failed to CUDA (?:calloc|malloc|host alloc)|Failed to cuMem\w{0,40})[^\n]{0,200}"
@@ -326,6 +338,21 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     if ln.no in events.taken:
         return
     exc = _exception(ctx, text)
+
+    m = ctx.search(_TRT_OOM, text) if "(out of memory)" in text or "OutOfMemory Error" in text else None
+    if m:
+        n = None
+        for j in range(max(0, i - 3), min(len(ctx.lines), i + 4)):
+            size = ctx.search(_TRT_SIZE, ctx.lines[j].text) if "byte" in ctx.lines[j].text else None
+            if size:
+                n = int(size.group("n") or size.group("n2"))
+                break
+        ev = events.add(("cuda_runtime_error", "tensorrt"), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="tensorrt",
+            tried_to_allocate_bytes=n, detail="TensorRT could not allocate device memory (its builder or runtime)"))
+        if ev.tried_to_allocate_bytes is None and n is not None:
+            ev.tried_to_allocate_bytes = n
+        return
 
     m = ctx.search(_CUDA_ERROR, text)
     if m:
