@@ -508,12 +508,18 @@ def _load(path: Path, shared: Optional[_Shared] = None, nodes: bool = True) -> t
     """The incident and the YAML node tree it was read from (for the places lint reports).
     Without ``nodes`` (loading, not lint) the tree is built only for a file with a problem,
     so that the problem says where it is."""
+    return _read_then(path, lambda read: _load_data(path, read, shared), nodes)
+
+
+def _read_then(path: Path, build, nodes: bool):
+    """``build`` of the file's data; without ``nodes`` first of its cached data and no node
+    tree, then, for a file with a problem, again with the tree so that the problem says where."""
     if not nodes:
         try:
-            return _load_data(path, _read(path, nodes=False), shared)
+            return build(_read(path, nodes=False))
         except KnowledgeError:
             pass
-    return _load_data(path, _read(path), shared)
+    return build(_read(path))
 
 
 def _load_data(path: Path, read: tuple[Any, Optional[Node]], shared: Optional[_Shared]) -> tuple[Incident, Node | None]:
@@ -579,13 +585,7 @@ def _shared_conditions(dirs: list[Path], nodes: bool = True) -> _Shared:
     for d in dirs:
         for path in _yaml_files(d / CONDITIONS_DIR):
             try:
-                if not nodes:
-                    try:
-                        cond = _shared_condition(path, _read(path, nodes=False))
-                    except KnowledgeError:
-                        cond = _shared_condition(path, _read(path))
-                else:
-                    cond = _shared_condition(path, _read(path))
+                cond = _read_then(path, lambda read, _p=path: _shared_condition(_p, read), nodes)
             except KnowledgeError as exc:
                 shared.problems.append(exc)
                 shared.broken[path.stem] = path

@@ -329,11 +329,11 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
                   # a model kept for inference, called ("pred = infer_model(nf)"; read in a script's
                   # own frames: a library's infer_auto_device_map is model loading)
                   r"|\b(?:infer|inference)_(?:model|net|step)\(")
-# (and a detection trainer's "val.py" / "test.py" when a function of it runs, called by its
-# train.py each epoch: as the script itself, "test.py" is as often a throwaway training run;
+_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
+                   r"(?:_[^/\\]*)?\.py$")
+# ... and a detection trainer's "val.py" / "test.py" when a function of it runs, called by its
+# train.py each epoch (as the script itself, "test.py" is as often a throwaway training run;
 # not "test_image.py", a script trying a model out, or a unit test)
-_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?:(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
-                   r"(?:_[^/\\]*)?|val|test)\.py$")
 _EVAL_MODULE = lazy(r"(?:^|[/\\])(?:val|test)\.py$")
 # a function that creates a training script's optimizer ("set_optimizers", "get_optimizer", "build_optimizer")
 _OPTIMIZER_MAKER = lazy(r":_{0,2}(?:set|get|create|build|make|init|initialize|configure|setup)_?optimi[sz]ers?$")
@@ -441,8 +441,8 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
         for phase, rx in _CALL_STEP:
             if rx.search(frames[-1].code):
                 return phase, frames[-1]
-    eval_script = next((f for f in frames if id(f) not in in_library and _EVAL_SCRIPT.search(f.file)
-                        and not (f.function == "<module>" and _EVAL_MODULE.search(f.file))), None)
+    eval_script = next((f for f in frames if id(f) not in in_library and (
+        _EVAL_SCRIPT.search(f.file) or (f.function != "<module>" and _EVAL_MODULE.search(f.file)))), None)
     for text, fr in reversed(texts):
         for phase, rx in _STEP:
             if rx.search(text):
