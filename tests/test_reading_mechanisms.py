@@ -2980,3 +2980,64 @@ def test_tensorrts_own_allocation_failures_are_read(log, request_bytes, count):
 def test_a_tensorrt_warning_alone_is_not_a_failure():
     assert report("[W] [TRT] Requested amount of GPU memory (1048576 bytes) could not be allocated. There may not be "
                   "enough free memory for allocation to succeed.\n[I] [TRT] Engine built in 41.2 s.\n")["oom_events"] == []
+
+
+def _incidents(d: dict) -> list[str]:
+    return [x["incident"] for x in d["diagnoses"]]
+
+
+_OOM_2_11 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 398.00 MiB. GPU 0 has a total capacity of "
+             "79.18 GiB of which 68.19 MiB is free. Including non-PyTorch memory, this process has 79.10 GiB memory in "
+             "use. Of the allocated memory 78.02 GiB is allocated by PyTorch, and 366.87 MiB is reserved by PyTorch "
+             "but unallocated.\n")
+
+
+def test_a_training_loops_own_allocated_print_shows_a_leak():
+    steps = "".join(f"step {i} loss 0.0008 allocated {2.0 + 1.94 * i:.2f} GiB\n" for i in range(30))
+    d = report(steps + _OOM_2_11)
+    assert _incidents(d)[0] == "gradual-leak"
+    assert len([s for s in d["memory_samples"] if s["allocated_bytes"]]) == 30
+
+
+@pytest.mark.parametrize("line", [
+    # the allocator's own figures are not a loop's reading
+    "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.76 GiB total capacity; "
+    "9.48 GiB already allocated; 16.56 MiB free; 9.66 GiB reserved in total by PyTorch)",
+    "RuntimeError: MPS backend out of memory (MPS allocated: 45.18 GiB, other allocations: 719.81 MiB, "
+    "max allowed: 45.90 GiB). Tried to allocate 256 bytes on private pool.",
+    "step 3 allocated 12 tensors",        # no unit: a count, not memory
+])
+def test_what_is_not_a_loops_allocated_reading(line: str):
+    d = report(line + "\n")
+    assert not [s for s in d["memory_samples"] if s["source"] == "user_print"]
+
+
+def test_a_runtime_oom_while_placing_the_model_is_the_context():
+    d = report("Traceback (most recent call last):\n"
+               '  File "train.py", line 40, in <module>\n'
+               "    model = model.cuda()\n"
+               '  File "/usr/lib/python3.10/site-packages/torch/nn/modules/module.py", line 905, in _apply\n'
+               "    param_applied = fn(param)\n"
+               '  File "/usr/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1150, in convert\n'
+               "    return t.to(device)\n"
+               "RuntimeError: CUDA error: out of memory\n"
+               "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+               "might be incorrect.\n")
+    assert _incidents(d)[0] == "stale-gpu-process"
+    # the allocator's own message at the same place is the weights not fitting
+    d = report("Traceback (most recent call last):\n"
+               '  File "/usr/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1150, in convert\n'
+               "    return t.to(device)\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+               "23.65 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 22.58 GiB memory "
+               "in use. Of the allocated memory 22.10 GiB is allocated by PyTorch, and 12.00 MiB is reserved by "
+               "PyTorch but unallocated.\n")
+    assert "stale-gpu-process" not in _incidents(d)[:1]
+
+
+def test_xla_request_printed_with_its_unit_and_device():
+    d = report("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 29.71GiB "
+               "with allocator GPU_0_bfc on device 0. [tf-allocator-allocation-error='']\n")
+    ev = d["oom_events"][0]
+    assert ev["kind"] == "xla" and ev["device_index"] == 0
+    assert ev["tried_to_allocate_bytes"] == round(29.71 * 2**30)

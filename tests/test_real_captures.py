@@ -12,9 +12,12 @@ sibling ``.expected.yaml`` holds what a careful reader takes from the printed te
         host_bytes: 1125899906842624
         processes: [{pid: 4242, bytes: 64424509440, is_self: false}]
     failure_kinds: [device_mismatch]   # optional: non-memory failures that must be found
+    diagnosis: {top: activation-memory, phase: forward}   # optional: what the whole report
+                                  # says first (top: null - no memory diagnosis at all)
 
-Byte values are the printed sizes converted exactly, e.g. ``"3.39 GiB"`` is
-``int(Decimal("3.39") * 2**30)``, never a value re-rounded by the parser.
+Byte values are the printed sizes converted exactly and rounded to the nearest byte, e.g.
+``"3.39 GiB"`` is ``int((Decimal("3.39") * 2**30).to_integral_value())``, never a value
+re-rounded by the parser.
 """
 from __future__ import annotations
 
@@ -88,4 +91,12 @@ def test_real_capture_facts(expected_path: Path):
     for kind in spec.get("failure_kinds") or []:
         if kind not in failure_kinds:
             problems.append(f"no {kind} failure; failures are {failure_kinds}")
+    want = spec.get("diagnosis") or {}
+    if "top" in want:
+        top = report.diagnoses[0].incident if report.diagnoses else None
+        if top != want["top"]:
+            problems.append(f"first diagnosis is {top}, expected {want['top']}: "
+                            f"{[d.incident for d in report.diagnoses][:3]}")
+    if "phase" in want and report.phase != want["phase"]:
+        problems.append(f"phase is {report.phase}, expected {want['phase']}")
     assert not problems, "\n".join(problems)

@@ -42,7 +42,11 @@ _MPS = lazy(
 _MPS_HINT = lazy(r"Use\s*PYTORCH_MPS_HIGH_WATERMARK_RATIO\s*=\s*0\.0[^.]{0,200}\.?(?:\s*\(may\s*cause\s*system\s*failure\)\.?)?")
 
 # -- XLA / JAX / torch_xla ------------------------------------------------------------------
-_XLA_OOM_BYTES = lazy(r"Out of memory while trying to allocate (?P<n>\d[\d,]{0,20}) bytes")
+# older XLA prints bytes; from about jax 0.7 the TF allocator adapter prints a size with its
+# unit, the allocator and the device ("... allocate 29.71GiB with allocator GPU_0_bfc on device 0.")
+_XLA_OOM_BYTES = lazy(
+    r"Out of memory while trying to allocate (?:(?P<n>\d[\d,]{0,20}) bytes|(?P<size>\d{1,9}(?:\.\d{1,4})? ?[KMGTPE]i?B))"
+    r"(?: with allocator \S{1,40} on device (?P<dev>\d{1,4}))?")
 _XLA_REQUEST = lazy(
     r"Failed to allocate request for (?P<size>" + _SIZE + r")\s*\((?P<n>\d{1,20})\s*B\) on device ordinal (?P<dev>\d{1,4})")
 # TPU runtime (torch_xla / XRT / PJRT): "Attempting to reserve 6.48G at the bottom of
@@ -366,11 +370,13 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
         if m is None and "Out of memory while" in text:
             m = ctx.rejoined(i, _XLA_OOM_BYTES)   # hard-wrapped inside the message
         if m:
-            n = int(m.group("n").replace(",", ""))
+            n = int(m.group("n").replace(",", "")) if m.group("n") else size_of(m.group("size"))
+            dev = int(m.group("dev")) if m.group("dev") else None
+            fmt = "xla-out-of-memory-bytes" if m.group("n") else "xla-out-of-memory-size"
             exc = _xla_exception(ctx, text, m.start())
             ev = events.add(("xla", "bytes", n), i, lambda: OomEvent(
-                kind="xla", backend="XLA", line=0, message_format="xla-out-of-memory-bytes",
-                tried_to_allocate_bytes=n), exception=exc)
+                kind="xla", backend="XLA", line=0, message_format=fmt,
+                tried_to_allocate_bytes=n, device_index=dev), exception=exc)
             _attach_hint(ctx, ev, i)
             return
         m = ctx.search(_XLA_REQUEST, text)

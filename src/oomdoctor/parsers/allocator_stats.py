@@ -208,6 +208,17 @@ _SHORT_FIELD = {"max_mem_alloc": "max_allocated_bytes", "max_mem_allocated": "ma
                 "mem_alloc": "allocated_bytes", "mem_allocated": "allocated_bytes",
                 "max_mem_reserved": "max_reserved_bytes", "peak_mem_reserved": "max_reserved_bytes",
                 "mem_reserved": "reserved_bytes", "mem_res": "reserved_bytes"}
+# a training loop's own print with the bare words ("step 12 loss 0.31 allocated 55.48 GiB",
+# "Allocated: 3.8GB Reserved: 3.9GB"): a unit is required, and an allocator's own message
+# ("9.48 GiB already allocated", MPS's "MPS allocated: ..., other allocations: ...") is not a reading
+_USER_BARE = lazy(
+    r"(?<![\w.-])(?P<key>max[ _]allocated|max[ _]reserved|allocated|reserved)['\"]?(?:\s*[:=]\s*|\s+)"
+    # (prose goes on: "memory reserved 3 GB by other processes" is no reading)
+    r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)\b(?!\s+(?:by|for|from|of|on|to|in)\b)", re.I)
+_BARE_FIELD = {"max allocated": "max_allocated_bytes", "max_allocated": "max_allocated_bytes",
+               "max reserved": "max_reserved_bytes", "max_reserved": "max_reserved_bytes",
+               "allocated": "allocated_bytes", "reserved": "reserved_bytes"}
+_NOT_A_READING = lazy(r"other allocations|out of memory|tried to allocate", re.I)
 _RECIPES = lazy(
     r"(?P<key>Max CUDA memory allocated was|Max CUDA memory reserved was|CUDA Malloc retries :"
     r"|CPU Total Peak Memory consumed during the train \(max\):) (?P<num>\d+)(?: GB)?")
@@ -248,6 +259,10 @@ def _user_prints(ctx: ParseContext, i: int, text: str, state: dict) -> bool:
     if not found and "mem_" in text:
         for m in _finditer(_USER_SHORT, text):
             field = _SHORT_FIELD[m.group("key").lower()]
+            found.append((field, _user_value(field, m.group("num"), m.group("unit"))))
+    if not found and not _NOT_A_READING.search(text):
+        for m in _finditer(_USER_BARE, text):
+            field = _BARE_FIELD[m.group("key").lower()]
             found.append((field, _user_value(field, m.group("num"), m.group("unit"))))
     m = _RECIPES.search(text) if not found and ("CUDA" in text or "Peak Memory" in text) else None
     if m:  # llama-recipes' MemoryTrace prints whole GiB (int(bytes / 2**30))
@@ -346,7 +361,8 @@ def parse(ctx: ParseContext) -> None:
                 _add(ctx, MemorySample(source="list_gpu_processes", line=ln.no, device_index=state.get("list_gpu"),
                                        pid=int(m.group("pid")), used_bytes=to_bytes(m.group("mb"), "MiB")))
         low = text.lower()
-        if "memory" in low or "num_" in low or "_bytes.all." in low or "retries" in low or "mem_" in low:
+        if ("memory" in low or "num_" in low or "_bytes.all." in low or "retries" in low or "mem_" in low
+                or "allocated" in low or "reserved" in low):
             _user_prints(ctx, i, text, state)
         i += 1
     _counted_ooms(ctx)
