@@ -3041,3 +3041,68 @@ def test_xla_request_printed_with_its_unit_and_device():
     ev = d["oom_events"][0]
     assert ev["kind"] == "xla" and ev["device_index"] == 0
     assert ev["tried_to_allocate_bytes"] == round(29.71 * 2**30)
+
+
+def test_a_bold_span_over_several_pasted_lines_is_unwrapped():
+    d = report("**2020-02-01 11:57:36.437688: W tensorflow/core/framework/cpu_allocator_impl.cc:81] Allocation of "
+               "10616832 exceeds 10% of system memory.\nKilled**\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+    # one "**" inside a line is not a span's end
+    d = report("def f(**kwargs):\nKilled\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+
+
+def test_tensorflows_resource_exhausted_for_a_full_disk_is_no_memory():
+    d = report("E ../checkpoint/model.ckpt-10051.data-00000-of-00001.tempstate1387; No space left on device\n"
+               "E        [[node save/SaveV2 (defined at ./DeepSpeech.py:484)  = SaveV2[]]]\n"
+               "E Hint: If you want to see a list of allocated tensors when OOM happens, add "
+               "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n")
+    assert d["oom_events"] == [] and d["diagnoses"] == []
+    # the same hint after a memory error still ends an out-of-memory message
+    d = report("E        [[node gradients/MatMul]]\n"
+               "E Hint: If you want to see a list of allocated tensors when OOM happens, add "
+               "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["xla"]
+
+
+def test_memoryerror_with_the_cpp_exception_after_two_dashes():
+    d = report("Traceback (most recent call last):\n"
+               '  File "prep.py", line 24, in <module>\n'
+               "    torch.save(graph, path)\n"
+               "MemoryError -- std::bad_alloc\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["cpu_allocator"]
+    assert _incidents(d)[0] == "host-oom"
+
+
+def test_a_logger_record_whose_message_is_an_error_saying_gpu_memory_is_short():
+    d = report("02/15/2020 15:10:09 MainProcess     _training_0     multithreading  run                       DEBUG    "
+               "Error in thread (_training_0): You do not have enough GPU memory available to train the selected "
+               "model at the selected settings.\n")
+    assert [(e["kind"], e["backend"]) for e in d["oom_events"]] == [("device_runtime", "CUDA")]
+    # a record that only mentions memory is no failure
+    assert report("02/15/2020 15:10:09 MainProcess  run  DEBUG    Error in thread: done, memory freed\n")["oom_events"] == []
+
+
+def test_a_named_device_allocation_call_that_failed_with_its_size():
+    d = report("Faiss assertion 'cudaMalloc(p, size) == cudaSuccess' failed in void faiss::gpu::allocMemorySpace("
+               "faiss::gpu::MemorySpace, void**, size_t) at utils/MemorySpace.cpp:20; details: Failed to cudaMalloc "
+               "16000000000 bytes\nAborted\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cuda_runtime_error", 16000000000)
+
+
+def test_a_go_supervisors_signal_killed_is_a_kill():
+    d = report("load_tensors:    CUDA_Host model buffer size = 2850.75 MiB\n\n"
+               "Error: 500 Internal Server Error: llama-server process has terminated: signal: killed\n")
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "weak")]
+    assert report("the run's signal: killedness was not checked\n")["oom_events"] == []
+
+
+def test_memory_held_outside_the_process_outweighs_a_gather_for_a_save():
+    d = report("Traceback (most recent call last):\n"
+               '  File "/usr/local/lib/python3.8/site-packages/fairscale/nn/data_parallel/fully_sharded_data_parallel.py",'
+               " line 1151, in summon_full_params\n"
+               "    local_shard, _ = self._get_shard(full_tensor)\n"
+               "RuntimeError: CUDA out of memory. Tried to allocate 98.00 MiB (GPU 1; 39.41 GiB total capacity; 14.54 GiB "
+               "already allocated; 85.56 MiB free; 14.71 GiB reserved in total by PyTorch)\n")
+    assert _incidents(d)[:2] == ["stale-gpu-process", "ckpt-save-gather"]

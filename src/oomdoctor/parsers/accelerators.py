@@ -289,6 +289,9 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
             _report_rows_alone(ctx, events)
 
 
+_DISK_FULL = lazy(r"No space left on device|Disk quota exceeded")
+
+
 def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
     """TensorFlow's and XLA's hint ("... when OOM happens, add report_tensor_allocations_upon_oom")
     ends their resource-exhausted error and nothing else: the tail of an out-of-memory
@@ -296,6 +299,10 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
     for i in ctx.lines_with(("OOM happens",)):
         text = ctx.lines[i].text
         h = ctx.search(_TF_HINT, text)
+        # TensorFlow raises a full disk as ResourceExhaustedError too, with the same hint
+        # ("...data-00000-of-00001.tempstate...; No space left on device"): that is no memory
+        if h and any(ctx.search(_DISK_FULL, ln.text) for ln in ctx.lines[max(0, i - 40):i + 1]):
+            continue
         if h:
             xla = "xla" in text.lower() or any("XLA label" in ln.text for ln in ctx.lines[max(0, i - 40):i])
             events.add(("hint",), i, lambda xla=xla, hint=h.group(0).strip(): OomEvent(

@@ -154,6 +154,9 @@ _BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s
                     r"|^Killed(?=[a-z])[^\n]{0,200}?(?:\d\s?/\s?\d|\d%)")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
+# a Go program's report of a child it ran (os/exec's ExitError): "llama-server process has
+# terminated: signal: killed", "exit status: signal: killed"
+_GO_SIGNAL = lazy(r"(?:^|[\s:])signal: killed\b")
 _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
 _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)?(?: unexpectedly)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code"
                           # SageMaker's "ExecuteUserScriptError: ExitCode 137"
@@ -174,7 +177,8 @@ _CPU_ALLOC_CUT = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough
 _CPU_LEGACY = lazy(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
 _TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
 # (Apache Arrow's is pyarrow.lib.ArrowMemoryError: "malloc of size 64 failed", a datasets map)
-_PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\b(?::\s*(?P<msg>[^\n]{0,400}))?\s*$")
+# (torch 1.x translated a C++ std::bad_alloc as "MemoryError -- std::bad_alloc")
+_PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\b(?:(?::|\s+--)\s*(?P<msg>[^\n]{0,400}))?\s*$")
 _ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
 # how far below a bare "MemoryError" (no message) the error report it introduces may name the
 # memory that ran out (PaddlePaddle raises MemoryError, then prints its C++ traceback and an
@@ -666,6 +670,9 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     m = ctx.search(_DIED_WITH, text) if "died with" in text else None
     if m:
         _ended_by_signal(s, i, int(m.group("sig")), "the launched process died with SIGKILL")
+        return
+    if "signal: killed" in text and ctx.search(_GO_SIGNAL, text):
+        _ended_by_signal(s, i, 9, "a supervising program reports its child ended by SIGKILL (signal: killed)")
         return
     if "Killed" in text or " killed" in text:
         m = ctx.search(_SHELL_JOB, text)

@@ -39,12 +39,15 @@ _ERROR_LINE = lazy(
     r"|^\s*(?:MIOpen|rocBLAS|hipBLAS(?:Lt)?|rocFFT|cuDNN|CUDNN|cuBLAS(?:Lt)?|CUBLAS|cuFFT|CUDA|HIP|oneDNN|Vulkan)"
     r" (?:Error|ERROR|error):\s"
     # a C++ program printing its uncaught exception's what() alone: "std::bad_alloc"
-    r"|^\s*std::bad_alloc\s*$")
+    r"|^\s*std::bad_alloc\s*$"
+    # a logger's record (level column, then the message) whose message is an error:
+    # "... DEBUG    Error in thread (_training_0): You do not have enough GPU memory ..."
+    r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?:Error|Exception)\b[^:\n]{0,60}:\s")
 _FAILED = lazy(
     r"std::bad_alloc"
     r"|\b(?:failed|unable|cannot|can't|could not|couldn't)\s+(?:to\s+)?(?:allocate|alloc|reserve|malloc)\b"
     r"[^\n]{0,80}?(?:\bmemory\b|\d\s*(?:bytes|[KMGTP]i?B)\b)"
-    r"|\b(?:insufficient|not enough|ran out of|out of)\s+(?:\w+\s+){0,2}?memory\b"
+    r"|\b(?:insufficient|not (?:have )?enough|ran out of|out of)\s+(?:\w+\s+){0,2}?memory\b"
     r"|\bmemory (?:exhausted|allocation failed|allocation error)"
     # MIOpen's "Memory not available to allocate buffer: 655360000"
     r"|\bmemory not available to allocate\b"

@@ -166,6 +166,10 @@ _FAILURE_WORD = lazy(r"\b(?:failed|errno|returned)\b|\bret\[|(?<!\bno )\berror\b
 # n_bytes) failed with error out of memory", whatever the error's words or where a paste cuts them)
 _ALLOC_CALL_FAILED = lazy(r"(?i:could not|cannot|can't|unable to|failed to) allocate memory\b[^\n]{0,300}?"
                           r"\b(?P<call>cudaMalloc\w{0,20}|cuMemAlloc\w{0,20}|hipMalloc\w{0,20})\b")
+# ... or that names the call and the size it could not get ("Faiss assertion 'cudaMalloc(p, size)
+# == cudaSuccess' failed ...; details: Failed to cudaMalloc 16000000000 bytes")
+_CALL_SIZE_FAILED = lazy(r"(?i:could not|cannot|can't|unable to|failed to) (?P<call>cudaMalloc\w{0,20}|cuMemAlloc\w{0,20}|hipMalloc\w{0,20})"
+                         r" (?P<n>\d[\d,]{0,20}) bytes\b")
 _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
                      "cuMemHostRegister")
 
@@ -234,7 +238,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
           "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
-          "failed with error 2")
+          "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -467,6 +471,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0,
             message_format="cuda-driver-host-alloc" if host else "cuda-call",
             detail=f"{call} failed: out of memory" + (" (page-locked host memory)" if host else "")))
+        return
+    m = ctx.search(_CALL_SIZE_FAILED, text) if "alloc" in text.lower() and " bytes" in text else None
+    if m:
+        call, n = m.group("call"), int(m.group("n").replace(",", ""))
+        host = call in _HOST_ALLOC_CALLS
+        events.add(("cuda_runtime_error", "call", call), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="HIP" if call.startswith("hip") else "CUDA", exception=exc, line=0,
+            message_format="cuda-driver-host-alloc" if host else "cuda-call", tried_to_allocate_bytes=n,
+            detail=f"{call} of {n} bytes failed" + (" (page-locked host memory)" if host else "")))
         return
     m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text or "ut of memory allocating" in text else None
     if m:

@@ -50,6 +50,7 @@ _CARET_SGR = lazy(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
 
 
 # markdown bold that a user put around part of a pasted line
+_MD_BOLD_OPENS = lazy(r"\*\*[0-9A-Z\[][^\n]{0,2000}? ")
 _MD_BOLD = lazy(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")
 # one inline-code span around a whole line (not a fence: "```" is never taken)
 _MD_CODE = stdlib_re.compile(r"^\s{0,3}`(?!`)([^`\n]{1,20000}?)`\s?$")
@@ -310,6 +311,14 @@ def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
         # markdown bold a user put around part of a pasted line ("**RuntimeError: CUDA out of
         # memory.** Tried", "C**UDA ... 1**72.00 MiB"); indented lines are code ("f(**kw)")
         raw = _MD_BOLD.sub(r"\1", raw, count=2)
+        if raw.count("**") == 1:
+            # one end of a bold span over several pasted lines: it opens the first line and
+            # closes the last ("**2020-02-01 ... W tensorflow/...", "Killed**"); an opening
+            # one starts a record (a digit, a capital, a bracket), not code ("**kwargs)")
+            if raw.rstrip().endswith("**"):
+                raw = raw.rstrip()[:-2]
+            elif _MD_BOLD_OPENS.match(raw):
+                raw = raw[2:]
     if "`" in raw:
         raw = _without_code_span(raw)
     if not raw.isprintable() and _CONTROL.search(raw):  # isprintable: one C pass, no controls

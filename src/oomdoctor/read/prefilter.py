@@ -23,6 +23,7 @@ ANCHOR_LITERALS = (
     # allocate", "Error" every "...Error" class name; "Kill" "Killed", "Killing", "OOMKilled"
     "ut of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ried to alloc", "capacity of",
     "otal capacity", "RESOURCE_EXHAUSTED", "Resource exhausted", "ResourceExhausted", "OOM when allocating",
+    "to cudaMalloc", "to hipMalloc", "to cuMemAlloc",   # "Failed to cudaMalloc N bytes"
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
     "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
