@@ -242,9 +242,9 @@ DETAIL = {
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",
                 "_PYTORCH_SOURCE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
-    # the table a TPU reservation failure prints under its line
+    # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
-                     "_TF_HINT", "_DEVICE_IN_NAME", "_NODE_DEVICE", "_HBM_CAPACITY"},
+                     "_TF_HINT", "_DEVICE_IN_NAME", "_NODE_DEVICE", "_HBM_CAPACITY", "_DISK_FULL"},
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH
     # qualifies a "No space left on device" line; _ENOMEM_SIZE reads the size of an ENOMEM line,
@@ -257,6 +257,9 @@ BY_EXAMPLE = {
     ("torch_alloc", "ANCHOR"): ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has",
                                 "CUDA out of memory.Tried to allocate 20.00 MiB"],
     ("torch_alloc", "_CUT"): ["RuntimeError: CUDA out of memory. Tried", "torch.cuda.OutOfMemoryError: CUDA out of memory."],
+    # (the call's name after "to" is the anchor: "to cudaMalloc", "to hipMalloc", "to cuMemAlloc")
+    ("runtime", "_CALL_SIZE_FAILED"): ["details: Failed to cudaMalloc 16000000000 bytes",
+                                       "unable to hipMalloc 1,073,741,824 bytes", "FAILED to cuMemAlloc 4096 bytes"],
     ("accelerators", "_MPS_START"): ["RuntimeError: MPS backend out of memory (MPS allocated: 17.75 GB"],
     ("accelerators", "_MPS"): ["MPS backend out of memory (MPS allocated: 1.2 GB, other allocations: 3.4 GB, "
                                "max allowed: 18.13 GB). Tried to allocate 256 MB on private pool."],

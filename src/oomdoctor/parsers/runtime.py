@@ -168,7 +168,7 @@ _ALLOC_CALL_FAILED = lazy(r"(?i:could not|cannot|can't|unable to|failed to) allo
                           r"\b(?P<call>cudaMalloc\w{0,20}|cuMemAlloc\w{0,20}|hipMalloc\w{0,20})\b")
 # ... or that names the call and the size it could not get ("Faiss assertion 'cudaMalloc(p, size)
 # == cudaSuccess' failed ...; details: Failed to cudaMalloc 16000000000 bytes")
-_CALL_SIZE_FAILED = lazy(r"(?i:could not|cannot|can't|unable to|failed to) (?P<call>cudaMalloc\w{0,20}|cuMemAlloc\w{0,20}|hipMalloc\w{0,20})"
+_CALL_SIZE_FAILED = lazy(r"(?i:unable|failed) to (?P<call>cudaMalloc\w{0,20}|cuMemAlloc\w{0,20}|hipMalloc\w{0,20})"
                          r" (?P<n>\d[\d,]{0,20}) bytes\b")
 _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
                      "cuMemHostRegister")
