@@ -2992,6 +2992,16 @@ _OOM_2_11 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 398.
              "but unallocated.\n")
 
 
+def test_a_peak_beside_a_flat_allocated_figure_is_no_leak():
+    steps = "".join(f"step {i} | loss 2.3 | allocated 20.10 GiB | peak allocated {30 + 1.5 * i:.2f} GiB\n"
+                    for i in range(30))
+    d = report(steps + _OOM_2_11)
+    assert "gradual-leak" not in _incidents(d)[:1]
+    readings = [s for s in d["memory_samples"] if s["source"] == "user_print"]
+    assert {s["allocated_bytes"] for s in readings} == {round(20.10 * 2**30)}
+    assert readings[-1]["max_allocated_bytes"] == round(73.5 * 2**30)
+
+
 def test_a_training_loops_own_allocated_print_shows_a_leak():
     steps = "".join(f"step {i} loss 0.0008 allocated {2.0 + 1.94 * i:.2f} GiB\n" for i in range(30))
     d = report(steps + _OOM_2_11)
@@ -3005,7 +3015,11 @@ def test_a_training_loops_own_allocated_print_shows_a_leak():
     "9.48 GiB already allocated; 16.56 MiB free; 9.66 GiB reserved in total by PyTorch)",
     "RuntimeError: MPS backend out of memory (MPS allocated: 45.18 GiB, other allocations: 719.81 MiB, "
     "max allowed: 45.90 GiB). Tried to allocate 256 bytes on private pool.",
+    "(MPS allocated: 45.18 GiB,",         # the same message wrapped: its line alone
     "step 3 allocated 12 tensors",        # no unit: a count, not memory
+    "INFO Allocated 4.00 GB host memory for the KV cache",
+    "Reserved 12 GB/s of bandwidth",
+    "memory reserved 3 GB by other processes",
 ])
 def test_what_is_not_a_loops_allocated_reading(line: str):
     d = report(line + "\n")
@@ -3024,6 +3038,19 @@ def test_a_runtime_oom_while_placing_the_model_is_the_context():
                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
                "might be incorrect.\n")
     assert _incidents(d)[0] == "stale-gpu-process"
+    # mid-run (steps logged) the same error at a tensor's creation can be the process's own memory
+    steps = "".join(f"step {i} loss 0.5\n" for i in range(20))
+    d = report(steps + "Traceback (most recent call last):\n"
+               '  File "train.py", line 88, in train_step\n'
+               "    noise = torch.randn(x.shape, device=x.device)\n"
+               "RuntimeError: CUDA error: out of memory\n")
+    assert "stale-gpu-process" not in _incidents(d)[:1]
+    # a library's own error with the same frames is not torch's context
+    d = report("Traceback (most recent call last):\n"
+               '  File "/usr/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1150, in convert\n'
+               "    return t.to(device)\n"
+               "RuntimeError: CUresult error: 2 (out of memory)\n")
+    assert "stale-gpu-process" not in _incidents(d)[:1]
     # the allocator's own message at the same place is the weights not fitting
     d = report("Traceback (most recent call last):\n"
                '  File "/usr/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1150, in convert\n'
@@ -3041,15 +3068,22 @@ def test_xla_request_printed_with_its_unit_and_device():
     ev = d["oom_events"][0]
     assert ev["kind"] == "xla" and ev["device_index"] == 0
     assert ev["tried_to_allocate_bytes"] == round(29.71 * 2**30)
+    d = report("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 512B with allocator GPU_0_bfc on device 1.\n")
+    assert (d["oom_events"][0]["tried_to_allocate_bytes"], d["oom_events"][0]["device_index"]) == (512, 1)
 
 
 def test_a_bold_span_over_several_pasted_lines_is_unwrapped():
     d = report("**2020-02-01 11:57:36.437688: W tensorflow/core/framework/cpu_allocator_impl.cc:81] Allocation of "
                "10616832 exceeds 10% of system memory.\nKilled**\n")
     assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
-    # one "**" inside a line is not a span's end
-    d = report("def f(**kwargs):\nKilled\n")
-    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+    from oomdoctor.read.normalise import normalise
+    # one "**" inside a line, or code that starts with one, is no span's end
+    assert normalise("def f(**kwargs):\n")[0].text == "def f(**kwargs):"
+    assert normalise("**kwargs)\n")[0].text == "**kwargs)"
+    # an exception named in a bold span that a later line closes
+    assert normalise("**numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.2 GiB\n")[0].text.startswith(
+        "numpy.core")
+    assert normalise("**Killed\n")[0].text == "Killed"
 
 
 def test_tensorflows_resource_exhausted_for_a_full_disk_is_no_memory():
@@ -3058,7 +3092,15 @@ def test_tensorflows_resource_exhausted_for_a_full_disk_is_no_memory():
                "E Hint: If you want to see a list of allocated tensors when OOM happens, add "
                "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n")
     assert d["oom_events"] == [] and d["diagnoses"] == []
-    # the same hint after a memory error still ends an out-of-memory message
+    # a full disk reported earlier, by another error, says nothing of this one
+    d = report("W tensorflow/core/util/events_writer.cc:104] Write failed: No space left on device\n\n"
+               "step 10 loss 0.3\n"
+               "E        [[node gradients/MatMul]]\n"
+               "E Hint: If you want to see a list of allocated tensors when OOM happens, add "
+               "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["xla"]
+    # the hint at the end of an error whose first line is not in the log still ends an
+    # out-of-memory message
     d = report("E        [[node gradients/MatMul]]\n"
                "E Hint: If you want to see a list of allocated tensors when OOM happens, add "
                "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n")
@@ -3079,8 +3121,14 @@ def test_a_logger_record_whose_message_is_an_error_saying_gpu_memory_is_short():
                "Error in thread (_training_0): You do not have enough GPU memory available to train the selected "
                "model at the selected settings.\n")
     assert [(e["kind"], e["backend"]) for e in d["oom_events"]] == [("device_runtime", "CUDA")]
-    # a record that only mentions memory is no failure
-    assert report("02/15/2020 15:10:09 MainProcess  run  DEBUG    Error in thread: done, memory freed\n")["oom_events"] == []
+    # a record that is no error, advice, or a level word in prose is no failure
+    assert report("02/15/2020 15:10:09 MainProcess  run  INFO     Tip: you do not have enough GPU memory "
+                  "for batch 64, try 32\n")["oom_events"] == []
+    assert report("RuntimeError: If you do not have enough GPU memory, reduce the batch size.\n")["oom_events"] == []
+    assert report("the debug error handler: you do not have enough GPU memory\n")["oom_events"] == []
+    d = report("2024-05-01 10:00:00,123 - ERROR - Exception in worker: You don't have enough GPU memory to run "
+               "this model\n")
+    assert [e["backend"] for e in d["oom_events"]] == ["CUDA"]
 
 
 def test_a_named_device_allocation_call_that_failed_with_its_size():
@@ -3089,6 +3137,10 @@ def test_a_named_device_allocation_call_that_failed_with_its_size():
                "16000000000 bytes\nAborted\n")
     ev = d["oom_events"][0]
     assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cuda_runtime_error", 16000000000)
+    # Faiss's full form names the runtime's error too; two sizes are two failures
+    d = report("Error: 'err == cudaSuccess' failed: failed to cudaMalloc 1610612736 bytes (error 2 out of memory)\n"
+               "Error: 'err == cudaSuccess' failed: failed to cudaMalloc 1048576 bytes (error 2 out of memory)\n")
+    assert sorted(e["tried_to_allocate_bytes"] for e in d["oom_events"]) == [1048576, 1610612736]
 
 
 def test_a_go_supervisors_signal_killed_is_a_kill():
@@ -3096,6 +3148,8 @@ def test_a_go_supervisors_signal_killed_is_a_kill():
                "Error: 500 Internal Server Error: llama-server process has terminated: signal: killed\n")
     assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", "weak")]
     assert report("the run's signal: killedness was not checked\n")["oom_events"] == []
+    # a timeout's kill is no memory
+    assert report("Error: llama-server: signal: killed (timeout 300s exceeded)\n")["oom_events"] == []
 
 
 def test_memory_held_outside_the_process_outweighs_a_gather_for_a_save():

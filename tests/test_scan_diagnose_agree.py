@@ -248,8 +248,10 @@ DETAIL = {
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH
     # qualifies a "No space left on device" line; _ENOMEM_SIZE reads the size of an ENOMEM line,
-    # _ARROW_SIZE the size in an ArrowMemoryError's message
-    "host": {"_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_SHM_PATH", "_ENOMEM_SIZE", "_ARROW_SIZE"},
+    # _ARROW_SIZE the size in an ArrowMemoryError's message; _GO_TIMEOUT only rules out a
+    # "signal: killed" line (its anchor is " killed")
+    "host": {"_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_SHM_PATH", "_ENOMEM_SIZE", "_ARROW_SIZE",
+             "_GO_TIMEOUT"},
 }
 # \s* between words (a message a terminal wrapped) or numbers in the middle: checked by
 # the messages the libraries print

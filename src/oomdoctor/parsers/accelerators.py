@@ -45,7 +45,7 @@ _MPS_HINT = lazy(r"Use\s*PYTORCH_MPS_HIGH_WATERMARK_RATIO\s*=\s*0\.0[^.]{0,200}\
 # older XLA prints bytes; from about jax 0.7 the TF allocator adapter prints a size with its
 # unit, the allocator and the device ("... allocate 29.71GiB with allocator GPU_0_bfc on device 0.")
 _XLA_OOM_BYTES = lazy(
-    r"Out of memory while trying to allocate (?:(?P<n>\d[\d,]{0,20}) bytes|(?P<size>\d{1,9}(?:\.\d{1,4})? ?[KMGTPE]i?B))"
+    r"Out of memory while trying to allocate (?:(?P<n>\d[\d,]{0,20}) bytes|(?P<size>\d{1,9}(?:\.\d{1,4})? ?(?:[KMGTPE]i?)?B))"
     r"(?: with allocator \S{1,40} on device (?P<dev>\d{1,4}))?")
 _XLA_REQUEST = lazy(
     r"Failed to allocate request for (?P<size>" + _SIZE + r")\s*\((?P<n>\d{1,20})\s*B\) on device ordinal (?P<dev>\d{1,4})")
@@ -292,6 +292,18 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
 _DISK_FULL = lazy(r"No space left on device|Disk quota exceeded")
 
 
+def _disk_full_above(ctx: ParseContext, i: int) -> bool:
+    """Does the error the hint at line ``i`` ends say the disk is full? Its lines run up to the
+    hint without a blank line (the node line and its wrapped continuations in between)."""
+    for j in range(i, max(-1, i - 10), -1):
+        text = ctx.lines[j].text
+        if not text.strip():
+            return False
+        if ctx.search(_DISK_FULL, text):
+            return True
+    return False
+
+
 def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
     """TensorFlow's and XLA's hint ("... when OOM happens, add report_tensor_allocations_upon_oom")
     ends their resource-exhausted error and nothing else: the tail of an out-of-memory
@@ -301,7 +313,7 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
         h = ctx.search(_TF_HINT, text)
         # TensorFlow raises a full disk as ResourceExhaustedError too, with the same hint
         # ("...data-00000-of-00001.tempstate...; No space left on device"): that is no memory
-        if h and any(ctx.search(_DISK_FULL, ln.text) for ln in ctx.lines[max(0, i - 40):i + 1]):
+        if h and _disk_full_above(ctx, i):
             continue
         if h:
             xla = "xla" in text.lower() or any("XLA label" in ln.text for ln in ctx.lines[max(0, i - 40):i])

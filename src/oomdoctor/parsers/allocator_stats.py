@@ -212,12 +212,13 @@ _SHORT_FIELD = {"max_mem_alloc": "max_allocated_bytes", "max_mem_allocated": "ma
 # "Allocated: 3.8GB Reserved: 3.9GB"): a unit is required, and an allocator's own message
 # ("9.48 GiB already allocated", MPS's "MPS allocated: ..., other allocations: ...") is not a reading
 _USER_BARE = lazy(
-    r"(?<![\w.-])(?P<key>max[ _]allocated|max[ _]reserved|allocated|reserved)['\"]?(?:\s*[:=]\s*|\s+)"
-    # (prose goes on: "memory reserved 3 GB by other processes" is no reading)
-    r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)\b(?!\s+(?:by|for|from|of|on|to|in)\b)", re.I)
-_BARE_FIELD = {"max allocated": "max_allocated_bytes", "max_allocated": "max_allocated_bytes",
-               "max reserved": "max_reserved_bytes", "max_reserved": "max_reserved_bytes",
-               "allocated": "allocated_bytes", "reserved": "reserved_bytes"}
+    r"(?<![\w.-])(?<!MPS )(?P<peak>(?:max(?:imum)?|peak|highest)[ _])?(?P<key>allocated|reserved)['\"]?(?:\s*[:=]\s*|\s+)"
+    # (prose goes on: "memory reserved 3 GB by other processes", "Allocated 4.00 GB host memory
+    # for the KV cache", "12 GB/s" are no readings of the GPU's allocator)
+    r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)\b(?!/s)(?!\s+(?:by|for|from|of|on|to|in|host|pinned|CPU|cpu|swap)\b)",
+    re.I)
+_BARE_FIELD = {("allocated", False): "allocated_bytes", ("reserved", False): "reserved_bytes",
+               ("allocated", True): "max_allocated_bytes", ("reserved", True): "max_reserved_bytes"}
 _NOT_A_READING = lazy(r"other allocations|out of memory|tried to allocate", re.I)
 _RECIPES = lazy(
     r"(?P<key>Max CUDA memory allocated was|Max CUDA memory reserved was|CUDA Malloc retries :"
@@ -262,8 +263,9 @@ def _user_prints(ctx: ParseContext, i: int, text: str, state: dict) -> bool:
             found.append((field, _user_value(field, m.group("num"), m.group("unit"))))
     if not found and not _NOT_A_READING.search(text):
         for m in _finditer(_USER_BARE, text):
-            field = _BARE_FIELD[m.group("key").lower()]
-            found.append((field, _user_value(field, m.group("num"), m.group("unit"))))
+            field = _BARE_FIELD[(m.group("key").lower(), m.group("peak") is not None)]
+            if all(f != field for f, _ in found):   # a line's first reading of each figure
+                found.append((field, _user_value(field, m.group("num"), m.group("unit"))))
     m = _RECIPES.search(text) if not found and ("CUDA" in text or "Peak Memory" in text) else None
     if m:  # llama-recipes' MemoryTrace prints whole GiB (int(bytes / 2**30))
         field = _USER_FIELD[m.group("key").lower()]

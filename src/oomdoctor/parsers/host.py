@@ -157,6 +157,7 @@ _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name
 # a Go program's report of a child it ran (os/exec's ExitError): "llama-server process has
 # terminated: signal: killed", "exit status: signal: killed"
 _GO_SIGNAL = lazy(r"(?:^|[\s:])signal: killed\b")
+_GO_TIMEOUT = lazy(r"timeout|timed out|deadline|context canceled", re.I)
 _DIED_WITH = lazy(r"died with <Signals\.(?P<name>SIG\w{1,8}): (?P<sig>\d{1,2})>")
 _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)?(?: unexpectedly)? with (?:exit )?(?:code|status)|exit (?:code|status)|Exit Code"
                           # SageMaker's "ExecuteUserScriptError: ExitCode 137"
@@ -671,7 +672,8 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if m:
         _ended_by_signal(s, i, int(m.group("sig")), "the launched process died with SIGKILL")
         return
-    if "signal: killed" in text and ctx.search(_GO_SIGNAL, text):
+    # (not a timeout's or a cancelled context's kill: exec.CommandContext sends SIGKILL too)
+    if "signal: killed" in text and ctx.search(_GO_SIGNAL, text) and not ctx.search(_GO_TIMEOUT, text):
         _ended_by_signal(s, i, 9, "a supervising program reports its child ended by SIGKILL (signal: killed)")
         return
     if "Killed" in text or " killed" in text:

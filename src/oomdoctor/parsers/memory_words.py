@@ -42,12 +42,12 @@ _ERROR_LINE = lazy(
     r"|^\s*std::bad_alloc\s*$"
     # a logger's record (level column, then the message) whose message is an error:
     # "... DEBUG    Error in thread (_training_0): You do not have enough GPU memory ..."
-    r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?:Error|Exception)\b[^:\n]{0,60}:\s")
+    r"|^[^\n]{0,160}?\b(?-i:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?-i:Error|Exception)\b[^:\n]{0,60}:\s")
 _FAILED = lazy(
     r"std::bad_alloc"
     r"|\b(?:failed|unable|cannot|can't|could not|couldn't)\s+(?:to\s+)?(?:allocate|alloc|reserve|malloc)\b"
     r"[^\n]{0,80}?(?:\bmemory\b|\d\s*(?:bytes|[KMGTP]i?B)\b)"
-    r"|\b(?:insufficient|not (?:have )?enough|ran out of|out of)\s+(?:\w+\s+){0,2}?memory\b"
+    r"|(?:\b(?:insufficient|not (?:have )?enough|ran out of|out of)|n't have enough)\s+(?:\w+\s+){0,2}?memory\b"
     r"|\bmemory (?:exhausted|allocation failed|allocation error)"
     # MIOpen's "Memory not available to allocate buffer: 655360000"
     r"|\bmemory not available to allocate\b"
@@ -55,7 +55,7 @@ _FAILED = lazy(
     r"|\b(?:CUDA|GPU|device|host|HBM)\s+allocation (?:failed|failure)\b", re.I)
 # advice, a condition or a fallback, not a failure: "if you run out of GPU memory, ...",
 # "... failed to allocate pinned memory, using pageable memory instead"
-_NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?\b(?:run|runs|ran|out of|not enough|insufficient)\b"
+_NOT_A_FAILURE = lazy(r"\b(?:if|when|whenever|unless)\b[^\n]{0,60}?(?:\b(?:run|runs|ran|out of|not (?:have )?enough|insufficient)\b|n't have enough\b)"
                       r"|falling back|fall back|\binstead\b|retrying|skipping|continuing|reducing|recoverable"
                       r"|\bset\s+--?\w", re.I)
 # memory failures that are not about capacity, or that other families name ("CUDA out of

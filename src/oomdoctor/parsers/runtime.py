@@ -458,28 +458,23 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             detail=f"bitsandbytes CUDA allocation failed ({m.group('file')})"))
         return
     # (after NCCL's: its WARN lines name the CUDA call that failed)
-    m = ctx.search(_CUDA_CALL_OOM, text) if "out of memory" in text else None
+    sized = ctx.search(_CALL_SIZE_FAILED, text) if " bytes" in text and "to " in text else None
+    m = sized or (ctx.search(_CUDA_CALL_OOM, text) if "out of memory" in text else None)
     after = 0
     if not m and "allocate memory" in text:
         # (its own words hold "failed to": the failure must be the call's, after it)
         m = ctx.search(_ALLOC_CALL_FAILED, text)
         after = m.end("call") if m else 0
-    if m and ctx.search(_FAILURE_WORD, text[after:]):
+    # ("Failed to cudaMalloc N bytes" says its failure in its own words)
+    if m and (sized or ctx.search(_FAILURE_WORD, text[after:])):
         call = m.group("call")
+        n = int(sized.group("n").replace(",", "")) if sized else None
         host = call in _HOST_ALLOC_CALLS
-        events.add(("cuda_runtime_error", "call", call), i, lambda: OomEvent(
-            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0,
-            message_format="cuda-driver-host-alloc" if host else "cuda-call",
-            detail=f"{call} failed: out of memory" + (" (page-locked host memory)" if host else "")))
-        return
-    m = ctx.search(_CALL_SIZE_FAILED, text) if "alloc" in text.lower() and " bytes" in text else None
-    if m:
-        call, n = m.group("call"), int(m.group("n").replace(",", ""))
-        host = call in _HOST_ALLOC_CALLS
-        events.add(("cuda_runtime_error", "call", call), i, lambda: OomEvent(
+        what = f"{call} of {n} bytes failed" if n else f"{call} failed: out of memory"
+        events.add(("cuda_runtime_error", "call", call, n), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="HIP" if call.startswith("hip") else "CUDA", exception=exc, line=0,
             message_format="cuda-driver-host-alloc" if host else "cuda-call", tried_to_allocate_bytes=n,
-            detail=f"{call} of {n} bytes failed" + (" (page-locked host memory)" if host else "")))
+            detail=what + (" (page-locked host memory)" if host else "")))
         return
     m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text or "ut of memory allocating" in text else None
     if m:

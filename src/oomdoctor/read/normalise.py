@@ -50,7 +50,7 @@ _CARET_SGR = lazy(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
 
 
 # markdown bold that a user put around part of a pasted line
-_MD_BOLD_OPENS = lazy(r"\*\*[0-9A-Z\[][^\n]{0,2000}? ")
+_MD_BOLD_OPENS = lazy(r"\*\*(?:[0-9A-Z\[]|(?:[A-Za-z_]\w*\.)+_?[A-Za-z]\w*(?:Error|Exception)\b)")
 _MD_BOLD = lazy(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")
 # one inline-code span around a whole line (not a fence: "```" is never taken)
 _MD_CODE = stdlib_re.compile(r"^\s{0,3}`(?!`)([^`\n]{1,20000}?)`\s?$")
