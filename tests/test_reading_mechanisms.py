@@ -3160,3 +3160,23 @@ def test_memory_held_outside_the_process_outweighs_a_gather_for_a_save():
                "RuntimeError: CUDA out of memory. Tried to allocate 98.00 MiB (GPU 1; 39.41 GiB total capacity; 14.54 GiB "
                "already allocated; 85.56 MiB free; 14.71 GiB reserved in total by PyTorch)\n")
     assert _incidents(d)[:2] == ["stale-gpu-process", "ckpt-save-gather"]
+
+
+@pytest.mark.parametrize("line, strength", [
+    ("srun: error: node1: task 0: Out Of Memory", "certain"),
+    ("srun: error: Out Of Memory", "certain"),                        # pasted without node and task
+    ("The replica master 0 ran out-of-memory and exited with a non-zero status of 247.", "certain"),
+    # OpenMPI's report with the PID and node redacted by the user
+    ("mpirun noticed that process rank 1 with PID xxxxxx on node xxxxxxxx exited on signal 9 (Killed).", "weak"),
+])
+def test_schedulers_and_platforms_reporting_a_task_out_of_memory(line: str, strength: str):
+    d = report(line + "\n")
+    assert [(e["kind"], e["strength"]) for e in d["oom_events"]] == [("host_oom_killer", strength)]
+
+
+@pytest.mark.parametrize("line", [
+    "srun: error: Unable to allocate resources: Out Of Memory on the controller's cache? no: job too big",
+    "The replica master 0 exited with a non-zero status of 1.",
+])
+def test_what_is_not_a_task_out_of_memory(line: str):
+    assert report(line + "\n")["oom_events"] == []

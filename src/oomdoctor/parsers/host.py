@@ -53,6 +53,12 @@ _SLURM_253 = lazy(r"srun: error: (?P<node>[\w.-]{1,100}): tasks? (?P<task>[\d,-]
 _SLURM_SCRIPT = lazy(r"slurm_script: line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed")
 _SLURM_LIMIT = lazy(r"exceeded (?:job |step )?memory limit \(\d{1,20} > \d{1,20}\),? being killed"
                           r"|slurmstepd: error: Exceeded (?:job|step) memory limit", re.I)
+# srun's report of a task the step's memory limit ended ("srun: error: node1: task 0: Out Of
+# Memory", pasted without its node and task: "srun: error: Out Of Memory")
+_SRUN_OOM = lazy(r"^\s*srun: error: (?:\S{1,100}: tasks? [\d,\-\[\]]{1,40}: )?Out Of Memory\s*$")
+# a training platform's status of a replica (Cloud ML Engine, Vertex AI: "The replica master 0
+# ran out-of-memory and exited with a non-zero status of 247.")
+_REPLICA_OOM = lazy(r"\breplica [\w-]{1,40} \d{1,6} ran out-of-memory\b")
 _SLURM_STATE = lazy(r"(?<![\w])OUT_OF_MEMORY(?![\w])")
 # other batch schedulers' reports of a job killed at its memory limit: Grid Engine's
 # ("failed cgroups enforced memory limit because: ... cgroup/OOM: Killed because of memory
@@ -122,7 +128,7 @@ _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
 _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
 # OpenMPI's report of a rank ended by a signal ("mpirun noticed that process rank 0 with PID 0
 # on node node1 exited on signal 9 (Killed).")
-_MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID \d{1,9} on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
+_MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID (?:\d{1,9}|\w{1,20}) on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
 # a pool of worker processes losing one without an exception: datasets' map ("One of the
 # subprocesses has abruptly died during map operation"), concurrent.futures' BrokenProcessPool
 # ("A process in the process pool was terminated abruptly"): most often the kernel's OOM killer
@@ -413,6 +419,12 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         return True
     if ("memory limit" in text or "exceeded limit" in text or "MEMLIMIT" in text) and ctx.search(_SCHEDULER_LIMIT, text):
         s.kill(i, "certain", "scheduler", "the batch scheduler killed the job at its memory limit: " + text.strip()[:120])
+        return True
+    if "Out Of Memory" in text and ctx.search(_SRUN_OOM, text):
+        s.kill(i, "certain", "slurm", "srun: a task ended at the step's memory limit (Out Of Memory)")
+        return True
+    if "out-of-memory" in text and ctx.search(_REPLICA_OOM, text):
+        s.kill(i, "certain", "platform", "the training platform reports a replica ran out of memory: " + text.strip()[:120])
         return True
     if "OUT_OF_MEMORY" in text and ctx.search(_SLURM_STATE, text):
         s.kill(i, "certain", "slurm", "Slurm job state OUT_OF_MEMORY")

@@ -24,6 +24,7 @@ ANCHOR_LITERALS = (
     "ut of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ried to alloc", "capacity of",
     "otal capacity", "RESOURCE_EXHAUSTED", "Resource exhausted", "ResourceExhausted", "OOM when allocating",
     "to cudaMalloc", "to hipMalloc", "to cuMemAlloc",   # "Failed to cudaMalloc N bytes"
+    "ran out-of-memory",                                 # a platform's replica status
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
     "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
