@@ -314,7 +314,8 @@ def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
         if raw.count("**") == 1:
             # one end of a bold span over several pasted lines: it opens the first line and
             # closes the last ("**2020-02-01 ... W tensorflow/...", "Killed**"); an opening
-            # one starts a record (a digit, a capital, a bracket), not code ("**kwargs)")
+            # one starts a record (a digit, a capital, a bracket, an exception's dotted name),
+            # not code ("**kwargs)")
             if raw.rstrip().endswith("**"):
                 raw = raw.rstrip()[:-2]
             elif _MD_BOLD_OPENS.match(raw):
