@@ -42,7 +42,7 @@ _ERROR_LINE = lazy(
     r"|^\s*std::bad_alloc\s*$"
     # a logger's record (level column, then the message) whose message is an error:
     # "... DEBUG    Error in thread (_training_0): You do not have enough GPU memory ..."
-    r"|^[^\n]{0,160}?\b(?-i:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?-i:Error|Exception)\b[^:\n]{0,60}:\s")
+    r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?:Error|Exception)\b[^:\n]{0,60}:\s")
 _FAILED = lazy(
     r"std::bad_alloc"
     r"|\b(?:failed|unable|cannot|can't|could not|couldn't)\s+(?:to\s+)?(?:allocate|alloc|reserve|malloc)\b"
