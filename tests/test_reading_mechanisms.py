@@ -3180,3 +3180,57 @@ def test_schedulers_and_platforms_reporting_a_task_out_of_memory(line: str, stre
 ])
 def test_what_is_not_a_task_out_of_memory(line: str):
     assert report(line + "\n")["oom_events"] == []
+
+
+def test_a_dask_nanny_restarting_a_worker_over_its_memory_budget_is_a_host_kill():
+    for line in ("distributed.nanny - WARNING - Worker exceeded 95% memory budget. Restarting",
+                 "distributed.nanny.memory - WARNING - Worker tcp://127.0.0.1:40101 (pid=4242) exceeded 95% memory "
+                 "budget. Restarting..."):
+        d = report(line + "\n")
+        assert [(e["kind"], e["strength"], e["message_format"]) for e in d["oom_events"]] == [
+            ("host_oom_killer", "certain", "dask-nanny-memory")]
+        assert _incidents(d)[0] == "host-oom"
+    # its pause below the limit kills nothing
+    assert report("distributed.worker - WARNING - Worker is at 81% memory usage. Pausing worker.\n")["oom_events"] == []
+
+
+def test_catboosts_gpu_memory_pool_reports_its_request_and_free_memory_in_mb():
+    d = report("Application terminated with error: (NCudaLib::TOutOfMemoryError) catboost/cuda/cuda_lib/memory_pool/"
+               "stack_like_memory_pool.h:294: Error: Out of memory. Requested 1070.546387; Free 1010.952393\n")
+    ev = d["oom_events"][0]
+    assert (ev["kind"], ev["message_format"]) == ("device_runtime", "catboost-memory-pool")
+    assert ev["tried_to_allocate_bytes"] == int(1070.546387 * 2**20)
+    assert ev["free_bytes"] == int(1010.952393 * 2**20)
+    # later releases print the unit
+    d = report("Error: Out of memory. Requested 2048 MB; Free 512 MB\n")
+    assert d["oom_events"][0]["tried_to_allocate_bytes"] == 2048 * 2**20
+
+
+def test_a_trainers_batch_retry_after_an_oom_is_an_out_of_memory_error():
+    d = report("Steps:   0%| | 1/3000 [00:08<6:44:13,  8.09s/it, loss=0.0584]OOM Detected, reducing batch/grad size "
+               "to 24/1.\nOOM Detected, reducing batch/grad size to 12/1.\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["message_format"], ev["count"]) == ("device_runtime", "batch-size-finder", 2)
+    assert "to 24" in ev["detail"]
+    d = report("OOM Detected, reducing batch/grad size to 0/1.\n")
+    assert "to zero" in d["oom_events"][0]["detail"]
+
+
+def test_a_banner_that_says_it_does_not_resume_is_no_resume():
+    base = ("  Num Epochs = 100\n  Batch Size Per Device = 49\n{}\n  Gradient Checkpointing: False\n"
+            "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 8.00 GiB total capacity; "
+            "7.21 GiB already allocated; 0 bytes free; 7.32 GiB reserved in total by PyTorch)\n")
+    assert report(base.format("  Resuming from checkpoint: False"))["phase"] != "checkpoint_load"
+    assert report(base.format("  Resuming from checkpoint: None"))["phase"] != "checkpoint_load"
+    assert report(base.format("Resuming from checkpoint: /ckpt/step-400"))["phase"] == "checkpoint_load"
+
+
+def test_cublas_failing_beside_torchs_bad_index_message_is_a_knock_on():
+    text = ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`\n\n"
+            "index out of range in self\n")
+    d = report(text)
+    assert d["oom_events"][0]["symptom"] and "index out of range" in d["oom_events"][0]["symptom"]
+    assert not [x for x in d["diagnoses"] if x["memory_failure"] and not x["warning"]]
+    # alone, the cuBLAS failure still reads as memory
+    alone = report(text.split("\n\n")[0] + "\n")
+    assert alone["oom_events"][0]["symptom"] is None and _incidents(alone)

@@ -209,9 +209,14 @@ def test_the_literal_sets_of_one_run_are_compiled_for_the_next(fresh):
         literal_index._CHECKED = False
 
 
+def _env_with_cache() -> dict:
+    """The caller's environment without a setting that turns the cache off."""
+    return {k: v for k, v in os.environ.items() if k != "OOMDOCTOR_CACHE"}
+
+
 def test_cli_reports_are_the_same_with_a_cold_and_a_warm_cache(tmp_path):
     log = FIXTURES / "logs" / sorted(p.name for p in (FIXTURES / "logs").glob("*.log"))[0]
-    env = dict(os.environ, OOMDOCTOR_CACHE_DIR=str(tmp_path / "c"))
+    env = dict(_env_with_cache(), OOMDOCTOR_CACHE_DIR=str(tmp_path / "c"))
     runs = [subprocess.run([sys.executable, "-m", "oomdoctor", "diagnose", "--format", "json", str(log)],
                            capture_output=True, text=True, env=env) for _ in range(2)]
     assert (tmp_path / "c").is_dir()
@@ -287,7 +292,7 @@ def test_only_the_program_writes_the_cache(tmp_path):
     log = FIXTURES / "logs" / sorted(p.name for p in (FIXTURES / "logs").glob("*.log"))[0]
     lib, cli = tmp_path / "lib", tmp_path / "cli"
     run = lambda args, where: subprocess.run(  # noqa: E731
-        [sys.executable, *args], capture_output=True, text=True, env=dict(os.environ, OOMDOCTOR_CACHE_DIR=str(where)))
+        [sys.executable, *args], capture_output=True, text=True, env=dict(_env_with_cache(), OOMDOCTOR_CACHE_DIR=str(where)))
     assert run(["-c", f"import oomdoctor; oomdoctor.diagnose({str(log)!r})"], lib).returncode == 0
     assert not lib.exists()   # a library caller (a training job under watch()) writes nothing
     run(["-m", "oomdoctor", "diagnose", str(log)], cli)

@@ -70,6 +70,10 @@ _SCHEDULER_LIMIT = lazy(r"cgroup/OOM: Killed because of memory limit|^\s*failed 
                         # Hadoop YARN (Spark on YARN, Databricks' predecessors): the node manager killing a container
                         r"|Container killed by YARN for exceeding (?:physical )?memory limits"
                         r"|is running beyond physical memory limits")
+# Dask's nanny restarting a worker that passed its memory limit ("distributed.nanny - WARNING -
+# Worker exceeded 95% memory budget. Restarting", later "Worker tcp://...:40101 (pid=4242)
+# exceeded 95% memory budget. Restarting..."); its pause at a lower threshold is no kill
+_DASK_NANNY = lazy(r"exceeded \d{1,3}% memory budget\. Restarting")
 _K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
@@ -255,7 +259,7 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
           "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers",
-          "KernelRestarter", "kernel appears to have died", "Kernel crashed", "YARN", "physical memory limits") \
+          "KernelRestarter", "kernel appears to have died", "memory budget", "Kernel crashed", "YARN", "physical memory limits") \
     + _PAGING_WORDS + KILLED_LOCALISED
 
 
@@ -428,6 +432,9 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         return True
     if "OUT_OF_MEMORY" in text and ctx.search(_SLURM_STATE, text):
         s.kill(i, "certain", "slurm", "Slurm job state OUT_OF_MEMORY")
+        return True
+    if "memory budget" in text and ctx.search(_DASK_NANNY, text):
+        s.kill(i, "certain", "dask", "Dask's nanny restarted a worker that exceeded its memory limit")
         return True
     if "OOM" in text and ctx.search(_K8S, text):
         s.kill(i, "certain", "kubernetes", "Kubernetes: container OOMKilled")
@@ -781,13 +788,13 @@ def _resolve_launchers(s: _Scan) -> None:
 
 _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "scheduler": "scheduler-memory-limit",
                   "kubernetes": "kubernetes-oomkilled",
-                  "ray": "ray-memory-monitor", "torchrun": "torchrun-sigkill",
+                  "ray": "ray-memory-monitor", "dask": "dask-nanny-memory", "torchrun": "torchrun-sigkill",
                   "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",
                   "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137",
                   "notebook": "notebook-out-of-ram", "notebook-kernel": "notebook-kernel-died", "pool": "worker-pool-died"}
 # the formats of a launcher's kills that only say a rank died without a Python exception
 SILENT_DEATH_FORMATS = (_SOURCE_FORMAT["torchrun-survivors"], _SOURCE_FORMAT["deepspeed"])
-_SOURCE_RANK = {"kernel": 0, "slurm": 1, "scheduler": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "torchrun": 4, "deepspeed": 5,
+_SOURCE_RANK = {"kernel": 0, "slurm": 1, "scheduler": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "dask": 3, "torchrun": 4, "deepspeed": 5,
                 "launcher": 6, "shell": 7, "notebook-kernel": 7, "torchrun-survivors": 8, "exit-137": 9}
 
 

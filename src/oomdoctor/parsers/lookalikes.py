@@ -231,6 +231,9 @@ def _closing_lines(ctx: ParseContext) -> set[int]:
 _CORRUPTING = {"illegal_memory_access", "misaligned_address", "device_side_assert", "unspecified_launch_failure",
                "ecc_error"}
 _BAD_INDEX = lazy(r"^IndexError\b|index out of range|out of bounds", re.I)
+# torch's own words for a bad embedding index, which users paste without the exception's name
+# (the CPU rerun of a job whose CUDA run failed in cuBLAS): a bad index wherever it stands
+_TORCH_BAD_INDEX = ("index out of range in self",)
 # message-less CUDA failures that a corrupted context raises as readily as a full device
 _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 # a request this many times the device is a size bug, not pressure. Real computations ask for
@@ -263,8 +266,10 @@ def _symptoms(ctx: ParseContext) -> None:
     corrupted size), a message-less CUDA error in a log whose failure is a broken kernel
     or a bad index, a launcher's "a rank died without a Python exception" after a rank's own
     failure that is not memory. They stay in the report, explained, but end nothing."""
-    corrupting = [f for f in ctx.facts.failures
+    corrupting = [(f.message, f.line) for f in ctx.facts.failures
                   if f.kind in _CORRUPTING or (f.kind == "python_exception" and ctx.search(_BAD_INDEX, f.message))]
+    if not corrupting and any(ev.kind in _CONTEXT_ERRORS for ev in ctx.facts.oom_events):
+        corrupting = [(ctx.lines[i].text.strip(), ctx.lines[i].no) for i in ctx.lines_with(_TORCH_BAD_INDEX)[:1]]
     own = [f for f in ctx.facts.failures if f.kind in _OWN_DEATHS]
     for ev in ctx.facts.oom_events:
         req, cap = ev.tried_to_allocate_bytes, ev.total_capacity_bytes
@@ -280,8 +285,8 @@ def _symptoms(ctx: ParseContext) -> None:
                           "other than the device's memory refused it (a memory pool or allocator of another library, "
                           "a process limit, a driver fault), not memory pressure")
         elif ev.kind in _CONTEXT_ERRORS and corrupting:
-            f = corrupting[0]
-            ev.symptom = (f"a knock-on of {f.message[:120]!r} (line {f.line}): after a broken kernel or a bad index, "
+            message, line = corrupting[0]
+            ev.symptom = (f"a knock-on of {message[:120]!r} (line {line}): after a broken kernel or a bad index, "
                           "CUDA and cuBLAS calls fail whatever memory is free")
         elif ev.strength == "weak" and ev.message_format in SILENT_DEATH_FORMATS and (
                 f := next((f for f in own if f.line < ev.line), None)):

@@ -44,7 +44,8 @@ MARKERS = {
                                       # an error naming the weight file it was reading ("unable to mmap N
                                       # bytes from file <consolidated.00.pth>", "Unable to load checkpoint from ...")
                                       r"|(?i:load|mmap|read|open)\w{0,10}\b[^\n]{0,40}?\bfrom (?:file )?<?\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"),
-    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
+    # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
+    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?! ?\w{0,20}\s*[:=]\s*(?:False|None|null|No|no|0|''|\"\")\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
                      r"|Attempting to resume from|successfully read \d+ ZeRO state_dicts"),
     # the Trainer's closing summary: the final save_model() comes right after it

@@ -154,6 +154,14 @@ _PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allo
 _CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<held>\d{1,20}) bytes\)"
                   # CuPy 8 and later: "Out of memory allocating 8,589,934,592 bytes (allocated so far: 77,309,411,328 bytes)."
                   r"|Out of memory allocating (?P<n2>\d{1,3}(?:,\d{3}){0,6}) bytes \(allocated so far: (?P<held2>\d{1,3}(?:,\d{3}){0,6}) bytes\)")
+# CatBoost's GPU memory pool (NCudaLib::TOutOfMemoryError): "Error: Out of memory. Requested
+# 1070.546387; Free 1010.952393", sizes in MB (its stack-like pool divides by MB; later releases
+# print the unit)
+_CATBOOST_POOL = lazy(r"Error: Out of memory\. Requested (?P<n>\d{1,12}(?:\.\d{1,8})?)(?: MB)?; Free (?P<free>\d{1,12}(?:\.\d{1,8})?)")
+# a trainer's own out-of-memory handler retrying with a smaller batch (the Dreambooth extension of
+# the Stable Diffusion web UI: "OOM Detected, reducing batch/grad size to 24/1."): each retry is an
+# out-of-memory error the trainer caught; a batch reduced to zero ends the run
+_OOM_RETRY = lazy(r"OOM Detected, reducing batch/grad size to (?P<batch>\d{1,6})/(?P<grad>\d{1,6})")
 # A CUDA runtime or driver call named with its result in words, as frameworks' C++ checks
 # print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
 # out of memory"): the call says which memory, page-locked host memory for the host allocators
@@ -236,7 +244,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
-          "workspace Allocation of size", "bad_alloc", "ALLOCATOR_FAILURE", "Not enough space to allocate",
+          "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc")
 
@@ -484,6 +492,22 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="cupy-memory-pool",
             tried_to_allocate_bytes=n, reserved_total_bytes=held,
             detail="CuPy's memory pool could not allocate the request"))
+        return
+    m = ctx.search(_CATBOOST_POOL, text) if "Out of memory. Requested" in text else None
+    if m:
+        n, free = (int(float(m.group(g)) * 2**20) for g in ("n", "free"))
+        events.add(("device_runtime", "catboost", n), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="catboost-memory-pool",
+            tried_to_allocate_bytes=n, free_bytes=free,
+            detail="CatBoost's GPU memory pool could not allocate the request"))
+        return
+    m = ctx.search(_OOM_RETRY, text) if "OOM Detected" in text else None
+    if m:
+        batch = int(m.group("batch"))
+        events.add(("device_runtime", "batch-finder"), i, lambda: OomEvent(
+            kind="device_runtime", exception=exc, line=0, message_format="batch-size-finder",
+            detail="the trainer caught an out-of-memory error and reduced the batch"
+                   + (" to zero: every size it tried ran out of memory" if batch == 0 else f" (to {batch})")))
         return
     m = ctx.search(_PADDLE_OOM, text) if "Out of memory error on GPU" in text else None
     if m:
