@@ -3234,3 +3234,89 @@ def test_cublas_failing_beside_torchs_bad_index_message_is_a_knock_on():
     # alone, the cuBLAS failure still reads as memory
     alone = report(text.split("\n\n")[0] + "\n")
     assert alone["oom_events"][0]["symptom"] is None and _incidents(alone)
+
+
+_ORT = ("2025-10-11 20:19:31.47 [E:onnxruntime:, sequential_executor.cc:572 onnxruntime::ExecuteKernel] Non-zero status "
+        "code returned while running Mul node. Name:'/model/layers.14/mlp/act_fn/Mul' Status Message: "
+        "D:\\a\\_work\\1\\s\\onnxruntime\\core\\framework\\bfc_arena.cc:359 onnxruntime::BFCArena::AllocateRawInternal "
+        "Failed to allocate memory for requested buffer of size 159383552\n")
+
+
+@pytest.mark.parametrize("before, kind, backend", [
+    ("", "runtime_arena", None),   # the arena's message is the same for the CPU and the GPU providers
+    ("session = ort.InferenceSession(path, providers=['CUDAExecutionProvider'])\n", "device_runtime", "CUDA"),
+    ("UserWarning: Specified provider 'CUDAExecutionProvider' is not in available provider names.Available providers: "
+     "'CPUExecutionProvider'\n", "cpu_allocator", "host"),
+    ("session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])\n", "cpu_allocator", "host"),
+])
+def test_onnx_runtimes_arena_failure_is_read_on_the_side_the_log_names(before: str, kind: str, backend):
+    d = report(before + _ORT)
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["backend"], ev["tried_to_allocate_bytes"]) == (kind, backend, 159383552)
+    assert _incidents(d)[0] == {"runtime_arena": "unknown-oom", "device_runtime": "unknown-oom",
+                                "cpu_allocator": "host-oom"}[kind]
+
+
+def test_an_onnx_runtime_arena_request_no_device_has_is_a_symptom():
+    d = report(_ORT.replace("159383552", "4585490524328388608"))
+    assert d["oom_events"][0]["symptom"]
+
+
+def test_msvcs_bad_allocation_in_an_error_record_is_the_host_running_out():
+    d = report("2025-08-14 10:47:21.48 [E:onnxruntime:, sequential_executor.cc:572 onnxruntime::ExecuteKernel] Non-zero "
+               "status code returned while running MatMulNBits node. Name:'/lm_head/MatMul_Q4' Status Message: bad "
+               "allocation\n")
+    assert [(e["kind"], e["backend"]) for e in d["oom_events"]] == [("cpu_allocator", "host")]
+    # words about an allocation that was bad are not its failure
+    assert report("ERROR: a bad allocation strategy was chosen for the cache\n")["oom_events"] == []
+
+
+@pytest.mark.parametrize("line", [
+    "ERROR: Catch exception when loading model: CUDA out of memory. Tried to allocate 260.00 MiB. GPU 0 has a total "
+    "capacty of 23.59 GiB of which 81.44 MiB is free. Including non-PyTorch memory, this process has 23.49 GiB memory "
+    "in use. Of the allocated memory 23.09 GiB is allocated by PyTorch, and 150.89 MiB is reserved by PyTorch but "
+    "unallocated.",
+    "(VllmWorkerProcess pid=624293) ERROR 10-15 14:51:47 multiproc_worker_utils.py:226] Exception in worker "
+    "VllmWorkerProcess while processing method load_model: CUDA out of memory. Tried to allocate 32.00 MiB. GPU 0 has a "
+    "total capacity of 23.68 GiB of which 29.06 MiB is free. Including non-PyTorch memory, this process has 23.64 GiB "
+    "memory in use. Of the allocated memory 23.30 GiB is allocated by PyTorch, and 14.78 MiB is reserved by PyTorch but "
+    "unallocated.",
+])
+def test_an_error_that_says_it_was_loading_the_model_places_the_failure(line: str):
+    d = report(line + "\n")
+    assert d["phase"] == "model_load"
+    assert _incidents(d)[0] == "model-load"
+
+
+def test_a_failure_with_no_load_in_its_words_is_not_placed_at_the_load():
+    d = report("ERROR: no error loading model; CUDA out of memory. Tried to allocate 260.00 MiB. GPU 0 has a total "
+               "capacity of 23.59 GiB of which 81.44 MiB is free.\n")
+    assert d["phase"] != "model_load"
+
+
+def test_xlas_async_allocator_reports_the_drivers_free_and_total_and_its_own_use():
+    d = report("I0000 00:00:1725275976.929061    4655 gpu_device.cc:2022] Created device /job:localhost/replica:0/task:0/"
+               "device:GPU:0 with 4225 MB memory:  -> device: 0, name: NVIDIA A30, pci bus id: 0000:ca:00.0\n"
+               "2024-09-02 11:20:03.308702: E external/local_xla/xla/stream_executor/gpu/gpu_cudamallocasync_allocator."
+               "cc:360] gpu_async_0 cuMemAllocAsync failed to allocate 46137344 bytes: RESOURCE_EXHAUSTED: : "
+               "CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
+               " Reported by CUDA: Free memory/Total memory: 1441792/25231032320\n"
+               "2024-09-02 11:20:03.308749: E external/local_xla/xla/stream_executor/gpu/gpu_cudamallocasync_allocator."
+               "cc:365] Stats: Limit:                      4430626816\n"
+               "InUse:                      6036292612\n"
+               "MaxInUse:                   6036292612\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["message_format"], ev["device_index"]) == ("xla", "xla-cuda-malloc-async", 0)
+    assert (ev["tried_to_allocate_bytes"], ev["free_bytes"], ev["total_capacity_bytes"], ev["reserved_total_bytes"]) == (
+        46137344, 1441792, 25231032320, 6036292612)
+    # three quarters of the card held by something other than this allocator
+    assert _incidents(d)[0] == "stale-gpu-process"
+
+
+def test_ggmls_cuda_check_names_the_device_and_function():
+    d = report("CUDA error: out of memory\n"
+               "  current device: 1, in function ggml_cuda_pool_malloc_vmm at /vendor/llama.cpp/ggml-cuda.cu:7812\n"
+               "  cuMemCreate(&handle, reserve_size, &prop, 0)\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["device_index"], ev["message_format"]) == ("cuda_runtime_error", 1, "ggml-cuda-check")
+    assert "ggml_cuda_pool_malloc_vmm" in ev["detail"]

@@ -238,13 +238,18 @@ DETAIL = {
     "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS", "_ASYNC_ROW", "_OOM_MESSAGE", "_WRAP_PAD"},
     # _CANN_DEVICE and _CANN_SIZE read the lines of the Ascend runtime's report under its EL0004 line;
     # _FAILURE_WORD qualifies a line that names a CUDA call and "out of memory" (the anchor)
-    # _TRT_SIZE reads the request on the warning beside TensorRT's error (the anchor)
+    # _TRT_SIZE reads the request on the warning beside TensorRT's error (the anchor); _GGML_WHERE the
+    # device under ggml's "CUDA error: out of memory"; _ORT_NOT_USED and _ORT_CPU_ONLY say which
+    # provider an ONNX Runtime arena served
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",
-                "_PYTORCH_SOURCE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE"},
+                "_PYTORCH_SOURCE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE", "_GGML_WHERE",
+                "_ORT_NOT_USED", "_ORT_CPU_ONLY"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
-    # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint
+    # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint;
+    # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
-                     "_TF_HINT", "_DEVICE_IN_NAME", "_NODE_DEVICE", "_HBM_CAPACITY", "_DISK_FULL"},
+                     "_TF_HINT", "_DEVICE_IN_NAME", "_NODE_DEVICE", "_HBM_CAPACITY", "_DISK_FULL", "_XLA_ASYNC_FREE",
+                     "_XLA_ASYNC_IN_USE"},
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH
     # qualifies a "No space left on device" line; _ENOMEM_SIZE reads the size of an ENOMEM line,

@@ -23,6 +23,8 @@ OomKind = Literal[
                                # tensor" (backend "TF": the same BFC allocator family)
     "bitsandbytes",            # bitsandbytes allocation failures
     "device_runtime",          # another runtime's device allocation failure (AWS Neuron "Failed to alloc DEVICE memory")
+    "runtime_arena",           # a runtime's memory arena that could not grow, on a side the log does not name
+                               # (ONNX Runtime's BFCArena serves the CPU and the GPU providers alike)
     "host_oom_killer",         # kernel / cgroup / Slurm / Kubernetes kill, SIGKILL -9 of a rank
     "cpu_allocator",           # DefaultCPUAllocator / MemoryError / numpy _ArrayMemoryError
     "dataloader_killed",       # "DataLoader worker (pid N) is killed by signal: Killed"

@@ -60,6 +60,14 @@ _XLA_ATTEMPT = lazy(
 _XLA_USED = lazy(
     r"Used (?P<used>" + _SIZE + r") of (?P<cap>" + _SIZE + r") (?P<space>hbm|vmem|smem|memory)"
     r"(?:\.\s*Exceeded \w{1,10} capacity by (?P<over>" + _SIZE + r"))?", re.I)
+# XLA's (and TensorFlow's) asynchronous CUDA allocator, TF_GPU_ALLOCATOR=cuda_malloc_async:
+# "gpu_async_0 cuMemAllocAsync failed to allocate 46137344 bytes: RESOURCE_EXHAUSTED: ...",
+# then the driver's figures (" Reported by CUDA: Free memory/Total memory: 1441792/25231032320")
+# and the allocator's own ("Stats: Limit: ...", "InUse: 6036292612"): what the card held
+# beyond this allocator is someone else's
+_XLA_ASYNC = lazy(r"gpu_async_(?P<dev>\d{1,3}) cuMemAllocAsync failed to allocate (?P<n>\d{1,20}) bytes")
+_XLA_ASYNC_FREE = lazy(r"Free memory/Total memory: (?P<free>\d{1,20})/(?P<total>\d{1,20})")
+_XLA_ASYNC_IN_USE = lazy(r"^\s*InUse:\s+(?P<n>\d{1,20})\s*$")
 # The memory report XLA appends to a compile-time out-of-memory error ("Program hbm
 # requirement 31.66G:", then "Largest program allocations in hbm:"): pasted without the
 # error line above it, it still says the program did not fit.
@@ -384,6 +392,17 @@ def _below(ctx: ParseContext, i: int, pattern, lines: int = 2) -> Optional[re.Ma
 
 
 def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
+    m = ctx.search(_XLA_ASYNC, text) if "cuMemAllocAsync failed" in text else None
+    if m:
+        n, dev = int(m.group("n")), int(m.group("dev"))
+        free = _below(ctx, i, _XLA_ASYNC_FREE)
+        in_use = _below(ctx, i, _XLA_ASYNC_IN_USE, lines=4)
+        events.add(("xla", "async", n), i, lambda: OomEvent(
+            kind="xla", backend="XLA", line=0, message_format="xla-cuda-malloc-async", tried_to_allocate_bytes=n,
+            device_index=dev, free_bytes=int(free.group("free")) if free else None,
+            total_capacity_bytes=int(free.group("total")) if free else None,
+            reserved_total_bytes=int(in_use.group("n")) if in_use else None), exception=_xla_exception(ctx, text, m.start()))
+        return
     if "allocate" in text or "Out of memory while" in text:
         m = ctx.search(_XLA_OOM_BYTES, text)
         if m is None and "Out of memory while" in text:

@@ -40,11 +40,15 @@ _ERROR_LINE = lazy(
     r" (?:Error|ERROR|error):\s"
     # a C++ program printing its uncaught exception's what() alone: "std::bad_alloc"
     r"|^\s*std::bad_alloc\s*$"
+    # ONNX Runtime's error record ("2025-08-14 10:47:21.48 [E:onnxruntime:, sequential_executor.cc:572
+    # ...] Non-zero status code returned while running MatMulNBits node ... Status Message: ...")
+    r"|\[[EF]:onnxruntime:"
     # a logger's record (level column, then the message) whose message is an error:
     # "... DEBUG    Error in thread (_training_0): You do not have enough GPU memory ..."
     r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?:Error|Exception)\b[^:\n]{0,60}:\s")
 _FAILED = lazy(
-    r"std::bad_alloc"
+    # (MSVC's std::bad_alloc says "bad allocation" as its what(), at the end of a message)
+    r"std::bad_alloc|\bbad allocation\s*$"
     r"|\b(?:failed|unable|cannot|can't|could not|couldn't)\s+(?:to\s+)?(?:allocate|alloc|reserve|malloc)\b"
     r"[^\n]{0,80}?(?:\bmemory\b|\d\s*(?:bytes|[KMGTP]i?B)\b)"
     r"|(?:\b(?:insufficient|not (?:have )?enough|ran out of|out of)|n't have enough)\s+(?:\w+\s+){0,2}?memory\b"
@@ -66,7 +70,7 @@ _NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access
                      re.I)
 # (LLVM's fatal error is the compiling process's own heap; OpenCV names its host allocator's
 # failure "OutOfMemoryError" in core/src/alloc.cpp, its device modules are cv::cuda's)
-_HOST = lazy(r"std::bad_alloc|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
+_HOST = lazy(r"std::bad_alloc|\bbad allocation\s*$|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
              r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file|^\s*LLVM ERROR:"
              r"|core[/\\]src[/\\]alloc\.cpp:\d+: error: \(-4:Insufficient memory\)")
 # (AMD's GPU libraries name no side but are one: MIOpen, rocBLAS)

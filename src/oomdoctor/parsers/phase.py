@@ -43,7 +43,13 @@ MARKERS = {
                                       r"|(?i:processing|reading|converting|loading)\s+\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
                                       # an error naming the weight file it was reading ("unable to mmap N
                                       # bytes from file <consolidated.00.pth>", "Unable to load checkpoint from ...")
-                                      r"|(?i:load|mmap|read|open)\w{0,10}\b[^\n]{0,40}?\bfrom (?:file )?<?\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"),
+                                      r"|(?i:load|mmap|read|open)\w{0,10}\b[^\n]{0,40}?\bfrom (?:file )?<?\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
+                                      # a load's own error report, with the error after it ("ERROR: Catch
+                                      # exception when loading model: CUDA out of memory ...")
+                                      r"|(?<!\b[Nn]o )(?:[Ee]rror|ERROR|[Ee]xception|[Ff]ail\w{0,4})\s(?:while |when )?loading (?:the )?(?:model|weights)\b"
+                                      # vLLM's worker reporting the method it failed in ("Exception in worker
+                                      # VllmWorkerProcess while processing method load_model: CUDA out of memory")
+                                      r"|(?:while processing|[Ee]rror executing) method '?load_model\b"),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?! ?\w{0,20}\s*[:=]\s*(?:False|None|null|No|no|0|''|\"\")\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards

@@ -158,6 +158,18 @@ _CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<
 # 1070.546387; Free 1010.952393", sizes in MB (its stack-like pool divides by MB; later releases
 # print the unit)
 _CATBOOST_POOL = lazy(r"Error: Out of memory\. Requested (?P<n>\d{1,12}(?:\.\d{1,8})?)(?: MB)?; Free (?P<free>\d{1,12}(?:\.\d{1,8})?)")
+_GGML_WHERE = lazy(r"^\s*current device: (?P<dev>\d{1,3}), in function (?P<fn>\w{1,80})")
+# ONNX Runtime's memory arena (BFCArena, one per execution provider: the CPU's and the GPU
+# providers' alike) failing to grow: "onnxruntime::BFCArena::AllocateRawInternal Failed to
+# allocate memory for requested buffer of size 159383552"
+_ORT_ARENA = lazy(r"BFCArena::AllocateRawInternal[^\n]{0,200}?Failed to allocate memory for requested buffer of size (?P<n>\d{1,20})")
+# ... whose side the log may say: a GPU provider named without "not available" (ONNX Runtime
+# falls back to the CPU provider with that warning), the CUDA allocator's own failure
+_ORT_GPU = ("CUDAExecutionProvider", "ROCMExecutionProvider", "TensorrtExecutionProvider", "MIGraphXExecutionProvider",
+            "DmlExecutionProvider", "cuda_allocator.cc", "CUDA failure ")
+_ORT_GPU_BACKEND = {"ROCM": "HIP", "MIGr": "HIP", "DmlE": "DirectML"}
+_ORT_NOT_USED = lazy(r"not in available provider names|not available|[Ff]alling back|fallback", re.I)
+_ORT_CPU_ONLY = lazy(r"providers\s*=\s*\[\s*['\"]CPUExecutionProvider['\"]\s*\]")
 # a trainer's own out-of-memory handler retrying with a smaller batch (the Dreambooth extension of
 # the Stable Diffusion web UI: "OOM Detected, reducing batch/grad size to 24/1."): each retry is an
 # out-of-memory error the trainer caught; a batch reduced to zero ends the run
@@ -244,7 +256,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
-          "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "ALLOCATOR_FAILURE", "Not enough space to allocate",
+          "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc")
 
@@ -333,6 +345,20 @@ def _cuda_suffix(ctx: ParseContext, i: int, exc: Optional[str]) -> tuple[Optiona
     return fmt, seen
 
 
+def _ort_side(ctx: ParseContext) -> tuple[str, Optional[str], str]:
+    """Which memory an ONNX Runtime arena held: a GPU provider the log names in use, the CPU
+    provider alone, or neither said (the arena's message is the same for both)."""
+    for j in ctx.lines_with(_ORT_GPU):
+        text = ctx.lines[j].text
+        if not ctx.search(_ORT_NOT_USED, text):
+            word = next(w for w in _ORT_GPU if w in text)
+            return "device_runtime", _ORT_GPU_BACKEND.get(word[:4], "CUDA"), f"the GPU's: the log names {word.strip()}"
+    cpu = [j for j in ctx.lines_with(("CPUExecutionProvider",)) if ctx.search(_ORT_CPU_ONLY, ctx.lines[j].text)]
+    if cpu or ctx.lines_with(("not in available provider names",)):
+        return "cpu_allocator", "host", "host memory: the session runs on the CPU provider"
+    return "runtime_arena", None, "the log does not say whether the arena is the CPU provider's or a GPU's"
+
+
 def _in_bitsandbytes(ctx: ParseContext, i: int) -> bool:
     """Do the traceback frames right above line ``i`` run inside bitsandbytes?"""
     for j in range(i - 1, max(-1, i - 30), -1):
@@ -385,10 +411,19 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             src = ctx.search(_LIBRARY_SOURCE, text, m.end())
             if src and not ctx.search(_PYTORCH_SOURCE, src.group("path")):
                 fmt, detail = "library-allocator", f"a CUDA allocation in {src.group('file')} failed"
+        # ggml's CUDA check (llama.cpp, whisper.cpp) names the device and the function under it
+        # ("  current device: 0, in function ggml_cuda_pool_malloc_vmm at .../ggml-cuda.cu:7812")
+        ggml = ctx.search(_GGML_WHERE, ctx.lines[i + 1].text) if i + 1 < len(ctx.lines) else None
+        if ggml and detail is None:
+            fmt, detail = "ggml-cuda-check", f"ggml's CUDA call in {ggml.group('fn')} failed"
+            events.taken.add(ctx.lines[i + 1].no)
         ev = events.add(("cuda_runtime_error", fmt == "bitsandbytes", key_text), i, lambda: OomEvent(
-            kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0))
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0,
+            device_index=int(ggml.group("dev")) if ggml else None))
         for j in suffix:
             events.taken.add(ctx.lines[j].no)
+        if ggml:
+            events.cover(ev, i + 1)
         if ev.message_format is None and fmt:
             ev.message_format = fmt
         return
@@ -500,6 +535,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="catboost-memory-pool",
             tried_to_allocate_bytes=n, free_bytes=free,
             detail="CatBoost's GPU memory pool could not allocate the request"))
+        return
+    m = ctx.search(_ORT_ARENA, text) if "requested buffer" in text else None
+    if m:
+        n = int(m.group("n"))
+        kind, backend, side = _ort_side(ctx)
+        events.add(("onnxruntime-arena", n), i, lambda: OomEvent(
+            kind=kind, backend=backend, exception=exc, line=0, message_format="onnxruntime-arena",
+            tried_to_allocate_bytes=n, host_bytes=n if kind == "cpu_allocator" else None,
+            detail=f"ONNX Runtime's memory arena could not grow by {n} bytes ({side})"))
         return
     m = ctx.search(_OOM_RETRY, text) if "OOM Detected" in text else None
     if m:

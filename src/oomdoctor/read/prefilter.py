@@ -26,6 +26,7 @@ ANCHOR_LITERALS = (
     "to cudaMalloc", "to hipMalloc", "to cuMemAlloc",   # "Failed to cudaMalloc N bytes"
     "ran out-of-memory",                                 # a platform's replica status
     "memory budget", "OOM Detected",                     # Dask's nanny; a trainer's batch retry
+    "requested buffer", "bad allocation",               # ONNX Runtime's arena; MSVC's std::bad_alloc
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
     "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
@@ -149,6 +150,9 @@ MARKER_LITERALS = (
     "Loading base model", "load_model_and_tokenizer", "Quantizing", "Continuing training from checkpoint", "Loading model from ",
     "Resuming ", "resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
     "Attempting to resume from", "ZeRO state_dicts",
+    # a load's own error report ("Catch exception when loading model: ..."), vLLM's worker method
+    "loading model", "loading the model", "loading weights", "loading the weights", "method load_model",
+    "method 'load_model",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",

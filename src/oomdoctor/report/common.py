@@ -216,6 +216,7 @@ _KIND_WORDS = {
     "npu": "Ascend NPU", "xpu": "Intel XPU", "mps": "Apple MPS", "xla": "XLA",
     "bitsandbytes": "bitsandbytes", "host_oom_killer": "host OOM kill",
     "cpu_allocator": "host allocation", "dataloader_killed": "DataLoader worker killed",
+    "runtime_arena": "runtime arena (side not named)",
 }
 
 
@@ -281,7 +282,8 @@ def _device_rows(ev: OomEvent, workers: list[int]) -> list[Row]:
     if old:
         # F1-F3 (torch <= 2.0) and NPU wording: reserved includes allocated
         if ev.reserved_total_bytes is not None:
-            rows.append(Row("reserved in total", format_size(ev.reserved_total_bytes), "by PyTorch"))
+            by = "by PyTorch" if ev.kind not in ("xla", "device_runtime", "runtime_arena") else f"by the {ev.backend or 'runtime'} allocator"
+            rows.append(Row("reserved in total", format_size(ev.reserved_total_bytes), by))
         if ev.already_allocated_bytes is not None:
             rows.append(Row("already allocated", format_size(ev.already_allocated_bytes), None))
         if ev.current_active_bytes is not None:
