@@ -3210,8 +3210,8 @@ def test_a_trainers_batch_retry_after_an_oom_is_an_out_of_memory_error():
     d = report("Steps:   0%| | 1/3000 [00:08<6:44:13,  8.09s/it, loss=0.0584]OOM Detected, reducing batch/grad size "
                "to 24/1.\nOOM Detected, reducing batch/grad size to 12/1.\n")
     [ev] = d["oom_events"]
-    assert (ev["kind"], ev["message_format"], ev["count"]) == ("device_runtime", "batch-size-finder", 2)
-    assert "to 24" in ev["detail"]
+    assert (ev["kind"], ev["message_format"], ev["count"]) == ("device_runtime", "batch-size-retry", 2)
+    assert "last to 12" in ev["detail"]
     d = report("OOM Detected, reducing batch/grad size to 0/1.\n")
     assert "to zero" in d["oom_events"][0]["detail"]
 
@@ -3268,7 +3268,7 @@ def test_msvcs_bad_allocation_in_an_error_record_is_the_host_running_out():
                "allocation\n")
     assert [(e["kind"], e["backend"]) for e in d["oom_events"]] == [("cpu_allocator", "host")]
     # words about an allocation that was bad are not its failure
-    assert report("ERROR: a bad allocation strategy was chosen for the cache\n")["oom_events"] == []
+    assert report("RuntimeError: a bad allocation strategy was chosen for the cache\n")["oom_events"] == []
 
 
 @pytest.mark.parametrize("line", [
@@ -3320,3 +3320,103 @@ def test_ggmls_cuda_check_names_the_device_and_function():
     [ev] = d["oom_events"]
     assert (ev["kind"], ev["device_index"], ev["message_format"]) == ("cuda_runtime_error", 1, "ggml-cuda-check")
     assert "ggml_cuda_pool_malloc_vmm" in ev["detail"]
+
+
+@pytest.mark.parametrize("line, file", [
+    # the library's source after its message (lmdeploy's TurboMind) ...
+    ("RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/memory_utils.cu:32 ",
+     "memory_utils.cu"),
+    # ... or before it (Open3D's CUDA check)
+    ("RuntimeError: [Open3D Error] (void open3d::core::__OPEN3D_CUDA_CHECK(cudaError_t, const char*, int)) "
+     "/root/Open3D/cpp/open3d/core/CUDAUtils.cpp:310: /root/Open3D/cpp/open3d/core/MemoryManagerCUDA.cpp:25 CUDA runtime "
+     "error: out of memory", "MemoryManagerCUDA.cpp"),
+])
+def test_a_librarys_own_cuda_runtime_error_names_its_allocator(line: str, file: str):
+    d = report(line + "\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("cuda_runtime_error", "library-allocator")
+    assert file in ev["detail"]
+    assert _incidents(d)[0] == "non-pytorch-memory"
+
+
+def test_pytorchs_own_source_before_the_error_is_not_another_library():
+    d = report("RuntimeError: /pytorch/c10/cuda/CUDACachingAllocator.cpp:512 CUDA error: out of memory\n")
+    assert d["oom_events"][0]["message_format"] != "library-allocator"
+
+
+def test_an_engine_creating_its_weights_is_loading_the_model():
+    d = report("Traceback (most recent call last):\n"
+               '  File "/usr/lib/python3.8/threading.py", line 870, in run\n'
+               "    self._target(*self._args, **self._kwargs)\n"
+               '  File "/site-packages/lmdeploy/turbomind/turbomind.py", line 189, in _create_weight_func\n'
+               "    model_comm.create_shared_weights(device_id, rank)\n"
+               "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/memory_utils.cu:32\n")
+    assert d["phase"] == "model_load"
+    assert "model-load" in _incidents(d)[:2]
+
+
+def test_an_async_allocator_failure_that_is_not_out_of_memory_is_no_oom():
+    d = report("gpu_async_0 cuMemAllocAsync failed to allocate 1024 bytes: INTERNAL: : CUDA_ERROR_ILLEGAL_ADDRESS: an "
+               "illegal memory access was encountered\n Reported by CUDA: Free memory/Total memory: 20000000000/25231032320\n")
+    assert not [e for e in d["oom_events"] if e["kind"] == "xla"]
+
+
+def test_words_about_a_bad_index_do_not_explain_away_a_later_oom():
+    d = report("I previously saw index out of range in self but fixed the vocab.\nRuntimeError: CUDA error: out of memory\n")
+    assert d["oom_events"][0]["symptom"] is None and _incidents(d)
+
+
+def test_a_kernels_launch_check_naming_its_source_is_not_another_librarys_allocator():
+    d = report("RuntimeError: /home/u/flash-attention/csrc/flash_attn/src/flash_fwd_launch_template.h:89: CUDA error: out "
+               "of memory\n")
+    assert d["oom_events"][0]["message_format"] != "library-allocator"
+
+
+@pytest.mark.parametrize("line", ["Warning: error loading model card, skipping",
+                                  "Failed loading weights from cache; downloading"])
+def test_a_load_warning_the_job_went_past_is_not_where_it_failed(line: str):
+    d = report(line + "\nRuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 8.00 GiB total capacity; "
+               "7.21 GiB already allocated; 0 bytes free; 7.32 GiB reserved in total by PyTorch)\n")
+    assert d["phase"] != "model_load"
+
+
+@pytest.mark.parametrize("banner", ["Resuming from latest checkpoint: None", "Resuming from checkpoint: false",
+                                    "Resuming from checkpoint: False,"])
+def test_more_banners_that_say_they_do_not_resume(banner: str):
+    d = report(banner + "\nRuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 8.00 GiB total "
+               "capacity; 7.21 GiB already allocated; 0 bytes free; 7.32 GiB reserved in total by PyTorch)\n")
+    assert d["phase"] != "checkpoint_load"
+
+
+def test_a_policy_synced_into_vllm_each_step_is_not_a_model_load():
+    d = report("***** Running training *****\nTraceback (most recent call last):\n"
+               '  File "/site-packages/trl/trainer/grpo_trainer.py", line 700, in _move_model_to_vllm\n'
+               "    llm_model.load_weights(state_dict.items())\n"
+               '  File "/site-packages/vllm/model_executor/models/qwen2.py", line 500, in load_weights\n'
+               "    param.data.copy_(loaded_weight)\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+               "79.15 GiB of which 3.00 MiB is free.\n")
+    assert d["phase"] != "model_load"
+
+
+def test_batch_retries_say_the_last_size_and_a_run_that_goes_on_survived_them():
+    d = report("OOM Detected, reducing batch/grad size to 24/1.\nOOM Detected, reducing batch/grad size to 12/1.\n"
+               "OOM Detected, reducing batch/grad size to 0/1.\n")
+    assert sorted((e["message_format"], "to zero" in e["detail"]) for e in d["oom_events"]) == [
+        ("batch-size-finder", True), ("batch-size-retry", False)]
+    assert "last to 12" in next(e["detail"] for e in d["oom_events"] if e["message_format"] == "batch-size-retry")
+    d = report("OOM Detected, reducing batch/grad size to 24/1.\nstep 1 loss=0.5\nstep 2 loss=0.4\n"
+               "***** train metrics *****\n  'train_runtime': 100\n")
+    assert [e["survived"] for e in d["oom_events"]] == [True]
+    assert not [x for x in d["diagnoses"] if not x["warning"]]
+
+
+@pytest.mark.parametrize("before", [
+    "[W:onnxruntime:Default, provider_bridge_ort.cc:1022 Get] Failed to create CUDAExecutionProvider. Please reference "
+    "https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html#requirements\n",
+    "Available providers: ['TensorrtExecutionProvider', 'CUDAExecutionProvider', 'CPUExecutionProvider']\n"
+    "session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])\n",
+])
+def test_a_gpu_provider_named_but_not_used_leaves_the_arena_off_the_gpu(before: str):
+    [ev] = report(before + _ORT)["oom_events"]
+    assert ev["kind"] != "device_runtime"

@@ -65,7 +65,9 @@ _XLA_USED = lazy(
 # then the driver's figures (" Reported by CUDA: Free memory/Total memory: 1441792/25231032320")
 # and the allocator's own ("Stats: Limit: ...", "InUse: 6036292612"): what the card held
 # beyond this allocator is someone else's
-_XLA_ASYNC = lazy(r"gpu_async_(?P<dev>\d{1,3}) cuMemAllocAsync failed to allocate (?P<n>\d{1,20}) bytes")
+_XLA_ASYNC = lazy(r"gpu_async_(?P<dev>\d{1,3}) cuMemAllocAsync failed to allocate (?P<n>\d{1,20}) bytes:"
+                  # (its result must be the driver's out of memory: an illegal address fails the same call)
+                  r"[^\n]{0,60}?(?:RESOURCE_EXHAUSTED|OUT_OF_MEMORY|out of memory)")
 _XLA_ASYNC_FREE = lazy(r"Free memory/Total memory: (?P<free>\d{1,20})/(?P<total>\d{1,20})")
 _XLA_ASYNC_IN_USE = lazy(r"^\s*InUse:\s+(?P<n>\d{1,20})\s*$")
 # The memory report XLA appends to a compile-time out-of-memory error ("Program hbm

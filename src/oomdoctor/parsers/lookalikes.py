@@ -232,8 +232,10 @@ _CORRUPTING = {"illegal_memory_access", "misaligned_address", "device_side_asser
                "ecc_error"}
 _BAD_INDEX = lazy(r"^IndexError\b|index out of range|out of bounds", re.I)
 # torch's own words for a bad embedding index, which users paste without the exception's name
-# (the CPU rerun of a job whose CUDA run failed in cuBLAS): a bad index wherever it stands
+# (the CPU rerun of a job whose CUDA run failed in cuBLAS): the message alone on its line, not
+# words about it ("I saw index out of range in self before but fixed the vocab")
 _TORCH_BAD_INDEX = ("index out of range in self",)
+_TORCH_BAD_INDEX_LINE = lazy(r"^\s*(?:IndexError: )?index out of range in self\s*$")
 # message-less CUDA failures that a corrupted context raises as readily as a full device
 _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 # a request this many times the device is a size bug, not pressure. Real computations ask for
@@ -269,7 +271,8 @@ def _symptoms(ctx: ParseContext) -> None:
     corrupting = [(f.message, f.line) for f in ctx.facts.failures
                   if f.kind in _CORRUPTING or (f.kind == "python_exception" and ctx.search(_BAD_INDEX, f.message))]
     if not corrupting and any(ev.kind in _CONTEXT_ERRORS for ev in ctx.facts.oom_events):
-        corrupting = [(ctx.lines[i].text.strip(), ctx.lines[i].no) for i in ctx.lines_with(_TORCH_BAD_INDEX)[:1]]
+        corrupting = [(ctx.lines[i].text.strip(), ctx.lines[i].no) for i in ctx.lines_with(_TORCH_BAD_INDEX)
+                      if ctx.search(_TORCH_BAD_INDEX_LINE, ctx.lines[i].text)][:1]
     own = [f for f in ctx.facts.failures if f.kind in _OWN_DEATHS]
     for ev in ctx.facts.oom_events:
         req, cap = ev.tried_to_allocate_bytes, ev.total_capacity_bytes

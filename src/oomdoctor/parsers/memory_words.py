@@ -85,7 +85,8 @@ def parse(ctx: ParseContext) -> None:
     # warning glued to the same physical line as one is another message)
     taken = ctx.explained_lines(skip_kinds=frozenset({"host_oom_killer"}))
     # a side another family already read is its: the words there echo that failure
-    read = {"host" if e.kind in HOST_KINDS else "device" for e in ctx.facts.oom_events}
+    # (an arena on a side the log does not name is neither)
+    read = {"host" if e.kind in HOST_KINDS else "device" for e in ctx.facts.oom_events if e.kind != "runtime_arena"}
     seen: dict[tuple, OomEvent] = {}
     for i in ctx.lines_with(_GATE):
         ln = ctx.lines[i]

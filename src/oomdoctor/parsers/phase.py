@@ -18,6 +18,7 @@ from ..facts.derived import HOST_KINDS, MARKER_PHASE, primary_event
 from ..facts.models import Frame
 from ..read.patterns import lazy
 from .base import ParseContext
+from .runtime import BATCH_RETRY_FORMAT
 from .torch_alloc import RETRIED_FORMAT
 from .traceback import ARROW, RICH_CODE, frames_for
 
@@ -44,14 +45,16 @@ MARKERS = {
                                       # an error naming the weight file it was reading ("unable to mmap N
                                       # bytes from file <consolidated.00.pth>", "Unable to load checkpoint from ...")
                                       r"|(?i:load|mmap|read|open)\w{0,10}\b[^\n]{0,40}?\bfrom (?:file )?<?\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
-                                      # a load's own error report, with the error after it ("ERROR: Catch
-                                      # exception when loading model: CUDA out of memory ...")
-                                      r"|(?<!\b[Nn]o )(?:[Ee]rror|ERROR|[Ee]xception|[Ff]ail\w{0,4})\s(?:while |when )?loading (?:the )?(?:model|weights)\b"
+                                      # a load's own error report, with the out-of-memory error after it on
+                                      # the line ("ERROR: Catch exception when loading model: CUDA out of
+                                      # memory ..."; not "error loading model card, skipping")
+                                      r"|(?<!\b[Nn]o )(?:[Ee]rror|ERROR|[Ee]xception|[Ff]ail\w{0,4})\s(?:while |when )?loading (?:the )?(?:model|weights)"
+                                      r"\s*:[^\n]{0,200}?(?:out of memory|OutOfMemory|OOM\b)"
                                       # vLLM's worker reporting the method it failed in ("Exception in worker
                                       # VllmWorkerProcess while processing method load_model: CUDA out of memory")
                                       r"|(?:while processing|[Ee]rror executing) method '?load_model\b"),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
-    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?! ?\w{0,20}\s*[:=]\s*(?:False|None|null|No|no|0|''|\"\")\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
+    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
                      r"|Attempting to resume from|successfully read \d+ ZeRO state_dicts"),
     # the Trainer's closing summary: the final save_model() comes right after it
@@ -242,7 +245,10 @@ _MODEL_LOAD = lazy(
     r"|trainer\.py:__init__|_move_model_to_device|create_reference_model|create_ref_model"
     # DistributedDataParallel's constructor: its reducer allocates the gradient buckets; it
     # (and FSDP's sync_module_states) broadcasts rank 0's weights to the others
-    r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b|distributed/utils\.py:_sync_params_and_buffers\b")
+    r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b|distributed/utils\.py:_sync_params_and_buffers\b"
+    # an engine creating its weights (lmdeploy's create_shared_weights and _create_weight_func;
+    # not vLLM's load_weights, which a GRPO trainer also calls to sync its policy every step)
+    r"|:_?create_(?:\w+_)?weights?(?:_\w+)?$")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
              # (tokenising the data; a function that sets up a tokenizer, "setup_model_and_tokenizer", loads)
              r"|tokeniz(?!er$)"
@@ -637,7 +643,7 @@ def _survived_events(ctx: ParseContext) -> None:
             ev.survived = True
             continue
         # an allocator's warning is followed by its own retry: the run going on says it worked
-        recovered = ev.message_format == RETRIED_FORMAT or _recovered(ctx, ev, after[0])
+        recovered = ev.message_format in (RETRIED_FORMAT, BATCH_RETRY_FORMAT) or _recovered(ctx, ev, after[0])
         later_fatal = any(n > after[1] for n in fatal)
         if recovered or later_fatal or any(n > end for n in completed):
             ev.survived = True

@@ -29,7 +29,9 @@ _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 # Caffe2's CUDA_ENFORCE prints the runtime's code: "error == cudaSuccess. 2 vs 0." (2 is
 # cudaErrorMemoryAllocation); Caffe's glog CHECK the same in its own form: "Check failed: error ==
 # cudaSuccess (2 vs. 0)  out of memory"
-_CUDA_ERROR = lazy(r"(?:CUDA|Cuda) [Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
+# (a library's own check, lmdeploy's TurboMind: "[TM][ERROR] CUDA runtime error: out of memory
+# /lmdeploy/src/turbomind/utils/memory_utils.cu:32")
+_CUDA_ERROR = lazy(r"(?:CUDA|Cuda) (?:runtime )?[Ee]rror: out of memory|cuda runtime error \(2\) : out of memory"
                    r"|\b\w{1,20} == cudaSuccess(?:\. 2 vs 0\.| \(2 vs\. 0\))"
                    # (MXNet's mshadow: "Check failed: e == cudaSuccess CUDA: out of memory"; GraphVite's:
                    # "Check failed: error == cudaSuccess CUDA error out of memory at .../memory.h:131")
@@ -55,6 +57,13 @@ _CUDA_CODE_2 = lazy(r"\bCUDA (?:error|Error):? 2(?![.\w])|\b(?:Cuda|cuda) Error:
                     r"|\b(?:CUDA|Cuda|cuda)\b(?:\s\w+){0,2}? failed with error 2(?![.\w])")
 # the C++ source an error message names right after it ("... out of memory at .../x.cpp:62")
 _LIBRARY_SOURCE = lazy(r"\G\s*at\s+(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
+# ... and a library's own "CUDA runtime error: out of memory" (a CUDA check macro's words, not
+# torch's) with its source right after it without "at" (lmdeploy's TurboMind: "... out of
+# memory /lmdeploy/src/turbomind/utils/memory_utils.cu:32"), or right before it (Open3D:
+# ".../MemoryManagerCUDA.cpp:25 CUDA runtime error: out of memory"); a bare "file.cu:89: CUDA
+# error: out of memory" is any kernel's launch check, not an allocator's
+_LIBRARY_SOURCE_BARE = lazy(r"\G\s*(?P<path>\S{0,300}?/(?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}")
+_LIBRARY_SOURCE_BEFORE = lazy(r"(?P<path>\S{0,300}?[/\\](?P<file>\w{1,80}\.(?:cpp|cu|cc|h))):\d{1,7}:?\s*$")
 # ... when it is PyTorch's own (c10, ATen, torch 0.x's THC, torch/csrc; Windows builds print
 # "...\aten\src\thc\generic/THCStorage.cu")
 _PYTORCH_SOURCE = lazy(r"(?i)\bc10[/\\]|[/\\]THC[A-Z]?[/\\]|[/\\]aten[/\\]|torch[/\\](?:lib|csrc)[/\\]")
@@ -168,11 +177,13 @@ _ORT_ARENA = lazy(r"BFCArena::AllocateRawInternal[^\n]{0,200}?Failed to allocate
 _ORT_GPU = ("CUDAExecutionProvider", "ROCMExecutionProvider", "TensorrtExecutionProvider", "MIGraphXExecutionProvider",
             "DmlExecutionProvider", "cuda_allocator.cc", "CUDA failure ")
 _ORT_GPU_BACKEND = {"ROCM": "HIP", "MIGr": "HIP", "DmlE": "DirectML"}
-_ORT_NOT_USED = lazy(r"not in available provider names|not available|[Ff]alling back|fallback", re.I)
+_ORT_NOT_USED = lazy(r"not in available provider names|not available|[Ff]alling back|fallback|Failed to create|EP Error"
+                     r"|[Aa]vailable providers", re.I)
 _ORT_CPU_ONLY = lazy(r"providers\s*=\s*\[\s*['\"]CPUExecutionProvider['\"]\s*\]")
 # a trainer's own out-of-memory handler retrying with a smaller batch (the Dreambooth extension of
 # the Stable Diffusion web UI: "OOM Detected, reducing batch/grad size to 24/1."): each retry is an
 # out-of-memory error the trainer caught; a batch reduced to zero ends the run
+BATCH_RETRY_FORMAT = "batch-size-retry"
 _OOM_RETRY = lazy(r"OOM Detected, reducing batch/grad size to (?P<batch>\d{1,6})/(?P<grad>\d{1,6})")
 # A CUDA runtime or driver call named with its result in words, as frameworks' C++ checks
 # print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
@@ -345,17 +356,24 @@ def _cuda_suffix(ctx: ParseContext, i: int, exc: Optional[str]) -> tuple[Optiona
     return fmt, seen
 
 
+def _pool_event(events: _Events, i: int, exc: Optional[str], pool: str, fmt: str, n: int, **figures) -> None:
+    """A library's own GPU memory pool that could not serve a request of ``n`` bytes."""
+    events.add(("device_runtime", fmt, n), i, lambda: OomEvent(
+        kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format=fmt,
+        tried_to_allocate_bytes=n, detail=f"{pool} could not allocate the request", **figures))
+
+
 def _ort_side(ctx: ParseContext) -> tuple[str, Optional[str], str]:
     """Which memory an ONNX Runtime arena held: a GPU provider the log names in use, the CPU
     provider alone, or neither said (the arena's message is the same for both)."""
+    cpu = [j for j in ctx.lines_with(("CPUExecutionProvider",)) if ctx.search(_ORT_CPU_ONLY, ctx.lines[j].text)]
+    if cpu or ctx.lines_with(("not in available provider names",)):
+        return "cpu_allocator", "host", "host memory: the session runs on the CPU provider"
     for j in ctx.lines_with(_ORT_GPU):
         text = ctx.lines[j].text
         if not ctx.search(_ORT_NOT_USED, text):
             word = next(w for w in _ORT_GPU if w in text)
             return "device_runtime", _ORT_GPU_BACKEND.get(word[:4], "CUDA"), f"the GPU's: the log names {word.strip()}"
-    cpu = [j for j in ctx.lines_with(("CPUExecutionProvider",)) if ctx.search(_ORT_CPU_ONLY, ctx.lines[j].text)]
-    if cpu or ctx.lines_with(("not in available provider names",)):
-        return "cpu_allocator", "host", "host memory: the session runs on the CPU provider"
     return "runtime_arena", None, "the log does not say whether the arena is the CPU provider's or a GPU's"
 
 
@@ -409,6 +427,9 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             # (PyTorch's own sources are not another library: c10, ATen, and torch 0.x's THC,
             # whose THCStorage.cu allocated every tensor's storage)
             src = ctx.search(_LIBRARY_SOURCE, text, m.end())
+            if src is None and " runtime " in m.group(0):
+                src = ctx.search(_LIBRARY_SOURCE_BARE, text, m.end()) or ctx.search(
+                    _LIBRARY_SOURCE_BEFORE, text[max(0, m.start() - 400):m.start()])
             if src and not ctx.search(_PYTORCH_SOURCE, src.group("path")):
                 fmt, detail = "library-allocator", f"a CUDA allocation in {src.group('file')} failed"
         # ggml's CUDA check (llama.cpp, whisper.cpp) names the device and the function under it
@@ -523,18 +544,12 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     if m:
         n = int((m.group("n") or m.group("n2")).replace(",", ""))
         held = int((m.group("held") or m.group("held2")).replace(",", ""))
-        events.add(("device_runtime", "cupy", n), i, lambda: OomEvent(
-            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="cupy-memory-pool",
-            tried_to_allocate_bytes=n, reserved_total_bytes=held,
-            detail="CuPy's memory pool could not allocate the request"))
+        _pool_event(events, i, exc, "CuPy's memory pool", "cupy-memory-pool", n, reserved_total_bytes=held)
         return
     m = ctx.search(_CATBOOST_POOL, text) if "Out of memory. Requested" in text else None
     if m:
         n, free = (int(float(m.group(g)) * 2**20) for g in ("n", "free"))
-        events.add(("device_runtime", "catboost", n), i, lambda: OomEvent(
-            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="catboost-memory-pool",
-            tried_to_allocate_bytes=n, free_bytes=free,
-            detail="CatBoost's GPU memory pool could not allocate the request"))
+        _pool_event(events, i, exc, "CatBoost's GPU memory pool", "catboost-memory-pool", n, free_bytes=free)
         return
     m = ctx.search(_ORT_ARENA, text) if "requested buffer" in text else None
     if m:
@@ -548,10 +563,14 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     m = ctx.search(_OOM_RETRY, text) if "OOM Detected" in text else None
     if m:
         batch = int(m.group("batch"))
-        events.add(("device_runtime", "batch-finder"), i, lambda: OomEvent(
-            kind="device_runtime", exception=exc, line=0, message_format="batch-size-finder",
-            detail="the trainer caught an out-of-memory error and reduced the batch"
-                   + (" to zero: every size it tried ran out of memory" if batch == 0 else f" (to {batch})")))
+        # the retries fold into one event, which says the last size tried; one that reaches
+        # zero is the finder giving up, another event (a run that goes on after a retry
+        # survived it: parsers/phase.py reads that)
+        ev = events.add(("device_runtime", "batch-retry", batch == 0), i, lambda: OomEvent(
+            kind="device_runtime", exception=exc, line=0,
+            message_format="batch-size-finder" if batch == 0 else BATCH_RETRY_FORMAT))
+        ev.detail = ("the trainer caught an out-of-memory error and reduced the batch"
+                     + (" to zero: every size it tried ran out of memory" if batch == 0 else f" (last to {batch})"))
         return
     m = ctx.search(_PADDLE_OOM, text) if "Out of memory error on GPU" in text else None
     if m:

@@ -125,6 +125,8 @@ CONTEXT_LITERALS = (
     "llama_cookbook", "swift", "trl", "accelerate", "megatron", "PYTORCH_CUDA_ALLOC_CONF",
     "MA ", "CPU Virtual Memory", "memory", "Memory", "MiB", "GiB", "hidden_size",
     "num_hidden_layers", "vocab_size", "model_name_or_path",
+    # which ONNX Runtime provider ran (its arena's failure reads the same on either side)
+    "ExecutionProvider", "cuda_allocator.cc", "CUDA failure ", "not in available provider names",
 )
 
 

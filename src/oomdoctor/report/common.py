@@ -282,7 +282,8 @@ def _device_rows(ev: OomEvent, workers: list[int]) -> list[Row]:
     if old:
         # F1-F3 (torch <= 2.0) and NPU wording: reserved includes allocated
         if ev.reserved_total_bytes is not None:
-            by = "by PyTorch" if ev.kind not in ("xla", "device_runtime", "runtime_arena") else f"by the {ev.backend or 'runtime'} allocator"
+            by = ("by the XLA allocator" if ev.kind == "xla" else "by the library's memory pool"
+                  if ev.kind in ("device_runtime", "runtime_arena") else "by PyTorch")
             rows.append(Row("reserved in total", format_size(ev.reserved_total_bytes), by))
         if ev.already_allocated_bytes is not None:
             rows.append(Row("already allocated", format_size(ev.already_allocated_bytes), None))

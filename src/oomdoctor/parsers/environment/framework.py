@@ -118,7 +118,7 @@ def choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
     jax = any("/jax/" in (fr.file or "") or "/flax/" in (fr.file or "") for fr in ctx.all_frames) or any(
         (e.exception or "").startswith(("jaxlib.", "jax.")) for e in ctx.facts.oom_events)
     events = [e for e in ctx.facts.oom_events
-              if e.kind not in ("host_oom_killer", "cpu_allocator", "dataloader_killed") and e.backend != "TF"
+              if e.kind not in ("host_oom_killer", "cpu_allocator", "dataloader_killed", "runtime_arena") and e.backend != "TF"
               and not (e.kind == "xla" and jax)]
     if events or any("/torch/" in (fr.file or "") for fr in ctx.all_frames):
         # a device failure that is neither TensorFlow's nor XLA's, or PyTorch's frames: JAX or
