@@ -167,6 +167,7 @@ _CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<
 # 1070.546387; Free 1010.952393", sizes in MB (its stack-like pool divides by MB; later releases
 # print the unit)
 _CATBOOST_POOL = lazy(r"Error: Out of memory\. Requested (?P<n>\d{1,12}(?:\.\d{1,8})?)(?: MB)?; Free (?P<free>\d{1,12}(?:\.\d{1,8})?)")
+# ggml's CUDA check (llama.cpp, whisper.cpp): the line under its "CUDA error: out of memory"
 _GGML_WHERE = lazy(r"^\s*current device: (?P<dev>\d{1,3}), in function (?P<fn>\w{1,80})")
 # ONNX Runtime's memory arena (BFCArena, one per execution provider: the CPU's and the GPU
 # providers' alike) failing to grow: "onnxruntime::BFCArena::AllocateRawInternal Failed to
