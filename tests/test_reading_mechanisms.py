@@ -3420,3 +3420,23 @@ def test_batch_retries_say_the_last_size_and_a_run_that_goes_on_survived_them():
 def test_a_gpu_provider_named_but_not_used_leaves_the_arena_off_the_gpu(before: str):
     [ev] = report(before + _ORT)["oom_events"]
     assert ev["kind"] != "device_runtime"
+
+
+def test_tensorrts_builder_running_out_of_memory_in_its_later_wording():
+    d = report("[11/10/2023-06:30:40] [TRT] [E] 2: [virtualMemoryBuffer.cpp::resizePhysical::140] Error Code 2: "
+               "OutOfMemory (no further information)\n"
+               "[11/10/2023-06:30:40] [TRT] [W] Requested amount of GPU memory (24793579520 bytes) could not be "
+               "allocated. There may not be enough free memory for allocation to succeed.\n"
+               "[11/10/2023-06:30:40] [TRT-LLM] [E] Engine building failed, please check the error log.\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["message_format"], ev["tried_to_allocate_bytes"]) == ("cuda_runtime_error", "tensorrt",
+                                                                                  24793579520)
+
+
+def test_tensorrt_skipping_a_tactic_that_does_not_fit_is_no_failure():
+    d = report("[08/31/2026-07:26:38] [TRT] [I] Local timing cache in use.\n"
+               "[08/31/2026-07:26:44] [TRT] [E] [virtualMemoryBuffer.cpp::nvinfer1::StdVirtualMemoryBufferImpl::"
+               "resizePhysical::153] Error Code 2: OutOfMemory (Requested size was 1677721600 bytes.)\n"
+               "[08/31/2026-07:26:44] [TRT] [W] Requested amount of GPU memory (1677721600 bytes) could not be "
+               "allocated. There may not be enough free memory for allocation to succeed.\n")
+    assert not [e for e in d["oom_events"] if e["message_format"] == "tensorrt"]

@@ -214,7 +214,9 @@ _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMem
 # "Requested amount of GPU memory (15485030400 bytes) could not be allocated", "User allocator
 # error allocating 15485030400-byte buffer".
 _TRT_OOM = lazy(r"\bCuda Error in [\w:<>`'(). -]{1,160}?: 2 \(out of memory\)|\bError Code 1: Cuda Runtime \(out of memory\)"
-                r"|\bOutOfMemory Error in \S")
+                # TensorRT 8 and later growing its builder's memory: "[virtualMemoryBuffer.cpp::resizePhysical::140]
+                # Error Code 2: OutOfMemory (no further information)"
+                r"|\bOutOfMemory Error in \S|\bError Code \d{1,2}: OutOfMemory\b")
 _TRT_SIZE = lazy(r"Requested amount of GPU memory \((?P<n>\d{1,20}) bytes\)|allocating (?P<n2>\d{1,20})-byte buffer")
 
 # -- NCCL ----------------------------------------------------------------------------------
@@ -357,6 +359,19 @@ def _cuda_suffix(ctx: ParseContext, i: int, exc: Optional[str]) -> tuple[Optiona
     return fmt, seen
 
 
+_TRT_AFTERMATH = 40   # lines after a builder's OutOfMemory in which its build's failure is reported
+
+
+def _trt_build_failed(ctx: ParseContext, i: int) -> bool:
+    """Did something fail after TensorRT's builder reported a tactic out of memory (the engine's
+    build, the conversion that called it, an exception)?"""
+    for j in range(i + 1, min(len(ctx.lines), i + 1 + _TRT_AFTERMATH)):
+        low = ctx.lines[j].text.lower()
+        if ("fail" in low or "traceback" in low or "exception" in low) and "outofmemory" not in low:
+            return True
+    return False
+
+
 def _pool_event(events: _Events, i: int, exc: Optional[str], pool: str, fmt: str, n: int, **figures) -> None:
     """A library's own GPU memory pool that could not serve a request of ``n`` bytes."""
     events.add(("device_runtime", fmt, n), i, lambda: OomEvent(
@@ -396,7 +411,11 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     exc = _exception(ctx, text)
 
-    m = ctx.search(_TRT_OOM, text) if "(out of memory)" in text or "OutOfMemory Error" in text else None
+    m = ctx.search(_TRT_OOM, text) if "(out of memory)" in text or "OutOfMemory" in text else None
+    if m and m.group(0).endswith(": OutOfMemory") and not _trt_build_failed(ctx, i):
+        # the builder reports each tactic that does not fit its memory and goes on with the others
+        # that do: only a build that then fails ended on it
+        m = None
     if m:
         n = None
         for j in range(max(0, i - 3), min(len(ctx.lines), i + 4)):
