@@ -3204,6 +3204,8 @@ def test_catboosts_gpu_memory_pool_reports_its_request_and_free_memory_in_mb():
     # later releases print the unit
     d = report("Error: Out of memory. Requested 2048 MB; Free 512 MB\n")
     assert d["oom_events"][0]["tried_to_allocate_bytes"] == 2048 * 2**20
+    # words about a request are no pool's figures
+    assert report("Note: Out of memory. Requested pool size was reduced\n")["oom_events"] == []
 
 
 def test_a_trainers_batch_retry_after_an_oom_is_an_out_of_memory_error():
@@ -3214,6 +3216,8 @@ def test_a_trainers_batch_retry_after_an_oom_is_an_out_of_memory_error():
     assert "last to 12" in ev["detail"]
     d = report("OOM Detected, reducing batch/grad size to 0/1.\n")
     assert "to zero" in d["oom_events"][0]["detail"]
+    # the handler's name in prose, without a size it retried with, is no retry
+    assert report("set oom_detected: true to log when an OOM is detected\n")["oom_events"] == []
 
 
 def test_a_banner_that_says_it_does_not_resume_is_no_resume():
@@ -3340,7 +3344,7 @@ def test_a_librarys_own_cuda_runtime_error_names_its_allocator(line: str, file: 
 
 
 def test_pytorchs_own_source_before_the_error_is_not_another_library():
-    d = report("RuntimeError: /pytorch/c10/cuda/CUDACachingAllocator.cpp:512 CUDA error: out of memory\n")
+    d = report("RuntimeError: /pytorch/c10/cuda/CUDACachingAllocator.cpp:512 CUDA runtime error: out of memory\n")
     assert d["oom_events"][0]["message_format"] != "library-allocator"
 
 

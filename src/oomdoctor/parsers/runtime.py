@@ -175,9 +175,9 @@ _GGML_WHERE = lazy(r"^\s*current device: (?P<dev>\d{1,3}), in function (?P<fn>\w
 _ORT_ARENA = lazy(r"BFCArena::AllocateRawInternal[^\n]{0,200}?Failed to allocate memory for requested buffer of size (?P<n>\d{1,20})")
 # ... whose side the log may say: a GPU provider named without "not available" (ONNX Runtime
 # falls back to the CPU provider with that warning), the CUDA allocator's own failure
-_ORT_GPU = ("CUDAExecutionProvider", "ROCMExecutionProvider", "TensorrtExecutionProvider", "MIGraphXExecutionProvider",
-            "DmlExecutionProvider", "cuda_allocator.cc", "CUDA failure ")
-_ORT_GPU_BACKEND = {"ROCM": "HIP", "MIGr": "HIP", "DmlE": "DirectML"}
+_ORT_GPU = {"CUDAExecutionProvider": "CUDA", "ROCMExecutionProvider": "HIP", "TensorrtExecutionProvider": "CUDA",
+            "MIGraphXExecutionProvider": "HIP", "DmlExecutionProvider": "DirectML", "cuda_allocator.cc": "CUDA",
+            "CUDA failure ": "CUDA"}
 _ORT_NOT_USED = lazy(r"not in available provider names|not available|[Ff]alling back|fallback|Failed to create|EP Error"
                      r"|[Aa]vailable providers", re.I)
 _ORT_CPU_ONLY = lazy(r"providers\s*=\s*\[\s*['\"]CPUExecutionProvider['\"]\s*\]")
@@ -385,11 +385,11 @@ def _ort_side(ctx: ParseContext) -> tuple[str, Optional[str], str]:
     cpu = [j for j in ctx.lines_with(("CPUExecutionProvider",)) if ctx.search(_ORT_CPU_ONLY, ctx.lines[j].text)]
     if cpu or ctx.lines_with(("not in available provider names",)):
         return "cpu_allocator", "host", "host memory: the session runs on the CPU provider"
-    for j in ctx.lines_with(_ORT_GPU):
+    for j in ctx.lines_with(tuple(_ORT_GPU)):
         text = ctx.lines[j].text
         if not ctx.search(_ORT_NOT_USED, text):
             word = next(w for w in _ORT_GPU if w in text)
-            return "device_runtime", _ORT_GPU_BACKEND.get(word[:4], "CUDA"), f"the GPU's: the log names {word.strip()}"
+            return "device_runtime", _ORT_GPU[word], f"the GPU's: the log names {word.strip()}"
     return "runtime_arena", None, "the log does not say whether the arena is the CPU provider's or a GPU's"
 
 

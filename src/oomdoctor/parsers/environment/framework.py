@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import regex as re
 
+from ...facts.derived import DEVICE_KINDS
 from ...read.patterns import lazy
 from ..base import ParseContext
 from .collector import CONFIG, Collector
@@ -118,7 +119,7 @@ def choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
     jax = any("/jax/" in (fr.file or "") or "/flax/" in (fr.file or "") for fr in ctx.all_frames) or any(
         (e.exception or "").startswith(("jaxlib.", "jax.")) for e in ctx.facts.oom_events)
     events = [e for e in ctx.facts.oom_events
-              if e.kind not in ("host_oom_killer", "cpu_allocator", "dataloader_killed", "runtime_arena") and e.backend != "TF"
+              if e.kind in DEVICE_KINDS and e.backend != "TF"
               and not (e.kind == "xla" and jax)]
     if events or any("/torch/" in (fr.file or "") for fr in ctx.all_frames):
         # a device failure that is neither TensorFlow's nor XLA's, or PyTorch's frames: JAX or
