@@ -3444,3 +3444,107 @@ def test_tensorrt_skipping_a_tactic_that_does_not_fit_is_no_failure():
                "[08/31/2026-07:26:44] [TRT] [W] Requested amount of GPU memory (1677721600 bytes) could not be "
                "allocated. There may not be enough free memory for allocation to succeed.\n")
     assert not [e for e in d["oom_events"] if e["message_format"] == "tensorrt"]
+
+
+_MODEL_CODE_TB = ("Traceback (most recent call last):\n"
+                  '  File "/home/user/proj/classification/models/mamba2/ssd_minimal.py", line 146, in {fn}\n'
+                  "    return fn(x, dt, A, B, C, chunk_size)\n"
+                  "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.69 GiB total capacity; "
+                  "20.10 GiB already allocated; 1.20 GiB free; 21.00 GiB reserved in total by PyTorch)\n")
+
+
+def test_a_cut_traceback_inside_a_models_own_code_is_its_forward_pass():
+    assert report(_MODEL_CODE_TB.format(fn="selective_scan_chunk_fn"))["phase"] == "forward"
+
+
+@pytest.mark.parametrize("fn", ["__init__", "build_backbone", "load_weights", "simple_test", "get_bboxes"])
+def test_a_models_code_that_builds_loads_or_predicts_is_no_training_forward(fn: str):
+    assert report(_MODEL_CODE_TB.format(fn=fn))["phase"] != "forward"
+
+
+@pytest.mark.parametrize("text, kind, fmt", [
+    ("Failed reason:[f 0926 09:44:26.560704 04 mem_info.cc:197]\n*******************\n"
+     "GPU memory is overflow, please reduce your batch_size or data size!\nTotal: 23.65GB Used: 47.36GB\n",
+     "device_runtime", "jittor-memory-check"),
+    ("CPU memory is overflow, please reduce your batch_size or data size!\nTotal: 62.7GB Used: 70.1GB\n",
+     "cpu_allocator", "jittor-memory-check"),
+    ("RuntimeError: Malloc for kernel output failed, Memory isn't enough, node:Default/Cast-op446\n",
+     "device_runtime", "mindspore-memory-pool"),
+    ("RuntimeError: Device(id:0) memory isn't enough and alloc failed, kernel name: Default/MatMul-op12, "
+     "alloc size: 1073741824B\n", "device_runtime", "mindspore-memory-pool"),
+    ("Failed to allocate. Freeing memory cache and retrying.\nFailed to allocate again.\n"
+     "Error during forward propagation:\n  ConvolutionCudaCudnn\n", "device_runtime", "nnabla-caching-allocator"),
+    ("W1215 12:46:31.567991 168330 system_allocator.cc:205] cudaHostAlloc failed.\n"
+     "W1215 12:46:31.568040 168330 naive_best_fit_allocator.cc:519] cudaHostAlloc Cannot allocate 122880000 bytes "
+     "in CUDAPinnedPlace\n", "cuda_runtime_error", "cuda-driver-host-alloc"),
+    ("  temporary_buffer::allocate: get_temporary_buffer failed\n", "cuda_runtime_error", None),
+])
+def test_other_frameworks_allocators_running_out(text: str, kind: str, fmt):
+    [ev] = report(text)["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == (kind, fmt)
+
+
+def test_jittors_totals_and_mindsporess_size_are_read():
+    [ev] = report("GPU memory is overflow, please reduce your batch_size or data size!\n"
+                  "Total: 4GB Used: 8.386GB\n")["oom_events"]
+    assert (ev["total_capacity_bytes"], ev["backend"]) == (4 * 2**30, "CUDA")
+    [ev] = report("RuntimeError: Device(id:0) memory isn't enough and alloc failed, alloc size: 1073741824B\n")["oom_events"]
+    assert ev["tried_to_allocate_bytes"] == 1073741824
+
+
+@pytest.mark.parametrize("text", [
+    # a retry that is not nnabla's allocator's, and prose
+    "Failed to allocate again.\n",
+    "The cache memory isn't enough for the whole dataset; reading from disk.\n",
+    "Please reduce your batch size if memory is overflowing.\n",
+])
+def test_words_of_those_allocators_out_of_their_messages_are_no_failure(text: str):
+    assert report(text)["oom_events"] == []
+
+
+_FRAGMENTED_FORWARD = _tb(
+    ("train.py", "train_one_epoch", "outputs = model(samples)"),
+    ("/env/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*input, **kwargs)"),
+    ("/home/user/proj/models/backbone.py", "forward", "x = self.body(x)"),
+    error="RuntimeError: CUDA out of memory. Tried to allocate 88.00 MiB (GPU 0; 6.00 GiB total capacity; 3.76 GiB "
+          "already allocated; 0 bytes free; 4.49 GiB reserved in total by PyTorch)")
+
+
+def test_a_finding_keeps_a_lead_that_more_of_the_evidence_points_to_beside_it():
+    ds = report(_FRAGMENTED_FORWARD)["diagnoses"]
+    assert ds[0]["incident"] == "alloc-fragmentation" and not ds[0]["warning"]
+    [lead] = [d for d in ds if d["incident"] == "activation-memory"]
+    assert lead["warning"] and lead["confidence"] <= 0.3
+
+
+def test_one_weak_prior_is_no_lead_beside_a_finding():
+    # the forward pass alone is the logits' weakest sign (no vocabulary, no logits frame)
+    assert "large-vocab-logits" not in _incidents(report(_FRAGMENTED_FORWARD))
+
+
+def test_torchruns_root_cause_table_glued_by_a_paste_still_says_sigkill():
+    d = report("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+               "experiments/train.py FAILED\nFailures:\n<NO OTHER FAILURES>\nRoot Cause (first observed failure) :\n"
+               "[0]:\ntime\nhost\n2023-09-14 01:45:50\nnode1\n"
+               "rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>\n"
+               "traceback : signal 9 (SIGKILL) received by PID 36071\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["ranks"]) == ("host_oom_killer", [2])
+
+
+@pytest.mark.parametrize("line, killed", [
+    ("13117/51576 [======>.......................] - ETA: 10:02:38 - loss: 5.7555 - yolo_layer_3_loss: 3.7015Killed", True),
+    ("Epoch 3:  41%|####1     | 410/1000 [02:11<03:09,  3.11it/s, loss=0.412]Killed", True),
+    # a word that ends in the letters, and a progress line that names a killed worker in prose
+    ("step 120 loss 0.41 - 3.2 it/s - workers restarted: 0 NotKilled", False),
+    ("the job was Killed", False),
+])
+def test_the_shells_killed_glued_to_a_progress_lines_last_figure(line: str, killed: bool):
+    kinds = [e["kind"] for e in report(line + "\n")["oom_events"]]
+    assert (kinds == ["host_oom_killer"]) is killed
+
+
+def test_intels_tensorflow_extension_bfc_message_without_an_allocator_name():
+    [ev] = report("E itex/core/devices/bfc_allocator.cc:101] Allocator ran out of memory trying to allocate "
+                  "10529419660 Bytes (rounded to 10529419776 Bytes)\n")["oom_events"]
+    assert ev["tried_to_allocate_bytes"] == 10529419776

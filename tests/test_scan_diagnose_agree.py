@@ -240,10 +240,11 @@ DETAIL = {
     # _FAILURE_WORD qualifies a line that names a CUDA call and "out of memory" (the anchor)
     # _TRT_SIZE reads the request on the warning beside TensorRT's error (the anchor); _GGML_WHERE the
     # device under ggml's "CUDA error: out of memory"; _ORT_NOT_USED and _ORT_CPU_ONLY say which
-    # provider an ONNX Runtime arena served
+    # provider an ONNX Runtime arena served; _JITTOR_TOTALS the totals under Jittor's check,
+    # _MINDSPORE_SIZE the size on MindSpore's line (their messages are the anchors)
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",
                 "_PYTORCH_SOURCE", "_LIBRARY_SOURCE_BEFORE", "_LIBRARY_SOURCE_BARE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE", "_GGML_WHERE",
-                "_ORT_NOT_USED", "_ORT_CPU_ONLY"},
+                "_ORT_NOT_USED", "_ORT_CPU_ONLY", "_JITTOR_TOTALS", "_MINDSPORE_SIZE"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
     # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint;
     # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure

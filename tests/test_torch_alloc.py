@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from msggen import FORMATS, GIB, MIB, message, printed_bytes
 from oomdoctor.read.normalise import normalise
 from oomdoctor.parsers import extract
+from oomdoctor.facts.sizes import to_bytes
 
 
 def events(text: str):
@@ -181,8 +182,25 @@ def test_wrapping_keeps_the_version_wording_and_the_hint(fmt, width, words):
         assert getattr(ev, field) == value, (field, lines)
 
 
-def test_1eb_request_is_not_an_allocator_oom_event():
-    assert events("RuntimeError: CUDA out of memory. Tried to allocate more than 1EB memory.") == []
+@pytest.mark.parametrize("text", [
+    "RuntimeError: CUDA out of memory. Tried to allocate more than 1EB memory.",
+    "NPU out of memory. Tried to allocate more than 1EB memory",
+    "RuntimeError: CUDA out of memory. Tried to allocate  more than 1EB memory.",
+])
+def test_1eb_request_is_not_an_allocator_oom_event(text: str):
+    assert events(text) == []
+
+
+def test_a_message_whose_request_is_garbled_is_kept_with_the_figures_it_has():
+    ev = one("RuntimeError: CUDA out of memory. Tried to allocate 512.\u2014 MiB (GPU 0; 2.95 GiB total capacity; "
+             "1.81 GiB already allocated; 356.00 MiB free; 1.89 GiB reserved in total by PyTorch )\n")
+    assert ev.tried_to_allocate_bytes is None and ev.total_capacity_bytes == to_bytes("2.95", "GiB")
+    assert ev.free_bytes == to_bytes("356.00", "MiB") and ev.message_format.startswith("request unreadable")
+
+
+def test_a_log_cut_right_after_tried_to_allocate_keeps_its_failure():
+    ev = one("step 41 loss 0.93\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate\n")
+    assert (ev.kind, ev.exception, ev.tried_to_allocate_bytes) == ("cuda_caching_allocator", "torch.cuda.OutOfMemoryError", None)
 
 
 def test_hint_is_kept_but_says_nothing_by_itself():

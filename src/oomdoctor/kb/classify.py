@@ -448,6 +448,8 @@ def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True,
 # when nothing specific is found (at most PARTIAL_LEADS of them).
 PARTIAL_SCORE = 1.0
 PARTIAL_LEADS = 2
+# ... and beside a finding, at least this much
+LEAD_BESIDE_FINDING = 1.5
 
 
 def _ranked(scored: list[tuple]) -> list[tuple]:
@@ -490,6 +492,15 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         # A certain OOM whose cause no incident reaches: the incidents that some of the
         # evidence points to, short of what naming them needs, are listed as leads.
         found += [(s, ev, True) for s in _ranked(partial)[:PARTIAL_LEADS]]
+    elif hypothesis is None:
+        # A finding with room beside it: what more of the evidence also points to follows it
+        # as a lead (the forward pass of a job whose fragmented cache was named first; the
+        # model loading under a failure first read as another's). One weak prior alone (a
+        # training step, a model placed on the device) is not enough here.
+        named = sum(1 for s, _e, _l in found if s[3].memory_failure)
+        beside = [s for s in partial if s[0] >= LEAD_BESIDE_FINDING]
+        if named and named <= PARTIAL_LEADS:
+            found += [(s, ev, True) for s in _ranked(beside)[:PARTIAL_LEADS + 1 - named]]
     out: list[Diagnosis] = []
     for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)

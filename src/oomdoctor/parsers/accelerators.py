@@ -21,7 +21,7 @@ from .base import EXC_AT_START as _EXC_AT_START, EXCEPTION_CLASS, ParseContext
 
 # A size as these stacks print it: "9.48 GiB", "375.40 MB", "256 bytes", "1.52GiB", "6.48G", "0B".
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
-_UNIT = r"(?:[KMGTPE]i?B|bytes?|B|[KMGTPE])(?![A-Za-z])"
+_UNIT = r"(?:[KMGTPE]i?B|[Bb]ytes?|B|[KMGTPE])(?![A-Za-z])"
 _SIZE = rf"{_NUM}\s*{_UNIT}"
 _SIZE_PARTS = lazy(rf"(?P<num>{_NUM})\s*(?P<unit>{_UNIT})")
 
@@ -82,9 +82,11 @@ _XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
 # says "with freed_by_count=N. The caller indicates that this is not a failure". TensorFlow 1.x
 # named no allocator: "Ran out of memory trying to allocate 720.00MiB.  See logs for memory state."
+# Intel's extension for TensorFlow (ITEX) names none either: "E itex/core/devices/bfc_allocator.cc:101]
+# Allocator ran out of memory trying to allocate 10529419660 Bytes (rounded to 10529419776 Bytes)"
 _BFC = lazy(
-    r"(?:Allocator \((?P<alloc>[\w:]{1,40})\) r|\bR)an out of memory trying to allocate (?P<size>" + _SIZE + r")"
-    r"(?:\s*\(rounded to (?P<n>\d{1,20})\))?(?:\s*requested by op\s*(?P<op>\S{0,200}))?")
+    r"(?:Allocator (?:\((?P<alloc>[\w:]{1,40})\) )?r|\bR)an out of memory trying to allocate (?P<size>" + _SIZE + r")"
+    r"(?:\s*\(rounded to (?P<n>\d{1,20})(?: [Bb]ytes)?\))?(?:\s*requested by op\s*(?P<op>\S{0,200}))?")
 _BFC_NOT_FAILURE = lazy(r"freed_by_count|not a failure", re.I)
 _BUFFER_ASSIGNMENT = lazy(r"BufferAssignment OOM Debugging|BufferAssignment stats:")
 _BUFFER_TOTAL = lazy(r"^\s*total allocation:\s*(?P<size>" + _SIZE + r")")

@@ -123,9 +123,11 @@ _FLUSHED_AFTER = 30
 _TORCHRUN_FAILED = lazy(r"failed \(exitcode: (?P<code>-?\d{1,4})\)(?: local_rank: (?P<lr>\d{1,5}) \(pid: (?P<pid>\d{1,9})\))?")
 _CFE_TITLE = lazy(r"^\s*\S[^\n]{0,300} FAILED\s*$")
 _CFE_SECTION = lazy(r"^\s*(?P<sec>Root Cause|Failures:|Other Failures:)")
-_CFE_RANK = lazy(r"^\s*rank\s*:\s*(?P<rank>\d{1,6}) \(local_rank:\s*(?P<lr>\d{1,5})\)")
-_CFE_EXIT = lazy(r"^\s*exitcode\s*:\s*(?P<code>-?\d{1,4}) \(pid:\s*(?P<pid>\d{1,9})\)")
-_SIGNAL_PID = lazy(r"Signal (?P<sig>\d{1,2}) \((?P<name>SIG\w{1,8})\) received by PID (?P<pid>\d{1,9})")
+# (a paste that lost the table's columns glues its rows: "rank2 (local rank: 2)exitcode: -9 (pid:
+# 36071)error file: <N/A>", "traceback : signal 9 (SIGKILL) received by PID 36071")
+_CFE_RANK = lazy(r"^\s*rank\s*:?\s*(?P<rank>\d{1,6}) \(local[_ ]rank:\s*(?P<lr>\d{1,5})\)")
+_CFE_EXIT = lazy(r"(?:^\s*|(?<=\)))exitcode\s*:\s*(?P<code>-?\d{1,4}) \(pid:\s*(?P<pid>\d{1,9})\)")
+_SIGNAL_PID = lazy(r"[Ss]ignal (?P<sig>\d{1,2}) \((?P<name>SIG\w{1,8})\) received by PID (?P<pid>\d{1,9})")
 _DS_KILLING = lazy(r"Killing subprocess (?P<pid>\d{1,9})")
 _DS_RC = lazy(r"exits with return code = (?P<code>-?\d{1,4})")
 _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
@@ -161,7 +163,10 @@ _KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
 _BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$"
                     # the shell's "Killed" written over a progress line the job kept redrawing with a
                     # carriage return: the rest of that line shows after it ("Killedg in train batch: 127687 / 263115")
-                    r"|^Killed(?=[a-z])[^\n]{0,200}?(?:\d\s?/\s?\d|\d%)")
+                    r"|^Killed(?=[a-z])[^\n]{0,200}?(?:\d\s?/\s?\d|\d%)"
+                    # ... or glued to the last figure of a progress line whose bar or rate shows it
+                    # is one (Keras: "13117/51576 [======>....] - ETA: 10:02:38 - loss: 3.7015Killed")
+                    rf"|^(?=[^\n]{{0,2000}}?(?:\[[=>.]{{3,}}\]|\bETA\b|\d\s?(?:it/s|s/it)\b))[^\n]{{0,2000}}?(?<=\d){_KILLED}\s*$")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 # a Go program's report of a child it ran (os/exec's ExitError): "llama-server process has
@@ -632,10 +637,11 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if sec:
         block.section = "root" if sec.group("sec") == "Root Cause" else "other"
         return
-    m = ctx.search(_CFE_RANK, text) if "local_rank" in text else None
+    m = ctx.search(_CFE_RANK, text) if "local_rank" in text or "local rank" in text else None
     if m:
         block.pending_rank = int(m.group("rank"))
-        return
+        if "exitcode" not in text[m.end():]:
+            return
     m = ctx.search(_CFE_EXIT, text) if "exitcode" in text else None
     if m:
         code = int(m.group("code"))

@@ -347,12 +347,15 @@ _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|e
 # ... and a detection trainer's "val.py" / "test.py" when a function of it runs, called by its
 # train.py each epoch (as the script itself, "test.py" is as often a throwaway training run;
 # not "test_image.py", a script trying a model out, or a unit test)
+_MODEL_CODE = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|nets|backbones?|heads?|necks?|dense_heads|roi_heads|archs?)/[^:]{1,200}:")
+_NOT_FORWARD = lazy(r"__init__|\b(?:build|load|init|create|make|from_pretrained|save)|<module>$|(?i:test|predict|infer|get_bboxes)")
+_CONSTRUCTS = lazy(r"__init__$|_{0,2}(?:build|make|create|construct|init)_\w{1,60}$")
 _EVAL_MODULE = lazy(r"(?:^|[/\\])(?:val|test)\.py$")
 # a function that creates a training script's optimizer ("set_optimizers", "get_optimizer", "build_optimizer")
 _OPTIMIZER_MAKER = lazy(r":_{0,2}(?:set|get|create|build|make|init|initialize|configure|setup)_?optimi[sz]ers?$")
 # a code line that makes a new model object ("model = Transformer(model_args)", "self.net = models.ResNet(cfg)")
 _BUILDS_MODEL = lazy(r"^\s*(?:self\.)?(?:model|net|network|module|transformer|backbone|encoder|decoder)\w*\s*=\s*"
-                     r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*\(")
+                     r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|_{0,2}(?:build|make|create|construct)_\w{1,60})\(")
 # an optimizer's state read back, named by a caller: its function ("load_opt_state",
 # "load_optimizer_state") or the file its code reads ("optimizers.bin", "optimizer.pt")
 _OPTIMIZER_FN = lazy(r":\w*(?:optimi[sz]ers?|optims?|opt)_states?\w*$")
@@ -418,7 +421,9 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
             if not (fr.code and _BUILDS_MODEL.search(fr.code)):
                 continue
             below = frames[k + 1:]
-            builds = [f.function.rsplit(".", 1)[-1] == "__init__" for f in below]   # (Python 3.11 prints "Class.__init__")
+            # (Python 3.11 prints "Class.__init__"; a builder of the model's parts, "build_detector",
+            # "build_dense_head", "_make_layer", constructs too)
+            builds = [bool(_CONSTRUCTS.match(f.function.rsplit(".", 1)[-1])) for f in below]
             if any(builds) and all(b or id(f) in in_library for b, f in zip(builds, below)):
                 return "model_load", fr
     else:
@@ -468,6 +473,12 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
     # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too
     if eval_script is not None:
         return "eval", eval_script
+    # the innermost frames are a model's own code ("classification/models/mamba2/ssd_minimal.py",
+    # "mmdet/models/dense_heads/..."): a forward pass, unless they construct or load the model
+    inner = frames[-3:]
+    if inner and not training_step and all(_MODEL_CODE.search(_frame_text(fr)) for fr in inner[-1:]) \
+            and not any(_NOT_FORWARD.search(fr.function) for fr in frames):
+        return "forward", inner[-1]
     return None, None
 
 

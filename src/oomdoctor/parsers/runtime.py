@@ -87,7 +87,9 @@ _CUDNN_INTERNAL = lazy(r"cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
 _NVML_RESOURCES = lazy(r"NVML_ERROR_INSUFFICIENT_RESOURCES")
 # thrust's allocation failure, raised through the framework's op (a sort on the GPU): "thrust::system::
 # detail::bad_alloc"; with the runtime's words it reads "bad_alloc: cudaErrorMemoryAllocation"
-_THRUST_BAD_ALLOC = lazy(r"thrust::system::detail::bad_alloc")
+# (its what(): "temporary_buffer::allocate: get_temporary_buffer failed", the scratch memory of a
+# sort or a scan, printed alone where a CUDA extension catches it)
+_THRUST_BAD_ALLOC = lazy(r"thrust::system::detail::bad_alloc|temporary_buffer::allocate: get_temporary_buffer failed")
 # Signs whose event needs no figures from the text: (pattern, kind, fold key, strength, detail)
 _FIXED_CUDA_SIGNS = (
     (_CUBLAS_CREATE, "cublas_alloc", "create", "likely",
@@ -205,6 +207,26 @@ _CALL_SIZE_FAILED = lazy(r"(?i:unable|failed) to (?P<call>cudaMalloc\w{0,20}|cuM
 _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
                      "cuMemHostRegister")
 
+# -- other frameworks' own allocators ------------------------------------------------------
+# Jittor's memory check (src/mem/mem_info.cc): "GPU memory is overflow, please reduce your
+# batch_size or data size!", then "Total: 23.65GB Used: 47.36GB" on the next line (CPU for the
+# host's memory)
+_JITTOR_OVERFLOW = lazy(r"\b(?P<where>GPU|CPU) ?memory is overflow, please reduce your batch_size or data size")
+_JITTOR_TOTALS = lazy(r"^\s*Total: ?(?P<total>" + _NUM + r"\s*" + _UNIT + r") ?Used: ?(?P<used>" + _NUM + r"\s*" + _UNIT + r")")
+# MindSpore's device memory pool (GPU or Ascend): "Device(id:0) memory isn't enough and alloc
+# failed, kernel name: ..., alloc size: 1073741824B", "Malloc for kernel output failed, Memory
+# isn't enough, node:Default/Cast-op446"
+_MINDSPORE_POOL = lazy(r"(?i:memory isn't enough)(?=[^\n]{0,40}?\balloc failed)|\b(?i:malloc|alloc)[\w ]{0,40} failed,"
+                       r" (?i:memory isn't enough)")
+_MINDSPORE_SIZE = lazy(r"alloc size: ?(?P<n>\d{1,20}) ?B?\b")
+# nnabla's caching allocator: one retry after freeing its cache ("Failed to allocate. Freeing
+# memory cache and retrying."); the retry failing ("Failed to allocate again.") ends the run
+_NNABLA_RETRY = "Freeing memory cache and retrying"
+_NNABLA_AGAIN = lazy(r"^\s*Failed to allocate again\.")
+# PaddlePaddle's page-locked host allocator: "cudaHostAlloc Cannot allocate 122880000 bytes in
+# CUDAPinnedPlace" (with "cudaHostAlloc failed." from its system allocator before it)
+_PADDLE_PINNED = lazy(r"\b(?P<call>cudaHostAlloc|hipHostMalloc) Cannot allocate (?P<n>\d{1,20}) bytes in (?:CUDA|HIP|XPU)?PinnedPlace")
+
 # -- TensorRT ------------------------------------------------------------------------------
 # Its builder and runtime allocating device memory through their own allocator (cudaMalloc):
 # TensorRT 5-7 "Cuda Error in allocate: 2 (out of memory)", "Cuda Error in
@@ -272,7 +294,8 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
           "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
-          "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc")
+          "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
+          "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -618,6 +641,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="device_runtime", exception=exc, line=0, message_format="batch-size-finder",
             detail="the batch-size finder halved the batch to zero: every size it tried ran out of memory"))
         return
+    if _framework_allocators(ctx, events, i, text, exc):
+        return
     m = ctx.search(_CUDA_LIB_ALLOCATOR, text) if "Allocator" in text else None
     if m:
         n = int(m.group("n"))
@@ -643,6 +668,54 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             tried_to_allocate_bytes=int(n) if n else None, detail=text[m.start():m.start() + 200].strip()))
         return
     _npu_xpu(ctx, events, i, text, exc)
+
+
+def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optional[str]) -> bool:
+    """Frameworks other than PyTorch saying their own allocator ran out (Jittor, MindSpore,
+    nnabla, PaddlePaddle's page-locked host memory); True when the line is one."""
+    m = ctx.search(_JITTOR_OVERFLOW, text) if "memory is overflow" in text else None
+    if m:
+        totals = None
+        for j in range(i + 1, min(len(ctx.lines), i + 3)):
+            if (totals := ctx.search(_JITTOR_TOTALS, ctx.lines[j].text)) is not None:
+                break
+        total = _size(totals.group("total")) if totals else None
+        used = _size(totals.group("used")) if totals else None
+        if m.group("where") == "CPU":
+            events.add(("cpu_allocator", "jittor"), i, lambda: OomEvent(
+                kind="cpu_allocator", backend="host", exception=exc, line=0, message_format="jittor-memory-check",
+                host_bytes=used, detail="Jittor's memory check: the host's memory is overflowing"))
+        else:
+            events.add(("device_runtime", "jittor"), i, lambda: OomEvent(
+                kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="jittor-memory-check",
+                total_capacity_bytes=total, reserved_total_bytes=used,
+                detail="Jittor's memory check: its variables need more GPU memory than the device has"))
+        return True
+    m = ctx.search(_MINDSPORE_POOL, text) if "isn't enough" in text else None
+    if m:
+        size = ctx.search(_MINDSPORE_SIZE, text)
+        n = int(size.group("n")) if size else None
+        events.add(("device_runtime", "mindspore", n), i, lambda: OomEvent(
+            kind="device_runtime", exception=exc, line=0, message_format="mindspore-memory-pool",
+            tried_to_allocate_bytes=n, detail="MindSpore's device memory pool could not allocate: "
+            + text[m.start():m.start() + 160].strip()))
+        return True
+    if "Failed to allocate again" in text and ctx.search(_NNABLA_AGAIN, text) \
+            and any(_NNABLA_RETRY in ctx.lines[j].text for j in range(max(0, i - 4), i)):
+        events.add(("device_runtime", "nnabla"), i, lambda: OomEvent(
+            kind="device_runtime", exception=exc, line=0, message_format="nnabla-caching-allocator",
+            detail="nnabla's caching allocator freed its cache and still could not allocate"))
+        return True
+    m = ctx.search(_PADDLE_PINNED, text) if "PinnedPlace" in text else None
+    if m:
+        n = int(m.group("n"))
+        call = m.group("call")
+        events.add(("cuda_runtime_error", "call", call, n), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="HIP" if call.startswith("hip") else "CUDA", exception=exc, line=0,
+            message_format="cuda-driver-host-alloc", tried_to_allocate_bytes=n, host_bytes=n,
+            detail=f"{call} of {n} bytes failed (page-locked host memory, PaddlePaddle's pinned allocator)"))
+        return True
+    return False
 
 
 def _npu_xpu(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optional[str]) -> None:

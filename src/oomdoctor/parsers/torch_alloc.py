@@ -30,7 +30,7 @@ from .base import ParseContext
 
 _S = r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTPE]i?B)"  # a size, unit maybe glued (wraps)
 
-ANCHOR = lazy(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*Tried\s*to\s*allocate\s*(?!more\s*than\s*1EB)")
+ANCHOR = lazy(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*memory\.\s*Tried\s*to\s*allocate(?!\s*more\s*than\s*1EB)\s*")
 # a cheap per-line test before the real anchor search
 # a line holding none of these starts no event (one str.find each over the whole log)
 _QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError", "allocation failed with OOM",
@@ -667,14 +667,17 @@ def parse(ctx: ParseContext) -> None:
             body = window[m.start():end]
             backend = m.group("backend")
             f = parse_message(body, backend)
-            if f["tried_to_allocate_bytes"] is None:
-                continue
             prefix = window[:m.start()]
             exc = _exception_before(prefix)
             if exc is None and not prefix.strip() and i > 0:
                 exc = _exception_before(ctx.lines[i - 1].text)  # "torch.OutOfMemoryError:" on its own line
+            # the allocator's own words are certain whatever became of the figures after them
+            # (a log cut at "Tried to allocate", a paste that garbled "512.00" to "512.—"): the
+            # failure is kept with the figures that can be read
+            fmt = _format(body, backend) if f["tried_to_allocate_bytes"] is not None \
+                else "request unreadable (the figures cut or garbled)"
             twins.keep(events, _allocator_event(ctx, ln, f, backend or ("CUDA" if "CUDA" in prefix[-40:] else None),
-                                                exc, _format(body, backend)), ctx.evidence(ln))
+                                                exc, fmt), ctx.evidence(ln))
     raised = _Raised(events) if warned else None
     for ev in warned:
         # the warning the allocator logs as it fails joins the message raised for the same request

@@ -54,6 +54,9 @@ ANCHOR_LITERALS = (
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
     "Failed to CUDA", "Failed to cuMem", "CUresult", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "Exceeded job memory", "Exceeded step memory",
+    # other frameworks' allocators: thrust's scratch buffer, Jittor's memory check, MindSpore's
+    # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
+    "get_temporary_buffer failed", "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace",
     "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "raise_if_low_memory",
     # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
     # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
