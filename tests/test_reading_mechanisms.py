@@ -3548,3 +3548,52 @@ def test_intels_tensorflow_extension_bfc_message_without_an_allocator_name():
     [ev] = report("E itex/core/devices/bfc_allocator.cc:101] Allocator ran out of memory trying to allocate "
                   "10529419660 Bytes (rounded to 10529419776 Bytes)\n")["oom_events"]
     assert ev["tried_to_allocate_bytes"] == 10529419776
+
+
+@pytest.mark.parametrize("line", [
+    "22/11/10 13:59:15 | INFO | root | Failed (CUDA out of memory) on sequence hipAB-900 of length 918.",
+    "ERROR: CUDA out of memory, skipping batch 12",
+])
+def test_a_job_that_caught_the_allocators_error_and_went_on(line: str):
+    [ev] = report(line + "\n")["oom_events"]
+    assert (ev["kind"], ev["strength"]) == ("cuda_caching_allocator", "likely")
+
+
+@pytest.mark.parametrize("line", [
+    "If you see CUDA out of memory, skipping layers may help",
+    "To avoid a failed run from CUDA out of memory, lower the batch size",
+])
+def test_advice_in_the_allocators_words_is_no_caught_error(line: str):
+    assert report(line + "\n")["oom_events"] == []
+
+
+def test_dasks_nanny_restart_with_two_spaces():
+    [ev] = report("distributed.nanny - WARNING - Worker exceeded 95% memory budget.  Restarting\n")["oom_events"]
+    assert ev["kind"] == "host_oom_killer"
+
+
+def test_the_bfc_allocators_dump_summary_alone_says_an_allocation_failed():
+    d = report("2021-03-18 20:49:12.347416: I tensorflow/core/common_runtime/bfc_allocator.cc:1004] "
+               "total_region_allocated_bytes_: 55115776 memory_limit_: 55115776 available bytes: 0 "
+               "curr_region_allocation_bytes_: 110231552\nStats:\nLimit:                    55115776\n")
+    [ev] = d["oom_events"]
+    assert ev["message_format"] == "bfc-memory-dump"
+
+
+def test_tf_datas_iterator_is_the_input_pipeline():
+    d = report(_tb(("train.py", "main", "for batch in dataset:"),
+                   ("/env/site-packages/tensorflow/python/data/ops/iterator_ops.py", "_next_internal",
+                    "output_shapes=self._flat_output_shapes)"),
+                   ("/env/site-packages/tensorflow/python/ops/gen_dataset_ops.py", "iterator_get_next",
+                    "_ops.raise_from_not_ok_status(e, name)"),
+                   error="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+                         "tensor with shape[64,512,512,3] and type float on /job:localhost/replica:0/task:0/device:GPU:0"))
+    assert d["phase"] == "data_loading"
+
+
+def test_module_tos_convert_as_the_only_code_line_is_the_model_being_placed():
+    d = report("`    return t.to(device, dtype if t.is_floating_point() or t.is_complex() else None, non_blocking)\n"
+               "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 MiB. GPU 0 has a total "
+               "capacty of 2.00 GiB of which 0 bytes is free. Of the allocated memory 472.67 MiB is allocated by "
+               "PyTorch, and 3.33 MiB is reserved by PyTorch but unallocated.\n")
+    assert d["phase"] == "model_load"

@@ -342,6 +342,9 @@ def _hint_alone(ctx: ParseContext, events: _Events) -> bool:
 # at 0000000C0439DD00 of size 983040", "InUse at 7f2b8e000000 of size 1280 next 1", TF 2's
 # "Free  at ...", "Sum Total of in-use chunks: 10.25GiB"
 _BFC_DUMP_ROW = lazy(r"\b(?:Chunk|InUse|Free)\s+at (?:0x)?[0-9a-fA-F]{6,} of size \d+|\bSum Total of in-use chunks: ")
+# ... and the summary it prints with them (its DumpMemoryLog): "total_region_allocated_bytes_:
+# 55115776 memory_limit_: 55115776 available bytes: 0 curr_region_allocation_bytes_: 110231552"
+_BFC_DUMP_SUMMARY = lazy(r"\btotal_region_allocated_bytes_: \d{1,20} memory_limit_: \d{1,20}")
 
 
 class _Report(NamedTuple):
@@ -366,6 +369,9 @@ _REPORTS_ALONE = (
             lambda ln: "bfc_allocator" in ln.raw or "Sum Total" in ln.text,
             lambda ln: "TF" if "tensorflow" in ln.raw else None,
             "bfc-memory-dump", "rows of the BFC allocator's memory dump, printed when an allocation fails"),
+    _Report(("total_region_allocated_bytes_",), _BFC_DUMP_SUMMARY, None,
+            lambda ln: "TF" if "tensorflow" in ln.raw else None,
+            "bfc-memory-dump", "the summary of the BFC allocator's memory dump, printed when an allocation fails"),
 )
 
 

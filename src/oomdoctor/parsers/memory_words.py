@@ -157,6 +157,14 @@ def _continued_error(ctx: ParseContext, i: int):
 # skips the batch: "ran out of memory, skipping batch", fairseq's and the trainers that took its
 # words); a paste may hold the notice without the error it caught.
 _RECOVERING = lazy(r"\battempting to recover from OOM\b|\b[Rr]an out of memory, skipping (?:this )?batch\b")
+# ... or that it failed one item and goes on, in the allocator's own first words ("Failed (CUDA out
+# of memory) on sequence hipAB-900 of length 918.", ESMFold's; "CUDA out of memory, skipping
+# batch 12"): the caching allocator's error, caught
+_CAUGHT = lazy(r"\b(?i:fail(?:ed|ure)?|skip(?:ping|ped)?|caught|recover(?:ing|ed)?|retry(?:ing)?)\b[^\n]{0,60}?"
+               r"\b(?P<b>CUDA|HIP|XPU|NPU) out of memory\b"
+               r"|\b(?P<b2>CUDA|HIP|XPU|NPU) out of memory\b[^\n]{0,30}?\b(?i:skip(?:ping|ped)?|retry(?:ing)?|recover(?:ing)?)\b")
+_ADVICE = lazy(r"\b(?i:if|when|whenever|unless|avoid|prevent|to fix)\b")
+_CAUGHT_KIND = {"CUDA": "cuda_caching_allocator", "HIP": "hip", "XPU": "xpu", "NPU": "npu"}
 
 
 # how far above its notice the error it caught may be (a memory summary per device between)
@@ -169,14 +177,25 @@ def _recovery_notices(ctx: ParseContext) -> None:
     an event holds as evidence counts."""
     read = sorted(ctx.explained_lines())
     previous = 0
-    for i in ctx.lines_with(("recover from OOM", "ut of memory, skipping")):
+    for i in ctx.lines_with(("recover from OOM", "ut of memory, skipping", " out of memory")):
         ln = ctx.lines[i]
+        caught = None
         if not ctx.search(_RECOVERING, ln.text):
-            continue
+            caught = ctx.search(_CAUGHT, ln.text) if ln.no not in read else None
+            if caught is None or ctx.search(_ADVICE, ln.text):
+                continue
         lo = max(previous, ln.no - _NOTICE_REACH)
         k = bisect.bisect_right(read, lo)
         if k == len(read) or read[k] > ln.no:
-            ctx.facts.oom_events.append(OomEvent(
-                kind="device_runtime", strength="likely", message_format="recovery notice (message not in the log)",
-                detail=f"a trainer caught an OOM and retried: {ln.text.strip()[:160]}", **ctx.at(ln)))
+            if caught is not None:
+                backend = caught.group("b") or caught.group("b2")
+                ctx.facts.oom_events.append(OomEvent(
+                    kind=_CAUGHT_KIND[backend], backend=backend, strength="likely",
+                    message_format="caught notice (the allocator's first words, no figures)",
+                    detail=f"the job caught an out-of-memory error and went on: {ln.text.strip()[:160]}",
+                    **ctx.at(ln)))
+            else:
+                ctx.facts.oom_events.append(OomEvent(
+                    kind="device_runtime", strength="likely", message_format="recovery notice (message not in the log)",
+                    detail=f"a trainer caught an OOM and retried: {ln.text.strip()[:160]}", **ctx.at(ln)))
         previous = ln.no

@@ -252,6 +252,8 @@ _MODEL_LOAD = lazy(
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
              # (tokenising the data; a function that sets up a tokenizer, "setup_model_and_tokenizer", loads)
              r"|tokeniz(?!er$)"
+             # TensorFlow's input pipeline handing over its next element (tf.data's iterator)
+             r"|data/ops/iterator_ops\.py:_?next_internal\b|gen_dataset_ops\.py:iterator_get_next\b"
              # the main process's handler for a DataLoader worker's death, innermost wherever the
              # main process was when the worker died (an optimizer step, a forward)
              r"|data/_utils/signal_handling\.py:handler\b"
@@ -822,6 +824,9 @@ _CODE = (
     # a module converting or moving all its parameters (Module.to / cuda / half / bfloat16 run
     # "return self._apply(lambda t: ...)"): the model being placed
     ("model_load", lazy(r"\bself\._apply\(\s*(?:lambda|convert|fn)\b"
+                        # ... and the function it applies, Module.to's convert: "return t.to(device,
+                        # dtype if t.is_floating_point() or t.is_complex() else None, non_blocking)"
+                        r"|\bt\.to\(\s*device,\s*dtype if t\.is_floating_point\(\)"
                         # a pretrained model built from its files (transformers', Keras Hub's presets)
                         # (not a tokenizer's, a config's or a processor's: they load no weights)
                         r"|(?<![\w.])(?![\w.]*(?:Tokenizer|Config|Processor|Extractor)(?:Fast)?\.from_)[\w.]+\.from_(?:pretrained|preset)\(")),

@@ -57,7 +57,7 @@ ANCHOR_LITERALS = (
     # other frameworks' allocators: thrust's scratch buffer, Jittor's memory check, MindSpore's
     # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
     "get_temporary_buffer failed", "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace",
-    "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "raise_if_low_memory",
+    "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "total_region_allocated_bytes_", "raise_if_low_memory",
     # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
     # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
     "Processes:", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Your session crashed", "Your notebook",
