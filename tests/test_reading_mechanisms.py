@@ -3597,3 +3597,36 @@ def test_module_tos_convert_as_the_only_code_line_is_the_model_being_placed():
                "capacty of 2.00 GiB of which 0 bytes is free. Of the allocated memory 472.67 MiB is allocated by "
                "PyTorch, and 3.33 MiB is reserved by PyTorch but unallocated.\n")
     assert d["phase"] == "model_load"
+
+
+@pytest.mark.parametrize("line, kind, dev, n", [
+    ("ggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 18035509504", "hip", 0, 18035509504),
+    ("llama_model_load: failed to allocate CUDA1 buffer of size 4294967296", "cuda_runtime_error", 1, 4294967296),
+    ("ggml_gallocr_reserve_n: failed to allocate CPU buffer of size 8589934592", "cpu_allocator", None, 8589934592),
+])
+def test_ggmls_backend_buffers_that_could_not_be_allocated(line: str, kind: str, dev, n: int):
+    [ev] = report(line + "\n")["oom_events"]
+    assert (ev["kind"], ev["device_index"], ev["tried_to_allocate_bytes"]) == (kind, dev, n)
+
+
+def test_ggmls_cuda_backend_says_the_size_and_device_of_its_failed_cudamalloc():
+    [ev] = report("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 24289.03 MiB on device 0: cudaMalloc "
+                  "failed: out of memory\n")["oom_events"]
+    assert (ev["device_index"], ev["tried_to_allocate_bytes"]) == (0, round(24289.03 * 2**20))
+
+
+def test_a_loads_own_report_of_its_failure_under_the_allocation_error_places_it():
+    d = report("ggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 18035509504\n"
+               "llama_new_context_with_model: failed to allocate compute buffers\n"
+               "llama_init_from_gpt_params: error: failed to create context with model 'model.gguf'\n")
+    assert d["phase"] == "model_load"
+
+
+def test_tensorrt_llms_executor_without_memory_for_a_component():
+    d = report("[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor "
+               "creation failed due to insufficient GPU memory.\n\nThe following component could not be created: "
+               "KV cache\nTotal GPU memory (GiB): 140.06\nFree GPU memory before component creation attempt (GiB): "
+               "108.86\n")
+    [ev] = d["oom_events"]
+    assert (ev["total_capacity_bytes"], ev["free_bytes"]) == (round(140.06 * 2**30), round(108.86 * 2**30))
+    assert d["phase"] == "model_load"

@@ -52,7 +52,14 @@ MARKERS = {
                                       r"\s*:[^\n]{0,200}?(?:out of memory|OutOfMemory|OOM\b)"
                                       # vLLM's worker reporting the method it failed in ("Exception in worker
                                       # VllmWorkerProcess while processing method load_model: CUDA out of memory")
-                                      r"|(?:while processing|[Ee]rror executing) method '?load_model\b"),
+                                      r"|(?:while processing|[Ee]rror executing) method '?load_model\b"
+                                      # llama.cpp's and its servers' own reports of a load that failed: the weights
+                                      # ("llama_model_load: error loading model: unable to allocate backend buffer") or
+                                      # the context they are served with ("llama_new_context_with_model: failed to
+                                      # allocate compute buffers", "exiting due to model loading error"); TensorRT-LLM's
+                                      # executor that could not be created ("Executor creation failed due to ...")
+                                      r"|(?<!\b[Nn]o )\berror loading model(?=\s*[:.]|\s*$)|\bexiting due to model loading error\b"
+                                      r"|\bllama_new_context_with_model: failed to allocate\b|\bExecutor creation failed\b"),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
@@ -111,7 +118,7 @@ MARKERS = {
 MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
     "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting", "mmap", "open",
-                                  "quantizing"),
+                                  "quantizing", "executor creation failed", "new_context_with_model: failed"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
@@ -962,9 +969,23 @@ def _boundary_just_before(ctx: ParseContext, line: int, within: int = 8) -> Opti
     return None
 
 
+# a load's own report that it failed, printed just under the allocation error it ends on
+# (llama.cpp: ggml's "failed to allocate ROCm0 buffer of size N", then "llama_new_context_with_model:
+# failed to allocate compute buffers" and "exiting due to model loading error")
+_LOAD_FAILED = lazy(r"(?<!\b[Nn]o )\berror loading model(?=\s*[:.]|\s*$)|\bexiting due to model loading error\b"
+                    r"|\bllama_new_context_with_model: failed to allocate\b|\bExecutor creation failed\b")
+_LOAD_FAILED_BELOW = 6
+
+
 def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None:
-    """No frames: the last progress marker before the failure decides."""
+    """No frames: the last progress marker before the failure decides (or a load's own report
+    of its failure just under it)."""
     ph = ctx.facts.phase
+    for n in ctx.facts.markers.get("loading_checkpoint_shards", []):
+        idx = ctx.index_of(n)
+        if line < n <= line + _LOAD_FAILED_BELOW and idx is not None and ctx.search(_LOAD_FAILED, ctx.lines[idx].text):
+            ph.phase, ph.line, ph.reason = "model_load", n, "the load's own report of its failure, under the error"
+            return
     best: Optional[tuple[int, str]] = None
     for name, phase in MARKER_PHASE.items():
         for n in ctx.facts.markers.get(name, []):

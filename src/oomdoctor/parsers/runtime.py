@@ -223,6 +223,25 @@ _MINDSPORE_SIZE = lazy(r"alloc size: ?(?P<n>\d{1,20}) ?B?\b")
 # memory cache and retrying."); the retry failing ("Failed to allocate again.") ends the run
 _NNABLA_RETRY = "Freeing memory cache and retrying"
 _NNABLA_AGAIN = lazy(r"^\s*Failed to allocate again\.")
+# ggml (llama.cpp, ollama, whisper.cpp) failing to allocate a backend's buffer: its graph
+# allocator "ggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 18035509504", a
+# model's weights "... failed to allocate CUDA0 buffer of size N"; the backend names the memory
+_GGML_BUFFER = lazy(r"\bfailed to allocate (?P<be>CUDA|ROCm|Metal|Vulkan|SYCL|CANN|MUSA|CPU)(?P<dev>\d{0,3})"
+                    r"(?:_Host)? buffer of size (?P<n>\d{1,20})")
+_GGML_KIND = {"CUDA": ("cuda_runtime_error", "CUDA"), "ROCm": ("hip", "HIP"), "MUSA": ("device_runtime", "MUSA"),
+              "Metal": ("mps", "MPS"), "Vulkan": ("device_runtime", "Vulkan"), "SYCL": ("xpu", "XPU"),
+              "CANN": ("npu", "NPU"), "CPU": ("cpu_allocator", "host")}
+# ... and its CUDA backend's own line for the same failure, with the size and the device:
+# "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 24289.03 MiB on device 0: cudaMalloc
+# failed: out of memory"
+_GGML_ALLOCATING = lazy(r"\ballocating (?P<size>" + _NUM + r"\s*" + _UNIT + r") on device (?P<dev>\d{1,3}):\s*"
+                        r"(?=(?:cuda|hip)Malloc\w{0,20} failed)")
+# TensorRT-LLM's executor that could not create a component (its KV cache, a drafter) in the
+# memory left: "Executor creation failed due to insufficient GPU memory.", then "Total GPU
+# memory (GiB): 140.06" and "Free GPU memory before component creation attempt (GiB): 108.86"
+_TRTLLM_EXECUTOR = lazy(r"Executor creation failed due to insufficient GPU memory")
+_TRTLLM_TOTAL = lazy(r"^\s*Total GPU memory \(GiB\):\s*(?P<n>[\d.]{1,12})")
+_TRTLLM_FREE = lazy(r"^\s*Free GPU memory before component creation attempt \(GiB\):\s*(?P<n>[\d.]{1,12})")
 # PaddlePaddle's page-locked host allocator: "cudaHostAlloc Cannot allocate 122880000 bytes in
 # CUDAPinnedPlace" (with "cudaHostAlloc failed." from its system allocator before it)
 _PADDLE_PINNED = lazy(r"\b(?P<call>cudaHostAlloc|hipHostMalloc) Cannot allocate (?P<n>\d{1,20}) bytes in (?:CUDA|HIP|XPU)?PinnedPlace")
@@ -295,7 +314,8 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
-          "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace")
+          "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
+          "insufficient GPU memory")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -576,11 +596,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     if m and (sized or ctx.search(_FAILURE_WORD, text[after:])):
         call = m.group("call")
         n = int(sized.group("n").replace(",", "")) if sized else None
+        ggml = ctx.search(_GGML_ALLOCATING, text) if not sized and "allocating" in text else None
+        if ggml:
+            n = _size(ggml.group("size"))
         host = call in _HOST_ALLOC_CALLS
         what = f"{call} of {n} bytes failed" if n else f"{call} failed: out of memory"
         events.add(("cuda_runtime_error", "call", call, n), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="HIP" if call.startswith("hip") else "CUDA", exception=exc, line=0,
             message_format="cuda-driver-host-alloc" if host else "cuda-call", tried_to_allocate_bytes=n,
+            device_index=int(ggml.group("dev")) if ggml else None,
             detail=what + (" (page-locked host memory)" if host else "")))
         return
     m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text or "ut of memory allocating" in text else None
@@ -705,6 +729,31 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
         events.add(("device_runtime", "nnabla"), i, lambda: OomEvent(
             kind="device_runtime", exception=exc, line=0, message_format="nnabla-caching-allocator",
             detail="nnabla's caching allocator freed its cache and still could not allocate"))
+        return True
+    m = ctx.search(_GGML_BUFFER, text) if "buffer of size" in text else None
+    if m:
+        n = int(m.group("n"))
+        kind, backend = _GGML_KIND[m.group("be")]
+        dev = int(m.group("dev")) if m.group("dev") and kind != "cpu_allocator" else None
+        events.add(("ggml-buffer", m.group("be"), dev, n), i, lambda: OomEvent(
+            kind=kind, backend=backend, exception=exc, line=0, message_format="ggml-buffer",
+            tried_to_allocate_bytes=n, host_bytes=n if kind == "cpu_allocator" else None, device_index=dev,
+            detail=f"ggml could not allocate a {m.group('be')}{m.group('dev')} buffer of {n} bytes"))
+        return True
+    m = ctx.search(_TRTLLM_EXECUTOR, text) if "insufficient GPU memory" in text else None
+    if m:
+        total = free = None
+        for j in range(i + 1, min(len(ctx.lines), i + 8)):
+            t = ctx.lines[j].text
+            if total is None and (x := ctx.search(_TRTLLM_TOTAL, t)):
+                total = to_bytes(x.group("n"), "GiB")
+            if free is None and (x := ctx.search(_TRTLLM_FREE, t)):
+                free = to_bytes(x.group("n"), "GiB")
+        events.add(("device_runtime", "TensorRT-LLM"), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="inference-engine-budget",
+            total_capacity_bytes=total, free_bytes=free,
+            detail="TensorRT-LLM's executor could not create a component (its KV cache, a drafter) in the GPU "
+                   "memory left"))
         return True
     m = ctx.search(_PADDLE_PINNED, text) if "PinnedPlace" in text else None
     if m:

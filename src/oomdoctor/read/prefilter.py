@@ -57,6 +57,8 @@ ANCHOR_LITERALS = (
     # other frameworks' allocators: thrust's scratch buffer, Jittor's memory check, MindSpore's
     # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
     "get_temporary_buffer failed", "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace",
+    # ggml's backend buffers, TensorRT-LLM's executor (parsers/runtime.py)
+    "buffer of size", "insufficient GPU memory",
     "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "total_region_allocated_bytes_", "raise_if_low_memory",
     # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
     # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
@@ -158,6 +160,8 @@ MARKER_LITERALS = (
     # a load's own error report ("Catch exception when loading model: ..."), vLLM's worker method
     "loading model", "loading the model", "loading weights", "loading the weights", "method load_model",
     "method 'load_model",
+    # llama.cpp's load that failed (its weights, its context), TensorRT-LLM's executor not created
+    "model loading error", "llama_new_context_with_model: failed", "Executor creation failed",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
