@@ -3493,10 +3493,20 @@ def test_jittors_totals_and_mindsporess_size_are_read():
 
 
 @pytest.mark.parametrize("text", [
-    # a retry that is not nnabla's allocator's, and prose
+    # a retry that is not nnabla's allocator's; those frameworks' messages quoted in advice or in
+    # a notice of a fallback the job took
     "Failed to allocate again.\n",
-    "The cache memory isn't enough for the whole dataset; reading from disk.\n",
-    "Please reduce your batch size if memory is overflowing.\n",
+    "INFO jittor: if you see GPU memory is overflow, please reduce your batch_size or data size!\n",
+    "memory isn't enough, alloc failed for prefetch buffer; continuing without prefetch\n",
+    "to avoid 'Executor creation failed due to insufficient GPU memory', lower kv_cache_free_gpu_memory_fraction\n",
+    "Tip: if you hit \"CUDA out of memory. Tried to allocate ...\", lower --per_device_train_batch_size.\n",
+    "# Known issue: RuntimeError: CUDA out of memory. Tried to allocate <N> MiB\n",
+    # the allocator's first words in help text, a setting and counts
+    "  --skip_oom            Skip batches that hit CUDA out of memory instead of crashing.\n",
+    "recover_from_oom: False   # skip batch on CUDA out of memory\n",
+    "Epoch 3 done: loss=0.412, 0 batches skipped due to CUDA out of memory\n",
+    "Caught exceptions: 0 (CUDA out of memory: 0)\n",
+    "[train] retrying is disabled; CUDA out of memory will raise\n",
 ])
 def test_words_of_those_allocators_out_of_their_messages_are_no_failure(text: str):
     assert report(text)["oom_events"] == []
@@ -3630,3 +3640,58 @@ def test_tensorrt_llms_executor_without_memory_for_a_component():
     [ev] = d["oom_events"]
     assert (ev["total_capacity_bytes"], ev["free_bytes"]) == (round(140.06 * 2**30), round(108.86 * 2**30))
     assert d["phase"] == "model_load"
+
+
+def test_a_caught_notice_printed_above_the_error_it_caught_is_that_one_failure():
+    d = report("WARNING: caught CUDA out of memory in step 11, retrying once\n"
+               + _tb(("train.py", "main", "loss = model(x)"), error="torch.OutOfMemoryError: CUDA out of memory. "
+                     "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.00 GiB is free."))
+    assert len(d["oom_events"]) == 1
+
+
+def test_ggmls_failure_reported_twice_is_one_event_and_its_devices_stay_apart():
+    one = report("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1234.00 MiB on device 0: cudaMalloc failed: "
+                 "out of memory\nggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 1293942784\n")
+    assert len(one["oom_events"]) == 1
+    two = report("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1234.00 MiB on device 0: cudaMalloc failed: "
+                 "out of memory\nggml_backend_cuda_buffer_type_alloc_buffer: allocating 1234.00 MiB on device 1: "
+                 "cudaMalloc failed: out of memory\n")
+    assert sorted(e["device_index"] for e in two["oom_events"]) == [0, 1]
+
+
+@pytest.mark.parametrize("line, kind, host", [
+    ("llama_model_load: failed to allocate CUDA_Host buffer of size 4294967296", "cuda_runtime_error", 4294967296),
+    ("ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504", "cpu_allocator",
+     137438953504),
+])
+def test_ggmls_host_buffers_are_host_memory(line: str, kind: str, host: int):
+    [ev] = report(line + "\n")["oom_events"]
+    assert (ev["kind"], ev["host_bytes"], ev["device_index"]) == (kind, host, None)
+
+
+def test_keras_3s_progress_bar_with_killed_glued_to_it():
+    line = "52/625 \u2501\u2501\u2501\u2501\u2501\u2501 2:21 226ms/step - accuracy: 0.1031 - loss: 2.3026Killed\n"
+    assert [e["kind"] for e in report(line)["oom_events"]] == ["host_oom_killer"]
+
+
+@pytest.mark.parametrize("frames", [
+    # PyTorch's own nn/modules is no model's code; a builder, an EMA's update, a sampler's step
+    [("/env/site-packages/torch/nn/modules/module.py", "state_dict", "destination[prefix + name] = param")],
+    [("/home/user/proj/models/resnet.py", "_make_layer", "layers.append(block(self.inplanes, planes))")],
+    [("/home/user/proj/models/ema.py", "update", "ema_v.copy_(ema_v * d + (1. - d) * model_v)")],
+    [("/home/user/proj/models/diffusion.py", "p_sample", "x = self.denoise(x, t)")],
+])
+def test_model_code_that_is_no_forward_pass(frames):
+    assert report(_tb(*frames))["phase"] != "forward"
+
+
+def test_a_whole_traceback_into_a_models_code_is_its_forward_pass():
+    d = report(_tb(("train.py", "<module>", "main()"), ("train.py", "main", "y = scan(x)"),
+                   ("/home/user/proj/models/mamba2/ssd_minimal.py", "selective_scan_chunk_fn", "return fn(x, dt)")))
+    assert d["phase"] == "forward"
+
+
+def test_an_assignment_to_a_name_that_starts_like_model_is_no_model_build():
+    d = report(_tb(("infer.py", "run", "model_inputs = build_inputs(batch)"),
+                   ("infer.py", "build_inputs", "return {k: v.cuda() for k, v in batch.items()}")))
+    assert d["phase"] != "model_load"

@@ -165,8 +165,10 @@ _BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s
                     # carriage return: the rest of that line shows after it ("Killedg in train batch: 127687 / 263115")
                     r"|^Killed(?=[a-z])[^\n]{0,200}?(?:\d\s?/\s?\d|\d%)"
                     # ... or glued to the last figure of a progress line whose bar or rate shows it
-                    # is one (Keras: "13117/51576 [======>....] - ETA: 10:02:38 - loss: 3.7015Killed")
-                    rf"|^(?=[^\n]{{0,2000}}?(?:\[[=>.]{{3,}}\]|\bETA\b|\d\s?(?:it/s|s/it)\b))[^\n]{{0,2000}}?(?<=\d){_KILLED}\s*$")
+                    # is one (Keras: "13117/51576 [======>....] - ETA: 10:02:38 - loss: 3.7015Killed";
+                    # Keras 3: "52/625 ━━━━ 2:21 226ms/step - loss: 2.3026Killed")
+                    rf"|^(?=[^\n]{{0,2000}}?(?:\[[=>.]{{3,}}\]|━{{3,}}|\bETA\b|\d\s?(?:it/s|s/it|m?s/step)\b))"
+                    rf"[^\n]{{0,2000}}?(?<=\d){_KILLED}\s*$")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 # a Go program's report of a child it ran (os/exec's ExitError): "llama-server process has

@@ -157,13 +157,21 @@ def _continued_error(ctx: ParseContext, i: int):
 # skips the batch: "ran out of memory, skipping batch", fairseq's and the trainers that took its
 # words); a paste may hold the notice without the error it caught.
 _RECOVERING = lazy(r"\battempting to recover from OOM\b|\b[Rr]an out of memory, skipping (?:this )?batch\b")
-# ... or that it failed one item and goes on, in the allocator's own first words ("Failed (CUDA out
-# of memory) on sequence hipAB-900 of length 918.", ESMFold's; "CUDA out of memory, skipping
-# batch 12"): the caching allocator's error, caught
-_CAUGHT = lazy(r"\b(?i:fail(?:ed|ure)?|skip(?:ping|ped)?|caught|recover(?:ing|ed)?|retry(?:ing)?)\b[^\n]{0,60}?"
-               r"\b(?P<b>CUDA|HIP|XPU|NPU) out of memory\b"
-               r"|\b(?P<b2>CUDA|HIP|XPU|NPU) out of memory\b[^\n]{0,30}?\b(?i:skip(?:ping|ped)?|retry(?:ing)?|recover(?:ing)?)\b")
-_ADVICE = lazy(r"\b(?i:if|when|whenever|unless|avoid|prevent|to fix)\b")
+# ... or that it failed one item and goes on, in the allocator's own first words, as a report of
+# what happened: "Failed (CUDA out of memory) on sequence hipAB-900 of length 918." (ESMFold's),
+# "CUDA out of memory, skipping batch 12", "Skipping batch 12: CUDA out of memory when computing
+# loss", "caught CUDA out of memory in step 11, retrying once". Not help text, a setting or a
+# count ("--skip_oom  Skip batches that hit CUDA out of memory", "0 batches skipped due to CUDA
+# out of memory"): those name the words without reporting one
+_CAUGHT = lazy(r"\b[Ff]ailed\s*\((?P<b>CUDA|HIP|XPU|NPU) out of memory\)"
+               r"|(?:^|[:\]|]\s|\d\s)\s*(?P<b2>CUDA|HIP|XPU|NPU) out of memory\s*[,.;:]?\s*(?:[-\u2013]\s*)?(?i:skipping|retrying|recovering)\b"
+               r"|\b(?i:skipping|skipped)\s+(?:this\s+|the\s+)?(?i:batch|step|sample|example|sequence|item|iteration)\b[^\n:]{0,40}:\s*"
+               r"(?P<b3>CUDA|HIP|XPU|NPU) out of memory\b"
+               r"|\b[Cc]aught\s+(?:an?\s+)?(?:[\w.]*Error:?\s+)?(?P<b4>CUDA|HIP|XPU|NPU) out of memory\b(?!\s*[:=]\s*\d)")
+_ADVICE = lazy(r"\b(?i:if|unless|avoid|prevent|to fix)\b")
+# how far below a caught notice the error it caught may be printed (the notice first, then the
+# traceback and the allocator's message)
+_NOTICE_BELOW = 60
 _CAUGHT_KIND = {"CUDA": "cuda_caching_allocator", "HIP": "hip", "XPU": "xpu", "NPU": "npu"}
 
 
@@ -181,14 +189,20 @@ def _recovery_notices(ctx: ParseContext) -> None:
         ln = ctx.lines[i]
         caught = None
         if not ctx.search(_RECOVERING, ln.text):
-            caught = ctx.search(_CAUGHT, ln.text) if ln.no not in read else None
+            # (the allocator's whole message is the allocator family's, whatever surrounds it)
+            caught = ctx.search(_CAUGHT, ln.text) if ln.no not in read and "ried to allocate" not in ln.text else None
             if caught is None or ctx.search(_ADVICE, ln.text):
+                continue
+            # the error it caught printed right under it (the notice first, then the traceback)
+            k = bisect.bisect_right(read, ln.no)
+            if k < len(read) and read[k] <= ln.no + _NOTICE_BELOW:
+                previous = ln.no
                 continue
         lo = max(previous, ln.no - _NOTICE_REACH)
         k = bisect.bisect_right(read, lo)
         if k == len(read) or read[k] > ln.no:
             if caught is not None:
-                backend = caught.group("b") or caught.group("b2")
+                backend = next(caught.group(g) for g in ("b", "b2", "b3", "b4") if caught.group(g))
                 ctx.facts.oom_events.append(OomEvent(
                     kind=_CAUGHT_KIND[backend], backend=backend, strength="likely",
                     message_format="caught notice (the allocator's first words, no figures)",

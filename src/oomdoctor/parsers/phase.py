@@ -357,14 +357,22 @@ _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|e
 # train.py each epoch (as the script itself, "test.py" is as often a throwaway training run;
 # not "test_image.py", a script trying a model out, or a unit test)
 _MODEL_CODE = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|nets|backbones?|heads?|necks?|dense_heads|roi_heads|archs?)/[^:]{1,200}:")
-_NOT_FORWARD = lazy(r"__init__|\b(?:build|load|init|create|make|from_pretrained|save)|<module>$|(?i:test|predict|infer|get_bboxes)")
+# functions of a model's code that are no forward pass: building, loading or saving it, its
+# EMA's update, a sampler's step, metrics and inference ("_make_layer", "p_sample", "compute_map")
+_NOT_FORWARD = lazy(r"__init__|(?:^|_)(?:build|load|init|create|make|from_pretrained|save|update|sample|metric|ema|setup|print)"
+                    r"|(?i:test|predict|infer|get_bboxes|eval|metric|score)")
+_TORCH_OWN = lazy(r"(?:^|/)torch/")
 _CONSTRUCTS = lazy(r"__init__$|_{0,2}(?:build|make|create|construct|init)_\w{1,60}$")
 _EVAL_MODULE = lazy(r"(?:^|[/\\])(?:val|test)\.py$")
 # a function that creates a training script's optimizer ("set_optimizers", "get_optimizer", "build_optimizer")
 _OPTIMIZER_MAKER = lazy(r":_{0,2}(?:set|get|create|build|make|init|initialize|configure|setup)_?optimi[sz]ers?$")
 # a code line that makes a new model object ("model = Transformer(model_args)", "self.net = models.ResNet(cfg)")
-_BUILDS_MODEL = lazy(r"^\s*(?:self\.)?(?:model|net|network|module|transformer|backbone|encoder|decoder)\w*\s*=\s*"
-                     r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|_{0,2}(?:build|make|create|construct)_\w{1,60})\(")
+# (a builder function only under the bare names: "model = build_network(...)", not "model_inputs
+# = build_inputs(batch)")
+_BUILDS_MODEL = lazy(r"^\s*(?:self\.)?(?:(?:model|net|network|module|transformer|backbone|encoder|decoder)\w*\s*=\s*"
+                     r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*\("
+                     r"|(?:model|net|network|module|transformer|backbone|encoder|decoder)\s*=\s*"
+                     r"(?:[A-Za-z_]\w*\.)*_{0,2}(?:build|make|create|construct)_\w{1,60}\()")
 # an optimizer's state read back, named by a caller: its function ("load_opt_state",
 # "load_optimizer_state") or the file its code reads ("optimizers.bin", "optimizer.pt")
 _OPTIMIZER_FN = lazy(r":\w*(?:optimi[sz]ers?|optims?|opt)_states?\w*$")
@@ -484,9 +492,12 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
         return "eval", eval_script
     # the innermost frames are a model's own code ("classification/models/mamba2/ssd_minimal.py",
     # "mmdet/models/dense_heads/..."): a forward pass, unless they construct or load the model
+    # (PyTorch's own torch/nn/modules is no model's code; a caller that sets up, builds or
+    # loads anything rules it out)
     inner = frames[-3:]
-    if inner and not training_step and all(_MODEL_CODE.search(_frame_text(fr)) for fr in inner[-1:]) \
-            and not any(_NOT_FORWARD.search(fr.function) for fr in frames):
+    if inner and not training_step and _MODEL_CODE.search(_frame_text(inner[-1])) \
+            and not _TORCH_OWN.search(_frame_text(inner[-1])) \
+            and not any(_NOT_FORWARD.search(fr.function.rsplit(".", 1)[-1]) for fr in frames if fr.function != "<module>"):
         return "forward", inner[-1]
     return None, None
 

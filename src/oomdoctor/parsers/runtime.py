@@ -211,7 +211,12 @@ _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMem
 # Jittor's memory check (src/mem/mem_info.cc): "GPU memory is overflow, please reduce your
 # batch_size or data size!", then "Total: 23.65GB Used: 47.36GB" on the next line (CPU for the
 # host's memory)
-_JITTOR_OVERFLOW = lazy(r"\b(?P<where>GPU|CPU) ?memory is overflow, please reduce your batch_size or data size")
+_JITTOR_OVERFLOW = lazy(r"^\s*(?P<where>GPU|CPU) ?memory is overflow, please reduce your batch_size or data size")
+# these frameworks' words quoted in advice, or in a notice of a fallback the job took ("to avoid
+# 'Executor creation failed ...', lower ...", "... alloc failed for prefetch buffer; continuing
+# without prefetch"): no failure
+_QUOTED_ADVICE = lazy(r"\b(?i:to avoid|avoid|if you (?:see|get|hit)|continuing without|falling back|fall back|instead)\b"
+                      r"|['\"`‘“](?:GPU|CPU|Executor creation|Device|Malloc)")
 _JITTOR_TOTALS = lazy(r"^\s*Total: ?(?P<total>" + _NUM + r"\s*" + _UNIT + r") ?Used: ?(?P<used>" + _NUM + r"\s*" + _UNIT + r")")
 # MindSpore's device memory pool (GPU or Ascend): "Device(id:0) memory isn't enough and alloc
 # failed, kernel name: ..., alloc size: 1073741824B", "Malloc for kernel output failed, Memory
@@ -226,8 +231,11 @@ _NNABLA_AGAIN = lazy(r"^\s*Failed to allocate again\.")
 # ggml (llama.cpp, ollama, whisper.cpp) failing to allocate a backend's buffer: its graph
 # allocator "ggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 18035509504", a
 # model's weights "... failed to allocate CUDA0 buffer of size N"; the backend names the memory
+# ("CUDA_Host" is its page-locked host buffer; the CPU backend's own line names no backend:
+# "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size N")
 _GGML_BUFFER = lazy(r"\bfailed to allocate (?P<be>CUDA|ROCm|Metal|Vulkan|SYCL|CANN|MUSA|CPU)(?P<dev>\d{0,3})"
-                    r"(?:_Host)? buffer of size (?P<n>\d{1,20})")
+                    r"(?P<host>_Host)? buffer of size (?P<n>\d{1,20})"
+                    r"|\bggml_backend_(?P<cpu>cpu)_buffer_type_alloc_buffer: failed to allocate buffer of size (?P<n2>\d{1,20})")
 _GGML_KIND = {"CUDA": ("cuda_runtime_error", "CUDA"), "ROCm": ("hip", "HIP"), "MUSA": ("device_runtime", "MUSA"),
               "Metal": ("mps", "MPS"), "Vulkan": ("device_runtime", "Vulkan"), "SYCL": ("xpu", "XPU"),
               "CANN": ("npu", "NPU"), "CPU": ("cpu_allocator", "host")}
@@ -601,7 +609,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             n = _size(ggml.group("size"))
         host = call in _HOST_ALLOC_CALLS
         what = f"{call} of {n} bytes failed" if n else f"{call} failed: out of memory"
-        events.add(("cuda_runtime_error", "call", call, n), i, lambda: OomEvent(
+        events.add(("cuda_runtime_error", "call", call, n, ggml.group("dev") if ggml else None), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="HIP" if call.startswith("hip") else "CUDA", exception=exc, line=0,
             message_format="cuda-driver-host-alloc" if host else "cuda-call", tried_to_allocate_bytes=n,
             device_index=int(ggml.group("dev")) if ggml else None,
@@ -696,7 +704,10 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
 
 def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str, exc: Optional[str]) -> bool:
     """Frameworks other than PyTorch saying their own allocator ran out (Jittor, MindSpore,
-    nnabla, PaddlePaddle's page-locked host memory); True when the line is one."""
+    nnabla, PaddlePaddle's page-locked host memory, ggml, TensorRT-LLM's executor); True when the
+    line is one."""
+    if ctx.search(_QUOTED_ADVICE, text):
+        return False
     m = ctx.search(_JITTOR_OVERFLOW, text) if "memory is overflow" in text else None
     if m:
         totals = None
@@ -732,13 +743,27 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
         return True
     m = ctx.search(_GGML_BUFFER, text) if "buffer of size" in text else None
     if m:
-        n = int(m.group("n"))
-        kind, backend = _GGML_KIND[m.group("be")]
+        n = int(m.group("n") or m.group("n2"))
+        be = "CPU" if m.group("cpu") else m.group("be")
+        kind, backend = _GGML_KIND[be]
         dev = int(m.group("dev")) if m.group("dev") and kind != "cpu_allocator" else None
-        events.add(("ggml-buffer", m.group("be"), dev, n), i, lambda: OomEvent(
-            kind=kind, backend=backend, exception=exc, line=0, message_format="ggml-buffer",
-            tried_to_allocate_bytes=n, host_bytes=n if kind == "cpu_allocator" else None, device_index=dev,
-            detail=f"ggml could not allocate a {m.group('be')}{m.group('dev')} buffer of {n} bytes"))
+        fmt, host = "ggml-buffer", n if kind == "cpu_allocator" else None
+        if m.group("host"):
+            # the backend's page-locked host buffer (cudaMallocHost), not the device's memory
+            kind, fmt, host, dev = "cuda_runtime_error", "cuda-driver-host-alloc", n, None
+        # the same failure its backend's own line reported just above (ggml's CUDA backend:
+        # "allocating 1234.00 MiB on device 0: cudaMalloc failed"): one event
+        same = next((ev for ev in events.by_key.values() if ev.tried_to_allocate_bytes == n
+                     and 0 <= ctx.lines[i].no - ev.line <= 3), None)
+        if same is not None:
+            events.cover(same, i)
+            return True
+        what = f"{be}{m.group('dev') or ''}{m.group('host') or ''}"
+        events.add(("ggml-buffer", what, n), i, lambda: OomEvent(
+            kind=kind, backend=backend, exception=exc, line=0, message_format=fmt,
+            tried_to_allocate_bytes=n, host_bytes=host, device_index=dev,
+            detail=f"ggml could not allocate a {what} buffer of {n} bytes"
+                   + (" (page-locked host memory)" if m.group("host") else "")))
         return True
     m = ctx.search(_TRTLLM_EXECUTOR, text) if "insufficient GPU memory" in text else None
     if m:
@@ -759,7 +784,7 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
     if m:
         n = int(m.group("n"))
         call = m.group("call")
-        events.add(("cuda_runtime_error", "call", call, n), i, lambda: OomEvent(
+        events.add(("cuda_runtime_error", "call", call, n, None), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="HIP" if call.startswith("hip") else "CUDA", exception=exc, line=0,
             message_format="cuda-driver-host-alloc", tried_to_allocate_bytes=n, host_bytes=n,
             detail=f"{call} of {n} bytes failed (page-locked host memory, PaddlePaddle's pinned allocator)"))

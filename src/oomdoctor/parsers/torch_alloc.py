@@ -563,6 +563,18 @@ def _allocator_event(ctx: ParseContext, ln, f: dict, backend: Optional[str], exc
         allowed_bytes=f.get("allowed_bytes"), processes=f["processes"], hint=f["hint"], **ctx.at(ln))
 
 
+_FIGURES = ("total_capacity_bytes", "free_bytes", "already_allocated_bytes", "reserved_total_bytes",
+            "allocated_by_pytorch_bytes", "reserved_unallocated_bytes")
+
+
+def _unreadable_but_real(tail: str, f: dict) -> bool:
+    """A message whose request cannot be read is still the allocator's when nothing follows
+    "Tried to allocate" (the log or the line cut there), when a number begins what follows (its
+    figure garbled), or when the message's other figures can be read."""
+    rest = tail.strip()
+    return not rest or rest[0].isdigit() or any(f.get(k) is not None for k in _FIGURES)
+
+
 def _wrapped_anchor(ctx: ParseContext, i: int) -> bool:
     """Does line ``i`` finish an anchor begun on the line above it (a blank line between
     allowed): "CUDA out of memory." / "Tried to allocate ..." is one message, read from there."""
@@ -673,7 +685,10 @@ def parse(ctx: ParseContext) -> None:
                 exc = _exception_before(ctx.lines[i - 1].text)  # "torch.OutOfMemoryError:" on its own line
             # the allocator's own words are certain whatever became of the figures after them
             # (a log cut at "Tried to allocate", a paste that garbled "512.00" to "512.—"): the
-            # failure is kept with the figures that can be read
+            # failure is kept with the figures that can be read. A quoted template of the message
+            # ("Tried to allocate ...", "Tried to allocate X", "<N> MiB") is not one
+            if f["tried_to_allocate_bytes"] is None and not _unreadable_but_real(body[m.end() - m.start():], f):
+                continue
             fmt = _format(body, backend) if f["tried_to_allocate_bytes"] is not None \
                 else "request unreadable (the figures cut or garbled)"
             twins.keep(events, _allocator_event(ctx, ln, f, backend or ("CUDA" if "CUDA" in prefix[-40:] else None),
