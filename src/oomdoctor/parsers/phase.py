@@ -356,14 +356,17 @@ _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|e
 # ... and a detection trainer's "val.py" / "test.py" when a function of it runs, called by its
 # train.py each epoch (as the script itself, "test.py" is as often a throwaway training run;
 # not "test_image.py", a script trying a model out, or a unit test)
+_EVAL_MODULE = lazy(r"(?:^|[/\\])(?:val|test)\.py$")
+# a model's own code (its folders), read as the forward pass when nothing else names a phase
 _MODEL_CODE = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|nets|backbones?|heads?|necks?|dense_heads|roi_heads|archs?)/[^:]{1,200}:")
 # functions of a model's code that are no forward pass: building, loading or saving it, its
 # EMA's update, a sampler's step, metrics and inference ("_make_layer", "p_sample", "compute_map")
 _NOT_FORWARD = lazy(r"__init__|(?:^|_)(?:build|load|init|create|make|from_pretrained|save|update|sample|metric|ema|setup|print)"
                     r"|(?i:test|predict|infer|get_bboxes|eval|metric|score)")
+# PyTorch's own code (torch/nn/modules is its layers' library, no model's own folder)
 _TORCH_OWN = lazy(r"(?:^|/)torch/")
+# a constructor, or a builder of a model's parts ("build_detector", "_make_layer", "init_weights")
 _CONSTRUCTS = lazy(r"__init__$|_{0,2}(?:build|make|create|construct|init)_\w{1,60}$")
-_EVAL_MODULE = lazy(r"(?:^|[/\\])(?:val|test)\.py$")
 # a function that creates a training script's optimizer ("set_optimizers", "get_optimizer", "build_optimizer")
 _OPTIMIZER_MAKER = lazy(r":_{0,2}(?:set|get|create|build|make|init|initialize|configure|setup)_?optimi[sz]ers?$")
 # a code line that makes a new model object ("model = Transformer(model_args)", "self.net = models.ResNet(cfg)")
@@ -490,15 +493,13 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
     # ("eval_segmentation.py", "predict.py") is evaluating, unless its name says it trains too
     if eval_script is not None:
         return "eval", eval_script
-    # the innermost frames are a model's own code ("classification/models/mamba2/ssd_minimal.py",
-    # "mmdet/models/dense_heads/..."): a forward pass, unless they construct or load the model
+    # the innermost frame is a model's own code ("classification/models/mamba2/ssd_minimal.py",
+    # "mmdet/models/dense_heads/..."): a forward pass, unless something constructs or loads
     # (PyTorch's own torch/nn/modules is no model's code; a caller that sets up, builds or
     # loads anything rules it out)
-    inner = frames[-3:]
-    if inner and not training_step and _MODEL_CODE.search(_frame_text(inner[-1])) \
-            and not _TORCH_OWN.search(_frame_text(inner[-1])) \
+    if frames and not training_step and _MODEL_CODE.search(texts[-1][0]) and not _TORCH_OWN.search(texts[-1][0]) \
             and not any(_NOT_FORWARD.search(fr.function.rsplit(".", 1)[-1]) for fr in frames if fr.function != "<module>"):
-        return "forward", inner[-1]
+        return "forward", frames[-1]
     return None, None
 
 

@@ -721,10 +721,13 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
                 kind="cpu_allocator", backend="host", exception=exc, line=0, message_format="jittor-memory-check",
                 host_bytes=used, detail="Jittor's memory check: the host's memory is overflowing"))
         else:
+            # (its "Used" counts what its variables need, which may exceed the device: a figure
+            # of its own, not an allocator's reserved memory)
             events.add(("device_runtime", "jittor"), i, lambda: OomEvent(
                 kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="jittor-memory-check",
-                total_capacity_bytes=total, reserved_total_bytes=used,
-                detail="Jittor's memory check: its variables need more GPU memory than the device has"))
+                total_capacity_bytes=total,
+                detail="Jittor's memory check: its variables need more GPU memory than the device has"
+                       + (f" ({totals.group('used')} of {totals.group('total')})" if totals else "")))
         return True
     m = ctx.search(_MINDSPORE_POOL, text) if "isn't enough" in text else None
     if m:
