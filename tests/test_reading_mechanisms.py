@@ -3185,7 +3185,9 @@ def test_what_is_not_a_task_out_of_memory(line: str):
 def test_a_dask_nanny_restarting_a_worker_over_its_memory_budget_is_a_host_kill():
     for line in ("distributed.nanny - WARNING - Worker exceeded 95% memory budget. Restarting",
                  "distributed.nanny.memory - WARNING - Worker tcp://127.0.0.1:40101 (pid=4242) exceeded 95% memory "
-                 "budget. Restarting..."):
+                 "budget. Restarting...",
+                 # (two spaces after its sentence, as some versions print it)
+                 "distributed.nanny - WARNING - Worker exceeded 95% memory budget.  Restarting"):
         d = report(line + "\n")
         assert [(e["kind"], e["strength"], e["message_format"]) for e in d["oom_events"]] == [
             ("host_oom_killer", "certain", "dask-nanny-memory")]
@@ -3507,6 +3509,8 @@ def test_jittors_totals_and_mindsporess_size_are_read():
     "Epoch 3 done: loss=0.412, 0 batches skipped due to CUDA out of memory\n",
     "Caught exceptions: 0 (CUDA out of memory: 0)\n",
     "[train] retrying is disabled; CUDA out of memory will raise\n",
+    "If you see CUDA out of memory, skipping layers may help\n",
+    "To avoid a failed run from CUDA out of memory, lower the batch size\n",
 ])
 def test_words_of_those_allocators_out_of_their_messages_are_no_failure(text: str):
     assert report(text)["oom_events"] == []
@@ -3567,19 +3571,6 @@ def test_intels_tensorflow_extension_bfc_message_without_an_allocator_name():
 def test_a_job_that_caught_the_allocators_error_and_went_on(line: str):
     [ev] = report(line + "\n")["oom_events"]
     assert (ev["kind"], ev["strength"]) == ("cuda_caching_allocator", "likely")
-
-
-@pytest.mark.parametrize("line", [
-    "If you see CUDA out of memory, skipping layers may help",
-    "To avoid a failed run from CUDA out of memory, lower the batch size",
-])
-def test_advice_in_the_allocators_words_is_no_caught_error(line: str):
-    assert report(line + "\n")["oom_events"] == []
-
-
-def test_dasks_nanny_restart_with_two_spaces():
-    [ev] = report("distributed.nanny - WARNING - Worker exceeded 95% memory budget.  Restarting\n")["oom_events"]
-    assert ev["kind"] == "host_oom_killer"
 
 
 def test_the_bfc_allocators_dump_summary_alone_says_an_allocation_failed():
