@@ -3686,3 +3686,25 @@ def test_an_assignment_to_a_name_that_starts_like_model_is_no_model_build():
     d = report(_tb(("infer.py", "run", "model_inputs = build_inputs(batch)"),
                    ("infer.py", "build_inputs", "return {k: v.cuda() for k, v in batch.items()}")))
     assert d["phase"] != "model_load"
+
+
+@pytest.mark.parametrize("frames", [
+    # a DataLoader starting its workers, under multiprocessing's own frames
+    [("train.py", "train", "for batch in loader:"),
+     ("/env/site-packages/torch/utils/data/dataloader.py", "__iter__", "return self._get_iterator()"),
+     ("/env/site-packages/torch/utils/data/dataloader.py", "_get_iterator", "return _MultiProcessingDataLoaderIter(self)"),
+     ("/env/site-packages/torch/utils/data/dataloader.py", "__init__", "w.start()"),
+     ("/usr/lib/python3.8/multiprocessing/process.py", "start", "self._popen = self._Popen(self)"),
+     ("/usr/lib/python3.8/multiprocessing/context.py", "_Popen", "return _default_context.get_context().Process._Popen(process_obj)"),
+     ("/usr/lib/python3.8/multiprocessing/context.py", "_Popen", "return Popen(process_obj)"),
+     ("/usr/lib/python3.8/multiprocessing/popen_fork.py", "__init__", "self._launch(process_obj)"),
+     ("/usr/lib/python3.8/multiprocessing/popen_fork.py", "_launch", "self.pid = os.fork()")],
+    # Paddle's loader, and a script's function that builds its loaders
+    [("tools/train.py", "main", "train_loader = build_dataloader(config, 'Train', device, logger)"),
+     ("/env/site-packages/paddle/fluid/dataloader/dataloader_iter.py", "_init_workers", "worker.start()")],
+    [("train.py", "main", "loaders = get_dataloader(args)"),
+     ("prepro.py", "get_dataloader", "ids = torch.tensor([f.ids for f in features], dtype=torch.long)")],
+])
+def test_a_loader_starting_or_being_built_is_data_loading(frames):
+    d = report(_tb(*frames, error="OSError: [Errno 12] Cannot allocate memory"))
+    assert d["phase"] == "data_loading"

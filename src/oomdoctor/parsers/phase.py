@@ -259,6 +259,10 @@ _MODEL_LOAD = lazy(
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
              # (tokenising the data; a function that sets up a tokenizer, "setup_model_and_tokenizer", loads)
              r"|tokeniz(?!er$)"
+             # a DataLoader starting its iterator and its worker processes (PyTorch's and Paddle's:
+             # "dataloader.py:_get_iterator", "DataLoaderIter(self)", "dataloader_iter.py") and a
+             # worker's own loop
+             r"|dataloader\.py:(?:__iter__|_get_iterator|_worker_loop|__init__)\b|\bDataLoaderIter\b|dataloader_iter\.py:"
              # TensorFlow's input pipeline handing over its next element (tf.data's iterator)
              r"|data/ops/iterator_ops\.py:_?next_internal\b|gen_dataset_ops\.py:iterator_get_next\b"
              # the main process's handler for a DataLoader worker's death, innermost wherever the
@@ -363,6 +367,12 @@ _MODEL_CODE = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|nets|backbones?|
 # EMA's update, a sampler's step, metrics and inference ("_make_layer", "p_sample", "compute_map")
 _NOT_FORWARD = lazy(r"__init__|(?:^|_)(?:build|load|init|create|make|from_pretrained|save|update|sample|metric|ema|setup|print)"
                     r"|(?i:test|predict|infer|get_bboxes|eval|metric|score)")
+# a script's own function that builds its loaders and the data under them ("build_dataloader",
+# "get_dataloader" in a prepro.py); not a trainer library's, which only wraps the dataset for the
+# step (transformers' get_train_dataloader: the step's own frames decide)
+_LOADER_BUILDER = lazy(r":_{0,2}(?:build|get|make|create|setup|init)_\w{0,20}(?:data_?loaders?|loaders?)$")
+# multiprocessing starting a process (under a DataLoader starting its workers)
+_PROCESS_START = lazy(r"multiprocessing/(?:process|context|popen_\w+|spawn|reduction)\.py:")
 # PyTorch's own code (torch/nn/modules is its layers' library, no model's own folder)
 _TORCH_OWN = lazy(r"(?:^|/)torch/")
 # a constructor, or a builder of a model's parts ("build_detector", "_make_layer", "init_weights")
@@ -455,8 +465,10 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
                 break   # a step under way (an offloading hook placing weights in a forward is its)
             if _MODEL_LOAD.search(text):
                 return "model_load", fr
-    for text, fr in reversed(texts[-6:]):
-        if _DATA.search(text):
+    # (a worker process being started lies under multiprocessing's own frames: those are skipped)
+    near = [(t, fr) for t, fr in texts if not _PROCESS_START.search(t)][-6:]
+    for text, fr in reversed(near):
+        if _DATA.search(text) or (id(fr) not in in_library and _LOADER_BUILDER.search(text)):
             return "data_loading", fr
     # the code of a package's evaluation module ("rfdetr/evaluation/matching.py"), below any model
     # loading and data reading, with no backward pass or optimizer step in the stack; not the
