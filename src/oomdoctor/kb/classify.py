@@ -448,8 +448,9 @@ def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True,
 # when nothing specific is found (at most PARTIAL_LEADS of them).
 PARTIAL_SCORE = 1.0
 PARTIAL_LEADS = 2
-# ... and beside a finding, at least this much
+# ... and beside a finding, at least this much, up to a list of LISTED memory incidents
 LEAD_BESIDE_FINDING = 1.5
+LISTED = 3
 
 
 def _ranked(scored: list[tuple]) -> list[tuple]:
@@ -499,8 +500,8 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         # training step, a model placed on the device) is not enough here.
         named = sum(1 for s, _e, _l in found if s[3].memory_failure)
         beside = [s for s in partial if s[0] >= LEAD_BESIDE_FINDING]
-        if named and named <= PARTIAL_LEADS:
-            found += [(s, ev, True) for s in _ranked(beside)[:PARTIAL_LEADS + 1 - named]]
+        if 0 < named < LISTED:
+            found += [(s, ev, True) for s in _ranked(beside)[:LISTED - named]]
     out: list[Diagnosis] = []
     for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)

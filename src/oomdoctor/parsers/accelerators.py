@@ -392,21 +392,12 @@ def _report_rows_alone(ctx: ParseContext, events: _Events) -> bool:
 _HBM_CAPACITY = lazy(r"^\s*HBM capacity (?P<cap>" + _SIZE + r"):")
 
 
-def _below(ctx: ParseContext, i: int, pattern, lines: int = 2) -> Optional[re.Match]:
-    """The first match of ``pattern`` in the few lines printed right under line ``i``."""
-    for j in range(i + 1, min(len(ctx.lines), i + 1 + lines)):
-        m = ctx.search(pattern, ctx.lines[j].text)
-        if m:
-            return m
-    return None
-
-
 def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
     m = ctx.search(_XLA_ASYNC, text) if "cuMemAllocAsync failed" in text else None
     if m:
         n, dev = int(m.group("n")), int(m.group("dev"))
-        free = _below(ctx, i, _XLA_ASYNC_FREE)
-        in_use = _below(ctx, i, _XLA_ASYNC_IN_USE, lines=4)
+        free = ctx.below(i, _XLA_ASYNC_FREE)
+        in_use = ctx.below(i, _XLA_ASYNC_IN_USE, lines=4)
         events.add(("xla", "async", n), i, lambda: OomEvent(
             kind="xla", backend="XLA", line=0, message_format="xla-cuda-malloc-async", tried_to_allocate_bytes=n,
             device_index=dev, free_bytes=int(free.group("free")) if free else None,
@@ -443,7 +434,7 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
             detail = None
             if m.group("reservable"):
                 detail = f"only {m.group('reservable')} reservable of {m.group('free')} free"
-            cap = _below(ctx, i, _HBM_CAPACITY)   # the table under it: "HBM capacity 8.00G:"
+            cap = ctx.below(i, _HBM_CAPACITY)   # the table under it: "HBM capacity 8.00G:"
             ev = events.add(("xla", "attempt", m.group("req"), m.group("free")), i, lambda: OomEvent(
                 kind="xla", backend="XLA", line=0, message_format=f"tpu-attempting-to-{m.group('verb')}",
                 tried_to_allocate_bytes=size_of(m.group("req")), free_bytes=size_of(m.group("free")),
@@ -490,7 +481,7 @@ def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     groups = m.groupdict()
     shape = re.sub(r"\s+", "", groups.get("shape") or "")
     dtype = groups.get("dtype")
-    node = None if groups.get("device") else _below(ctx, i, _NODE_DEVICE)
+    node = None if groups.get("device") else ctx.below(i, _NODE_DEVICE)
     device = groups.get("device") or (node.group("device") if node else "")
     dims = [d for d in shape.strip("[]").split(",") if d]
     req = None

@@ -218,6 +218,15 @@ class ParseContext:
                 return m
         return None
 
+    def below(self, i: int, pattern: re.Pattern, lines: int = 2):
+        """The first match of ``pattern`` in the few lines printed right under line ``i`` (the
+        figures or the device a message prints on its next lines)."""
+        for j in range(i + 1, min(len(self.lines), i + 1 + lines)):
+            m = self.search(pattern, self.lines[j].text)
+            if m:
+                return m
+        return None
+
     def search(self, pattern: re.Pattern, text: str, pos: int = 0):
         try:
             return pattern.search(text, pos, timeout=REGEX_TIMEOUT)

@@ -24,6 +24,7 @@ from ..facts.models import OomEvent
 from ..facts.sizes import parse_size
 from ..read.patterns import lazy
 from .base import ParseContext
+from .torch_alloc import allocator_kind
 
 # lines that hold one of these can match _FAILED (ParseContext.lines_with)
 _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
@@ -172,7 +173,6 @@ _ADVICE = lazy(r"\b(?i:if|unless|avoid|prevent|to fix)\b")
 # how far below a caught notice the error it caught may be printed (the notice first, then the
 # traceback and the allocator's message)
 _NOTICE_BELOW = 60
-_CAUGHT_KIND = {"CUDA": "cuda_caching_allocator", "HIP": "hip", "XPU": "xpu", "NPU": "npu"}
 
 
 # how far above its notice the error it caught may be (a memory summary per device between)
@@ -183,15 +183,19 @@ def _recovery_notices(ctx: ParseContext) -> None:
     """A recovery notice that no error since the previous notice (and within reach)
     explains: the OOM it caught. Copies of one message fold into one event, so every line
     an event holds as evidence counts."""
-    read = sorted(ctx.explained_lines())
+    explained = ctx.explained_lines()
+    read = sorted(explained)
     previous = 0
     for i in ctx.lines_with(("recover from OOM", "ut of memory, skipping", " out of memory")):
         ln = ctx.lines[i]
+        text = ln.text
         caught = None
-        if not ctx.search(_RECOVERING, ln.text):
+        if not (("recover from OOM" in text or "ut of memory, skipping" in text) and ctx.search(_RECOVERING, text)):
             # (the allocator's whole message is the allocator family's, whatever surrounds it)
-            caught = ctx.search(_CAUGHT, ln.text) if ln.no not in read and "ried to allocate" not in ln.text else None
-            if caught is None or ctx.search(_ADVICE, ln.text):
+            if ln.no in explained or "ried to allocate" in text:
+                continue
+            caught = ctx.search(_CAUGHT, text)
+            if caught is None or ctx.search(_ADVICE, text):
                 continue
             # the error it caught printed right under it (the notice first, then the traceback)
             k = bisect.bisect_right(read, ln.no)
@@ -204,7 +208,7 @@ def _recovery_notices(ctx: ParseContext) -> None:
             if caught is not None:
                 backend = next(caught.group(g) for g in ("b", "b2", "b3", "b4") if caught.group(g))
                 ctx.facts.oom_events.append(OomEvent(
-                    kind=_CAUGHT_KIND[backend], backend=backend, strength="likely",
+                    kind=allocator_kind(backend), backend=backend, strength="likely",
                     message_format="caught notice (the allocator's first words, no figures)",
                     detail=f"the job caught an out-of-memory error and went on: {ln.text.strip()[:160]}",
                     **ctx.at(ln)))

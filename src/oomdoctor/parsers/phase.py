@@ -27,6 +27,13 @@ _EVAL_BAR_NAMES = ("Val", "Valid", "Validation", "Validating", "Eval", "Evaluati
 _EVAL_BAR = r"(?m:^)(?:" + "|".join(_EVAL_BAR_NAMES) + r"):\s+"
 _EVAL_BAR_GATES = tuple(name.lower() + ":" for name in _EVAL_BAR_NAMES)
 
+# llama.cpp's and its servers' own reports of a load that failed: the weights ("llama_model_load:
+# error loading model: unable to allocate backend buffer") or the context they are served with
+# ("llama_new_context_with_model: failed to allocate compute buffers", "exiting due to model loading
+# error"); TensorRT-LLM's executor that could not be created ("Executor creation failed due to ...")
+_LOAD_FAILED_WORDS = (r"(?<!\b[Nn]o )\berror loading model(?=\s*[:.]|\s*$)|\bexiting due to model loading error\b"
+                      r"|\bllama_new_context_with_model: failed to allocate\b|\bExecutor creation failed\b")
+
 MARKERS = {
     "saving_checkpoint": lazy(
         r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?model (?:to|checkpoint)"
@@ -53,13 +60,8 @@ MARKERS = {
                                       # vLLM's worker reporting the method it failed in ("Exception in worker
                                       # VllmWorkerProcess while processing method load_model: CUDA out of memory")
                                       r"|(?:while processing|[Ee]rror executing) method '?load_model\b"
-                                      # llama.cpp's and its servers' own reports of a load that failed: the weights
-                                      # ("llama_model_load: error loading model: unable to allocate backend buffer") or
-                                      # the context they are served with ("llama_new_context_with_model: failed to
-                                      # allocate compute buffers", "exiting due to model loading error"); TensorRT-LLM's
-                                      # executor that could not be created ("Executor creation failed due to ...")
-                                      r"|(?<!\b[Nn]o )\berror loading model(?=\s*[:.]|\s*$)|\bexiting due to model loading error\b"
-                                      r"|\bllama_new_context_with_model: failed to allocate\b|\bExecutor creation failed\b"),
+                                      # an engine's own report that its load failed (above)
+                                      r"|" + _LOAD_FAILED_WORDS),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
@@ -996,8 +998,7 @@ def _boundary_just_before(ctx: ParseContext, line: int, within: int = 8) -> Opti
 # a load's own report that it failed, printed just under the allocation error it ends on
 # (llama.cpp: ggml's "failed to allocate ROCm0 buffer of size N", then "llama_new_context_with_model:
 # failed to allocate compute buffers" and "exiting due to model loading error")
-_LOAD_FAILED = lazy(r"(?<!\b[Nn]o )\berror loading model(?=\s*[:.]|\s*$)|\bexiting due to model loading error\b"
-                    r"|\bllama_new_context_with_model: failed to allocate\b|\bExecutor creation failed\b")
+_LOAD_FAILED = lazy(_LOAD_FAILED_WORDS)
 _LOAD_FAILED_BELOW = 6
 
 

@@ -217,6 +217,9 @@ _JITTOR_OVERFLOW = lazy(r"^\s*(?P<where>GPU|CPU) ?memory is overflow, please red
 # without prefetch"): no failure
 _QUOTED_ADVICE = lazy(r"\b(?i:to avoid|avoid|if you (?:see|get|hit)|continuing without|falling back|fall back|instead)\b"
                       r"|['\"`‘“](?:GPU|CPU|Executor creation|Device|Malloc)")
+# literals one of which every form below holds (the advice test runs only on such lines)
+_FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate again", "buffer of size",
+                    "insufficient GPU memory", "PinnedPlace")
 _JITTOR_TOTALS = lazy(r"^\s*Total: ?(?P<total>" + _NUM + r"\s*" + _UNIT + r") ?Used: ?(?P<used>" + _NUM + r"\s*" + _UNIT + r")")
 # MindSpore's device memory pool (GPU or Ascend): "Device(id:0) memory isn't enough and alloc
 # failed, kernel name: ..., alloc size: 1073741824B", "Malloc for kernel output failed, Memory
@@ -249,6 +252,7 @@ _GGML_ALLOCATING = lazy(r"\ballocating (?P<size>" + _NUM + r"\s*" + _UNIT + r") 
 # memory (GiB): 140.06" and "Free GPU memory before component creation attempt (GiB): 108.86"
 _TRTLLM_EXECUTOR = lazy(r"Executor creation failed due to insufficient GPU memory")
 _TRTLLM_TOTAL = lazy(r"^\s*Total GPU memory \(GiB\):\s*(?P<n>[\d.]{1,12})")
+_TRTLLM_TABLE = 7   # lines under the error in which it prints them
 _TRTLLM_FREE = lazy(r"^\s*Free GPU memory before component creation attempt \(GiB\):\s*(?P<n>[\d.]{1,12})")
 # PaddlePaddle's page-locked host allocator: "cudaHostAlloc Cannot allocate 122880000 bytes in
 # CUDAPinnedPlace" (with "cudaHostAlloc failed." from its system allocator before it)
@@ -505,7 +509,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
                 fmt, detail = "library-allocator", f"a CUDA allocation in {src.group('file')} failed"
         # ggml's CUDA check (llama.cpp, whisper.cpp) names the device and the function under it
         # ("  current device: 0, in function ggml_cuda_pool_malloc_vmm at .../ggml-cuda.cu:7812")
-        ggml = ctx.search(_GGML_WHERE, ctx.lines[i + 1].text) if i + 1 < len(ctx.lines) else None
+        ggml = ctx.below(i, _GGML_WHERE, 1)
         if ggml and detail is None:
             fmt, detail = "ggml-cuda-check", f"ggml's CUDA call in {ggml.group('fn')} failed"
             events.taken.add(ctx.lines[i + 1].no)
@@ -706,14 +710,11 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
     """Frameworks other than PyTorch saying their own allocator ran out (Jittor, MindSpore,
     nnabla, PaddlePaddle's page-locked host memory, ggml, TensorRT-LLM's executor); True when the
     line is one."""
-    if ctx.search(_QUOTED_ADVICE, text):
+    if not any(g in text for g in _FRAMEWORK_GATES) or ctx.search(_QUOTED_ADVICE, text):
         return False
     m = ctx.search(_JITTOR_OVERFLOW, text) if "memory is overflow" in text else None
     if m:
-        totals = None
-        for j in range(i + 1, min(len(ctx.lines), i + 3)):
-            if (totals := ctx.search(_JITTOR_TOTALS, ctx.lines[j].text)) is not None:
-                break
+        totals = ctx.below(i, _JITTOR_TOTALS)
         total = _size(totals.group("total")) if totals else None
         used = _size(totals.group("used")) if totals else None
         if m.group("where") == "CPU":
@@ -770,13 +771,8 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
         return True
     m = ctx.search(_TRTLLM_EXECUTOR, text) if "insufficient GPU memory" in text else None
     if m:
-        total = free = None
-        for j in range(i + 1, min(len(ctx.lines), i + 8)):
-            t = ctx.lines[j].text
-            if total is None and (x := ctx.search(_TRTLLM_TOTAL, t)):
-                total = to_bytes(x.group("n"), "GiB")
-            if free is None and (x := ctx.search(_TRTLLM_FREE, t)):
-                free = to_bytes(x.group("n"), "GiB")
+        total, free = (to_bytes(x.group("n"), "GiB") if (x := ctx.below(i, rx, _TRTLLM_TABLE)) else None
+                       for rx in (_TRTLLM_TOTAL, _TRTLLM_FREE))
         events.add(("device_runtime", "TensorRT-LLM"), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="inference-engine-budget",
             total_capacity_bytes=total, free_bytes=free,

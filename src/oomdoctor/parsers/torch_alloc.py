@@ -283,6 +283,12 @@ def _process_in_use(f: dict) -> Optional[int]:
 
 
 _KIND = {"HIP": "hip", "NPU": "npu", "XPU": "xpu"}
+
+
+def allocator_kind(backend: Optional[str]) -> str:
+    """The event kind of the caching allocator's message on a backend (its fork's wording:
+    "HIP out of memory", "NPU out of memory"; CUDA's, or none named, is PyTorch's own)."""
+    return _KIND.get(backend or "", "cuda_caching_allocator")
 _MAX_EVIDENCE = 8   # evidence lines kept per event
 
 # The cudaMallocAsync backend's message (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync):
@@ -553,7 +559,7 @@ def _allocator_event(ctx: ParseContext, ln, f: dict, backend: Optional[str], exc
         ctx.nvml_unavailable.add(ln.no)
         ctx.note(f"line {ln.no}: ignored {f['dropped_processes']} impossible 'memory in use' figure(s) from NVML")
     return OomEvent(
-        kind=_KIND.get(backend or "", "cuda_caching_allocator"), backend=backend, exception=exc, message_format=fmt,
+        kind=allocator_kind(backend), backend=backend, exception=exc, message_format=fmt,
         device_index=f.get("device_index"), tried_to_allocate_bytes=f["tried_to_allocate_bytes"],
         total_capacity_bytes=f.get("total_capacity_bytes"), free_bytes=f.get("free_bytes"),
         process_in_use_bytes=_process_in_use(f), allocated_by_pytorch_bytes=f.get("allocated_by_pytorch_bytes"),
@@ -611,7 +617,7 @@ def parse(ctx: ParseContext) -> None:
             cut = _cut_message(ln.text) if i + 1 == len(ctx.lines) or not ctx.lines[i + 1].text.strip() else None
             if cut:
                 backend = cut.group("backend")
-                events.append(OomEvent(kind=_KIND.get(backend or "", "cuda_caching_allocator"), backend=backend,
+                events.append(OomEvent(kind=allocator_kind(backend), backend=backend,
                                        exception=_exception_before(ln.text[:cut.start()]),
                                        message_format="cut (figures not in the log)",
                                        **ctx.at(ln)))
