@@ -1835,6 +1835,10 @@ def test_a_tracebacks_closing_line_names_its_exception(closing, failure):
     ("ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, "
      "which is larger than the available KV cache memory (9.84 GiB). Based on the available memory, the estimated "
      "maximum model length is 80608.", "device_runtime"),
+    # transformers refusing a quantized model's device map: the GPUs cannot hold its weights
+    ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit the "
+     "quantized model. If you want to dispatch the model on the CPU or the disk while keeping these modules in "
+     "32-bit, you need to set `llm_int8_enable_fp32_cpu_offload=True`", "device_runtime"),
     # accelerate's batch-size finder out of sizes
     ("RuntimeError: No executable batch size found, reached zero.", "device_runtime"),
     # PyTorch's MPS allocator refusing one buffer
@@ -1844,6 +1848,7 @@ def test_a_tracebacks_closing_line_names_its_exception(closing, failure):
     ("tip: a RuntimeError such as No executable batch size found, reached zero means the model does not fit", None),
     ("Invalid buffer size: -1", None),
     ("gpu_memory_utilization=0.9, mem-fraction-static=0.8 passed to the engine", None),
+    ("note: if Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM, quantize", None),
 ])
 def test_memory_budget_failures_of_engines_and_batch_finders(line, kind):
     d = report(line + "\n")
@@ -3712,3 +3717,55 @@ def test_an_assignment_to_a_name_that_starts_like_model_is_no_model_build():
 def test_a_loader_starting_or_being_built_is_data_loading(frames):
     d = report(_tb(*frames, error="OSError: [Errno 12] Cannot allocate memory"))
     assert d["phase"] == "data_loading"
+
+
+def test_a_quantized_models_device_map_refused_at_load_is_model_load():
+    d = report("Loading checkpoint shards: 100%|##########| 2/2 [00:03<00:00,  1.50s/it]\n"
+               "ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to "
+               "fit the quantized model.\n")
+    assert d["phase"] == "model_load"
+    assert _incidents(d)[0] == "model-load"
+    # the refusal alone says where it was raised: in from_pretrained
+    d = report("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to "
+               "fit the quantized model.\n")
+    assert d["phase"] == "model_load"
+
+
+@pytest.mark.parametrize("line, killed", [
+    # the kernel's kill line pasted through a CJK input method: full-width brackets and commas,
+    # the spaces lost
+    ("Out of memory:Killed process 217423\uff08python\uff09total-vm:112518872kB\uff0c  anon-rss:30204444kB\uff0c", True),
+    ("Out of memory: Killed process 217423 (python) total-vm:112518872kB, anon-rss:30204444kB, file-rss:0kB", True),
+    # full-width text that is not the kernel's line
+    ("\uff08python\uff09 process 217423 finished\uff0c", False),
+])
+def test_the_kernels_kill_line_is_read_in_full_width_forms(line, killed):
+    d = report(line + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == (["host_oom_killer"] if killed else [])
+    if killed:
+        assert d["oom_events"][0]["evidence"][0]["text"] == line   # the line as posted
+
+
+@pytest.mark.parametrize("last, killed", [
+    # the shell's "Killed" glued to a status line the job printed without its newline
+    ("(   \u25cf  ) NerfAcc: Setting up CUDA (This may take a few minutes the first time)Killed", True),
+    ("Loading data...Killed", True),
+    # the word in a status the program printed
+    ("worker 3 state: Killed", False),
+    ("Process was Killed", False),
+    ("self.handleWorkerKilled", False),
+])
+def test_killed_glued_to_a_status_line_without_its_newline(last, killed):
+    d = report("Setting up training dataset...\nCaching all 204 images.\n" + last + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == (["host_oom_killer"] if killed else [])
+
+
+def test_a_device_allocation_call_in_the_runtime_error_is_not_pinned_memory():
+    # tiny-cuda-nn's own arena mapping device memory (cuMemCreate), in an encoder's forward
+    d = report("    native_ctx, output = native_tcnn_module.fwd(input, params)\n"
+               "RuntimeError: /tmp/pip-req-build/include/tiny-cuda-nn/gpu_memory.h:584 cuMemCreate(&m_handles.back(), "
+               "n_bytes_to_allocate, &prop, 0) failed: CUDA_ERROR_OUT_OF_MEMORY\n")
+    assert d["oom_events"] and "pinned-memory" not in _incidents(d)
+    # a host allocation call still is
+    d = report("RuntimeError: CUDA error: out of memory\n  cudaHostAlloc(&ptr, size, cudaHostAllocDefault) failed\n")
+    assert "pinned-memory" in _incidents(d)

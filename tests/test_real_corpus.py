@@ -24,7 +24,9 @@ TAXONOMY = {
 FIELDS = {"id", "source", "framework", "accelerator", "primary", "also", "inferable", "resolution",
           "resolution_confirmed", "facts", "notes", "half"}
 CASES = load_cases()
-_IP = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
+# (a four-part version names its package just before it: "Jittor(1.3.7.16)", "v1.2.3.4",
+# "==0.7.2.3")
+_IP = re.compile(r"(?<![\d.])(?<![A-Za-z]\()(?<![vV=])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 
 
 def test_the_corpus_is_large_and_varied():

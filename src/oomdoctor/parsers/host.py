@@ -40,8 +40,10 @@ _K_TRIGGER = lazy(r"(?P<comm>\S{1,64}) invoked oom-killer:")
 _K_SUMMARY_CUT = lazy(r"oom-kill:constraint=(?P<constraint>CONSTRAINT_[A-Z_]{3,30})\b")
 _K_SUMMARY = lazy(r"oom-kill:constraint=(?P<constraint>\w{1,40})[^\n]{0,600}?,task=(?P<comm>[^,]{1,64}),pid=(?P<pid>\d{1,9})")
 _K_KILL = lazy(
-    r"(?:(?P<reason>Out of memory|Memory cgroup out of memory): )?Kill(?:ed)? process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)"
-    r"(?P<rest>(?:,? score \d{1,9} or sacrifice child)|(?: total-vm:(?P<vm>[\d,]{1,24})kB, anon-rss:(?P<rss>[\d,]{1,24})kB))?")
+    # (the spaces a paste through another input method or a retyping tool loses:
+    # "Out of memory:Killed process 217423(python)total-vm:112518872kB,")
+    r"(?:(?P<reason>Out of memory|Memory cgroup out of memory): ?)?Kill(?:ed)? process (?P<pid>\d{1,9}) ?\((?P<comm>[^)]{0,64})\)"
+    r"(?P<rest>(?:,? score \d{1,9} or sacrifice child)|(?: ?total-vm:(?P<vm>[\d,]{1,24})kB, {0,3}anon-rss:(?P<rss>[\d,]{1,24})kB))?")
 _K_REAPER = lazy(r"oom_reaper: reaped process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)")
 _SYSTEMD_OOMD = lazy(r"systemd-oomd(?:\[\d{1,9}\])?: Killed [^\n]{0,300}? due to memory")
 
@@ -161,6 +163,11 @@ _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{
 KILLED_LOCALISED = ("已杀死", "強制終了", "Getötet", "Terminado (killed)")
 _KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
 _BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$"
+                    # ... or glued to the end of a status line the job printed without its newline
+                    # (a spinner: "NerfAcc: Setting up CUDA (This may take a few minutes the first
+                    # time)Killed"; "Loading data...Killed"): after the line's closing bracket or
+                    # stop, with no space - the shell writes where the cursor was
+                    rf"|(?<=[).…!]){_KILLED}\s*$"
                     # the shell's "Killed" written over a progress line the job kept redrawing with a
                     # carriage return: the rest of that line shows after it ("Killedg in train batch: 127687 / 263115")
                     r"|^Killed(?=[a-z])[^\n]{0,200}?(?:\d\s?/\s?\d|\d%)"

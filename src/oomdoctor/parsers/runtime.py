@@ -146,6 +146,12 @@ _ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3})(?:No available memory for the cache 
                       r"which is larger than the available KV cache memory"
                       r"|Free memory on device (?:\S{1,20} )?\((?P<free>[\d.]{1,12})/(?P<cap>[\d.]{1,12}) GiB\) on startup is less than desired GPU memory utilization"
                       r"|(?P<sglang>Not enough memory\. Please try to increase --mem-fraction-static))")
+# transformers' check of a quantized model's device map (bitsandbytes 4- and 8-bit; accelerate's
+# own bnb loader words it the same): what the GPUs could not hold was placed on the CPU or the
+# disk, where quantized weights cannot go - the weights do not fit the devices' memory
+# ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough
+# GPU RAM to fit the quantized model.")
+_QUANTIZED_MAP = lazy(r"(?:^\s*|Error:\s{0,3})Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM")
 # accelerate's find_executable_batch_size halving the batch after each out-of-memory error
 # until none is left: every size tried ran out of memory
 _NO_BATCH_SIZE = lazy(r"(?:^|Error:\s{0,3})No executable batch size found, reached zero")
@@ -327,7 +333,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
-          "insufficient GPU memory")
+          "insufficient GPU memory", "dispatched on the CPU")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -670,6 +676,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             total_capacity_bytes=cap, free_bytes=free,
             detail=f"{engine} found too little device memory left for its KV cache: "
                    + text[m.start():m.start() + 160].strip()))
+        return
+    m = ctx.search(_QUANTIZED_MAP, text) if "dispatched on the CPU" in text else None
+    if m:
+        events.add(("device_runtime", "quantized-device-map"), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="quantized-device-map",
+            detail="the quantized model's weights do not fit the GPUs: its device map put modules on the CPU "
+                   "or the disk, where quantized weights cannot be placed"))
         return
     m = ctx.search(_NO_BATCH_SIZE, text) if "No executable batch size" in text else None
     if m:

@@ -55,6 +55,13 @@ _MD_BOLD = lazy(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")
 # one inline-code span around a whole line (not a fence: "```" is never taken)
 _MD_CODE = stdlib_re.compile(r"^\s{0,3}`(?!`)([^`\n]{1,20000}?)`\s?$")
 
+# Full-width forms of ASCII (U+FF01-FF5E) and the ideographic space: a line pasted through a
+# CJK input method, or retyped by a translation tool, has them where the program printed ASCII
+# ("Out of memory:Killed process 217423（python）total-vm:112518872kB，"). The parsers read the
+# ASCII; the raw line keeps what was posted.
+_FULLWIDTH = stdlib_re.compile("[\uff01-\uff5e\u3000]")
+_FOLD_FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+
 # (the standard library's engine: tried on each carriage-return segment of a progress bar,
 # seven a line in a tqdm log, where it runs in about half the time of ``regex``)
 _BAR_ONLY = stdlib_re.compile(r"^[^|\n]{0,120}\d+%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]\s*$|^\s*$")
@@ -346,6 +353,8 @@ def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
                 # a record glued after an indented code line keeps the bold a user put in it
                 # ("    x = f(*args)      torch.cuda.OutOfMemoryError: ... allocate **35.79 GiB**")
                 part = _MD_BOLD.sub(r"\1", part, count=2)
+            if not part.isascii() and _FULLWIDTH.search(part):
+                part = part.translate(_FOLD_FULLWIDTH)
             text, rank, host = strip_prefixes(part)
             out.append(Line(no=no, raw=raw if len(raw) <= 400 else raw[:400], text=text, rank=rank, host=host))
     if not out:

@@ -72,6 +72,8 @@ ANCHOR_LITERALS = (
     # sizes, PyTorch's MPS allocator refusing one buffer (parsers/runtime.py, accelerators.py)
     "memory for the cache blocks", "stored in KV cache", "available KV cache memory", "on startup is less than desired",
     "mem-fraction-static", "No executable batch size", "Invalid buffer size: ",
+    # a quantized model's device map that put modules on the CPU or the disk
+    "dispatched on the CPU",
     # the Ascend runtime's and Gaudi's own reports of a failed device allocation
     "EL0004", "rtMalloc execute failed", "workspace Allocation of size", "Not enough space to allocate",
     # a Vulkan renderer's refused device memory (its result code is under "OUT_OF_")
@@ -162,6 +164,8 @@ MARKER_LITERALS = (
     "method 'load_model",
     # llama.cpp's load that failed (its weights, its context), TensorRT-LLM's executor not created
     "model loading error", "llama_new_context_with_model: failed", "Executor creation failed",
+    # a quantized model whose device map the GPUs could not hold (transformers' check in from_pretrained)
+    "dispatched on the CPU or the disk",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
