@@ -2119,9 +2119,17 @@ def test_a_cuda_librarys_own_allocator_refusing_a_request(line, n):
      "Traceback (most recent call last):\n  File \"execution.py\", line 361, in execute\n"
      "    output_data = get_output_data(obj)\n"
      "torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)", 1),
+    # ... in the releases that print no space before the second "!!!", with a cut traceback under it
+    ("!!! Exception during processing!!! Allocation on device \n"
+     "Traceback (most recent call last):\n  File \"execution.py\", line 152, in recursive_execute\n"
+     "    output_data, output_ui = get_output_data(obj, input_data_all)", 1),
+    ("!!! Exception during processing!!! Allocation on device\n"
+     "Traceback (most recent call last):\n  File \"execution.py\", line 361, in execute\n"
+     "    output_data = get_output_data(obj)\ntorch.OutOfMemoryError: Allocation on device", 1),
     # ... another exception reported the same way is none
     ("2025-07-08 10:39:40 ERROR    !!! Exception during processing !!! Expected all tensors to be on the same device",
      0),
+    ("!!! Exception during processing!!! Expected all tensors to be on the same device", 0),
 ])
 def test_comfyuis_report_of_the_allocators_exception(line, events):
     assert len(report(line + "\n")["oom_events"]) == events
@@ -3769,3 +3777,15 @@ def test_a_device_allocation_call_in_the_runtime_error_is_not_pinned_memory():
     # a host allocation call still is
     d = report("RuntimeError: CUDA error: out of memory\n  cudaHostAlloc(&ptr, size, cudaHostAllocDefault) failed\n")
     assert "pinned-memory" in _incidents(d)
+
+
+@pytest.mark.parametrize("frame, phase", [
+    # DeepSpeed's tools that read a saved ZeRO checkpoint back to convert it
+    (("./zero_to_fp32.py", "_get_fp32_state_dict_from_zero_checkpoint", "state_dicts = load(files)"), "checkpoint_load"),
+    (("/env/site-packages/deepspeed/checkpoint/ds_to_universal.py", "extract_zero_shards",
+      'exp_avg=state_groups[param_group_id]["exp_avg"],'), "checkpoint_load"),
+    # DeepSpeed's optimizer itself is the step
+    (("/env/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", "step", "self.optimizer.step()"), "optimizer_step"),
+])
+def test_deepspeeds_checkpoint_conversion_tools_read_a_checkpoint(frame, phase):
+    assert report(_tb(frame, error="KeyError: 'exp_avg'"))["phase"] == phase

@@ -40,7 +40,10 @@ _ANYWHERE = (
         r"|optim/optimizer\.py:(?:\w+\.)?load_state_dict\b"
         # a trainer restoring its saved state (Lightning's checkpoint connector: restore_model,
         # restore_training_state, _restore_modules_and_callbacks; a script's restore_checkpoint)
-        r"|:_?(?:restore|resume)_(?:\w+_)?(?:model|checkpoint|ckpt|optimizers?|training_state|callbacks)(?:_\w+)?$")),
+        r"|:_?(?:restore|resume)_(?:\w+_)?(?:model|checkpoint|ckpt|optimizers?|training_state|callbacks)(?:_\w+)?$"
+        # DeepSpeed's tools that read a saved ZeRO checkpoint back to convert it (zero_to_fp32.py,
+        # copied beside every checkpoint; deepspeed/checkpoint/'s ds_to_universal and its readers)
+        r"|(?:^|/)zero_to_fp32\.py:|deepspeed/checkpoint/\w+\.py:")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         # transformers' helpers that pad and join the predictions an evaluation gathers

@@ -56,10 +56,11 @@ _CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3
                   # (cudaMallocAsync: "Allocation on device 0 would exceed allowed memory")
                   r"|:\s*Allocation on device\b(?! \d{1,3} would exceed))")
 # ComfyUI's report of the exception a node raised, by its message alone: the allocator's first
-# words ("!!! Exception during processing !!! Allocation on device"), the figures lost
-_PROCESSING = lazy(r"!!! Exception during processing !!! Allocation on device\b(?! \d{1,3} would exceed)")
+# words ("!!! Exception during processing !!! Allocation on device"; releases of 2024 print no
+# space before the second "!!!"), the figures lost
+_PROCESSING = lazy(r"!!! Exception during processing ?!!! Allocation on device\b(?! \d{1,3} would exceed)")
 # ComfyUI's report of a node's exception, printed before the traceback that ends in it
-_PROCESSING_ECHO = "!!! Exception during processing !!!"
+_PROCESSING_ECHOES = ("!!! Exception during processing !!!", "!!! Exception during processing!!!")
 # The class named by something that reports the exception without its message: an error
 # report's field ("Exception Type: torch.OutOfMemoryError", ComfyUI's), Ray relaying a task's
 # exception ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Policy.get_logprobs()"),
@@ -602,7 +603,8 @@ def parse(ctx: ParseContext) -> None:
             # the main process re-raising a worker's error: whichever event it relays happened
             # in a worker (kb/table.py reads this marker)
             ctx.mark("dataloader_worker_reraised", ln)
-        if _PROCESSING_ECHO in ln.text and nearby.echoed_below(i):
+        if "!!! Exception during processing" in ln.text and any(e in ln.text for e in _PROCESSING_ECHOES) \
+                and nearby.echoed_below(i):
             continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
         # the forms of other allocator backends and of the warning logged before the message
         if _ASYNC_QUICK in ln.text and (ev := _async_event(ctx, i)) is not None:
