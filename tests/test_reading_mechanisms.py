@@ -3789,3 +3789,74 @@ def test_a_device_allocation_call_in_the_runtime_error_is_not_pinned_memory():
 ])
 def test_deepspeeds_checkpoint_conversion_tools_read_a_checkpoint(frame, phase):
     assert report(_tb(frame, error="KeyError: 'exp_avg'"))["phase"] == phase
+
+
+@pytest.mark.parametrize("text, fmt", [
+    # the device map sent weights to the disk: the GPUs' and the host's memory could not hold them
+    ("ValueError: The current `device_map` had weights offloaded to the disk. Please provide an `offload_folder` for \n"
+     "them. Alternatively, make sure you have `safetensors` installed if the model you are using offers the weights in \n"
+     "this format.\n", "disk-device-map"),
+    ("ValueError: You are trying to offload the whole model to the disk. Please use the `disk_offload` function "
+     "instead.\n", "disk-device-map"),
+    # words about the disk that are no such refusal
+    ("INFO: offloading optimizer states to the disk (nvme) as configured\n", None),
+])
+def test_a_device_map_that_sent_weights_to_the_disk(text, fmt):
+    d = report(text)
+    assert [e["message_format"] for e in d["oom_events"]] == ([fmt] if fmt else [])
+    if fmt:
+        assert d["oom_events"][0]["strength"] == "likely"
+        assert d["phase"] == "model_load" and _incidents(d)[0] == "model-load"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # the caching allocator's NVML query failing inside its out-of-memory path (a MIG slice, Jetson)
+    ('RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":830, please '
+     "report a bug to PyTorch.", "cuda_caching_allocator"),
+    # NVML's own set-up failures name their call: not this
+    ('RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at '
+     '"../c10/cuda/CUDACachingAllocator.cpp":1123, please report a bug to PyTorch.', None),
+    # ... nor an assert of the same words elsewhere
+    ('RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDAFunctions.cpp":120', None),
+])
+def test_the_allocators_nvml_assert_is_a_likely_out_of_memory(line, kind):
+    d = report(line + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == ([kind] if kind else [])
+    if kind:
+        assert d["oom_events"][0]["strength"] == "likely"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # a logger's record whose level is a bracketed field (TensorRT's Python logger)
+    ("[06/24/2022-16:29:37] [TRT] [E] 1: Unexpected exception std::bad_alloc", "cpu_allocator"),
+    ("[2025-11-25 17:23:11,888] [llm] [ERROR] [logging.py-348] : host memory allocation failed for 8 GiB", "cpu_allocator"),
+    # an informational record about memory is no failure
+    ("[06/24/2022-16:29:37] [TRT] [I] [MemUsageChange] Init CUDA: CPU +0, GPU +0, now: CPU 200, GPU 3000 (MiB)", None),
+])
+def test_an_error_record_with_a_bracketed_level(line, kind):
+    assert [e["kind"] for e in report(line + "\n")["oom_events"]] == ([kind] if kind else [])
+
+
+def test_tensorrts_older_words_for_the_request_it_could_not_allocate():
+    d = report("[TensorRT] ERROR: Requested amount of memory (150994944 bytes) could not be allocated. There may not "
+               "be enough free memory for allocation to succeed.\n"
+               "[TensorRT] ERROR: ../builder/cudnnBuilderUtils.cpp (427) - Cuda Error in allocate: 2 (out of memory)\n")
+    assert [e["tried_to_allocate_bytes"] for e in d["oom_events"]] == [150994944]
+
+
+def test_a_scripts_own_test_function_is_evaluation():
+    frames = [("train.py", "main", "self.test()"), ("train.py", "test", "output = model(batch)"),
+              ("/env/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*args)")]
+    assert report(_tb(*frames))["phase"] == "eval"
+
+
+def test_a_traceback_pasted_indented_as_a_whole_is_closed_by_its_exception():
+    text = ("        Traceback (most recent call last):\n"
+            '            File "run.py", line 194, in <module>\n'
+            "            exp.test(setting)\n"
+            '            File "/home/user/exp/exp_forecasting.py", line 247, in test\n'
+            "            preds = preds.reshape(-1, preds.shape[-2], preds.shape[-1])\n"
+            "        IndexError: tuple index out of range\n")
+    d = report(text)
+    assert [f["message"] for f in d["failures"]] == ["IndexError: tuple index out of range"]
+    assert not d["oom_events"] and not _incidents(d)

@@ -10,6 +10,8 @@ Nothing is marked secondary here; the ranks family decides that.
 """
 from __future__ import annotations
 
+import bisect
+
 import regex as re
 
 from ..facts.derived import split_processes
@@ -188,8 +190,9 @@ def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
     for i in sorted(set(ctx.lines_with(_EXCEPTION_WORDS)) | closing):
         ln = ctx.lines[i]
         text = ln.text
-        if i in fs.named or ln.no in fs.taken or ln.no in fs.failed or text[0].isspace():
+        if i in fs.named or ln.no in fs.taken or ln.no in fs.failed or (text[0].isspace() and i not in closing):
             continue
+        text = text.lstrip() if i in closing else text   # (a paste indented as a whole)
         m = ctx.search(_EXCEPTION_LINE, text) or (ctx.search(_QUALIFIED_EXCEPTION, text) if i in closing else None)
         if not m or ctx.search(_MEMORY_WORDS, text) or ctx.search(_WRAPPERS, text):
             continue
@@ -203,10 +206,17 @@ def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
 _QUALIFIED_EXCEPTION = lazy(r"^(?P<exc>(?:[A-Za-z_]\w{0,60}\.){1,8}[A-Z]\w{0,60}):\s?(?P<msg>[^\n]{0,2000})$")
 
 
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
 def _closing_lines(ctx: ParseContext) -> set[int]:
-    """The line that closes each traceback: the first unindented line after its last frame
-    and that frame's code lines (source, carets), on the same rank."""
+    """The line that closes each traceback: the first line after its last frame and that
+    frame's code lines (source, carets), on the same rank, indented no deeper than the
+    traceback's header (unindented, unless the whole paste was indented: a markdown code
+    block of four spaces, a block copied from an indented context)."""
     out: set[int] = set()
+    headers = ctx.lines_with(("Traceback (most recent call last)",))
     # the next frame of each frame's own rank (interleaved ranks' frames do not end a traceback)
     following: dict[int, int] = {}
     after: dict = {}
@@ -216,9 +226,14 @@ def _closing_lines(ctx: ParseContext) -> set[int]:
         after[rank] = f
     for f in ctx.frame_index:
         rank = ctx.lines[f].rank
+        # the header's indentation, where an indented header is the nearest above the frame and
+        # the frame sits deeper than it
+        k = bisect.bisect_left(headers, f) - 1
+        head = ctx.lines[headers[k]].text if k >= 0 and f - headers[k] <= 400 else ""
+        depth = _indent(head) if head[:1].isspace() and _indent(ctx.lines[f].text) > _indent(head) else 0
         for j in range(f + 1, min(f + 8, following[f], len(ctx.lines))):
             ln = ctx.lines[j]
-            if ln.rank != rank or not ln.text or ln.text[0].isspace():
+            if ln.rank != rank or not ln.text.strip() or _indent(ln.text) > depth:
                 continue
             # the first unindented line before the next frame: this frame was its traceback's
             # last (in a chain, "During handling ..." and the next traceback follow the exception)

@@ -44,6 +44,9 @@ _ERROR_LINE = lazy(
     # ONNX Runtime's error record ("2025-08-14 10:47:21.48 [E:onnxruntime:, sequential_executor.cc:572
     # ...] Non-zero status code returned while running MatMulNBits node ... Status Message: ...")
     r"|\[[EF]:onnxruntime:"
+    # a logger's record whose level is a bracketed field: TensorRT's Python logger ("[06/24/2022-16:29:37]
+    # [TRT] [E] 1: Unexpected exception std::bad_alloc"), MindIE's and others' "[ERROR]"
+    r"|^[^\n]{0,120}?\[(?:E|ERROR|F|FATAL|CRITICAL)\]\s"
     # a logger's record (level column, then the message) whose message is an error:
     # "... DEBUG    Error in thread (_training_0): You do not have enough GPU memory ..."
     r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?:Error|Exception)\b[^:\n]{0,60}:\s")

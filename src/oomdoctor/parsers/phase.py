@@ -67,7 +67,8 @@ MARKERS = {
                                       r"|" + _LOAD_FAILED_WORDS
                                       # transformers refusing the device map of a quantized model it
                                       # is loading (raised in from_pretrained)
-                                      + r"|Some modules are dispatched on the CPU or the disk"),
+                                      + r"|Some modules are dispatched on the CPU or the disk"
+                                      + r"|had weights offloaded to the disk|offload the whole model to the disk"),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
@@ -127,7 +128,7 @@ MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
     "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
-                                  "dispatched on the cpu"),
+                                  "dispatched on the cpu", "to the disk"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),

@@ -152,6 +152,13 @@ _ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3})(?:No available memory for the cache 
 # ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough
 # GPU RAM to fit the quantized model.")
 _QUANTIZED_MAP = lazy(r"(?:^\s*|Error:\s{0,3})Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM")
+# ... and the device map that sent weights to the disk because the GPUs' and the host's memory
+# (max_memory) could not hold them, with no folder to put them in (transformers'
+# from_pretrained: "The current `device_map` had weights offloaded to the disk. Please provide an
+# `offload_folder` for them."; accelerate's dispatch_model: "You are trying to offload the whole
+# model to the disk."). A map the user wrote may ask for the disk: likely, not certain
+_DISK_MAP = lazy(r"(?:^\s*|Error:\s{0,3})(?:The current `?device_map`? had weights offloaded to the disk"
+                 r"|You are trying to offload the whole model to the disk)")
 # accelerate's find_executable_batch_size halving the batch after each out-of-memory error
 # until none is left: every size tried ran out of memory
 _NO_BATCH_SIZE = lazy(r"(?:^|Error:\s{0,3})No executable batch size found, reached zero")
@@ -270,13 +277,14 @@ _PADDLE_PINNED = lazy(r"\b(?P<call>cudaHostAlloc|hipHostMalloc) Cannot allocate 
 # nvinfer1::internal::DefaultAllocator::allocate: 2 (out of memory)", "OutOfMemory Error in
 # ...::computeCosts: 0"; TensorRT 8 and later "Error Code 1: Cuda Runtime (out of memory)"
 # (with "[defaultAllocator.cpp::allocate::31]"). The request is on a warning beside it:
-# "Requested amount of GPU memory (15485030400 bytes) could not be allocated", "User allocator
+# "Requested amount of GPU memory (15485030400 bytes) could not be allocated" (TensorRT 7 and
+# before: "Requested amount of memory (150994944 bytes) could not be allocated"), "User allocator
 # error allocating 15485030400-byte buffer".
 _TRT_OOM = lazy(r"\bCuda Error in [\w:<>`'(). -]{1,160}?: 2 \(out of memory\)|\bError Code 1: Cuda Runtime \(out of memory\)"
                 # TensorRT 8 and later growing its builder's memory: "[virtualMemoryBuffer.cpp::resizePhysical::140]
                 # Error Code 2: OutOfMemory (no further information)"
                 r"|\bOutOfMemory Error in \S|\bError Code \d{1,2}: OutOfMemory\b")
-_TRT_SIZE = lazy(r"Requested amount of GPU memory \((?P<n>\d{1,20}) bytes\)|allocating (?P<n2>\d{1,20})-byte buffer")
+_TRT_SIZE = lazy(r"Requested amount of (?:GPU )?memory \((?P<n>\d{1,20}) bytes\)|allocating (?P<n2>\d{1,20})-byte buffer")
 
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"
@@ -333,7 +341,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
-          "insufficient GPU memory", "dispatched on the CPU")
+          "insufficient GPU memory", "dispatched on the CPU", "to the disk")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -683,6 +691,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="quantized-device-map",
             detail="the quantized model's weights do not fit the GPUs: its device map put modules on the CPU "
                    "or the disk, where quantized weights cannot be placed"))
+        return
+    m = ctx.search(_DISK_MAP, text) if "to the disk" in text else None
+    if m:
+        events.add(("device_runtime", "disk-device-map"), i, lambda: OomEvent(
+            kind="device_runtime", exception=exc, line=0, message_format="disk-device-map", strength="likely",
+            detail="the model's weights did not fit the GPUs' and the host's memory: its device map sent some "
+                   "to the disk, with no folder given for them"))
         return
     m = ctx.search(_NO_BATCH_SIZE, text) if "No executable batch size" in text else None
     if m:

@@ -62,7 +62,10 @@ _ANYWHERE = (
         # private _eval_loop()), unless its name says it trains or saves as well
         # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
         r"|:_{0,2}(?![\w]*(?:train|save))(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
-        r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
+        r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$"
+        # ... and one named for its split alone, beside train() (pytorch/examples' "def test(model,
+        # device, test_loader)", a trainer's self.test())
+        r"|:_{0,2}(?:test|val)$")),
 )
 # a model generating tokens: transformers' generation loop (generate, its _sample / _prefill /
 # beam searches, the model's prepare_inputs_for_generation), a policy's rollout, or a run

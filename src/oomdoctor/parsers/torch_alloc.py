@@ -34,7 +34,7 @@ ANCHOR = lazy(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*
 # a cheap per-line test before the real anchor search
 # a line holding none of these starts no event (one str.find each over the whole log)
 _QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError", "allocation failed with OOM",
-          "!!! Allocation on device")
+          "!!! Allocation on device", "NVML_SUCCESS == r ")
 # The exception class with its message lost: IPython's "OutOfMemoryError   Traceback (most
 # recent call last)" header of a truncated paste, or "torch.OutOfMemoryError:" alone at the
 # end of a log. torch.OutOfMemoryError is raised only by the caching allocator.
@@ -59,6 +59,13 @@ _CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3
 # words ("!!! Exception during processing !!! Allocation on device"; releases of 2024 print no
 # space before the second "!!!"), the figures lost
 _PROCESSING = lazy(r"!!! Exception during processing ?!!! Allocation on device\b(?! \d{1,3} would exceed)")
+# The caching allocator failing inside its out-of-memory path: it asks NVML for the device's
+# processes to word its message, and where NVML may not answer (a MIG slice, Jetson, some
+# containers) an internal assert replaces the message ("NVML_SUCCESS == r INTERNAL ASSERT FAILED
+# at \"../c10/cuda/CUDACachingAllocator.cpp\":830, please report a bug to PyTorch."). Its other
+# NVML asserts (nvmlInit_v2_, a device handle by PCI bus id) name their call: they are set-up
+# failures, not this one. The same query serves expandable segments: likely, not certain
+_NVML_ASSERT = lazy(r"NVML_SUCCESS == r INTERNAL ASSERT FAILED at \"?[^\"\n]{0,300}?CUDACachingAllocator\.cpp")
 # ComfyUI's report of a node's exception, printed before the traceback that ends in it
 _PROCESSING_ECHOES = ("!!! Exception during processing !!!", "!!! Exception during processing!!!")
 # The class named by something that reports the exception without its message: an error
@@ -622,6 +629,18 @@ def parse(ctx: ParseContext) -> None:
                 events.append(OomEvent(kind=allocator_kind(backend), backend=backend,
                                        exception=_exception_before(ln.text[:cut.start()]),
                                        message_format="cut (figures not in the log)",
+                                       **ctx.at(ln)))
+                continue
+            # (the assert that names NVML's own out-of-resources code is the runtime family's)
+            m = ctx.search(_NVML_ASSERT, ln.text) if "NVML_SUCCESS == r " in ln.text \
+                and "INSUFFICIENT_RESOURCES" not in ln.text else None
+            if m:
+                events.append(OomEvent(kind="cuda_caching_allocator", strength="likely", backend="CUDA",
+                                       exception=_exception_before(ln.text[:m.start()]),
+                                       message_format="nvml-assert (message not in the log)",
+                                       detail="the caching allocator's NVML query failed while it reported an "
+                                              "out-of-memory error (a MIG slice, Jetson or a container where NVML "
+                                              "does not answer): the figures are lost",
                                        **ctx.at(ln)))
                 continue
             m = ctx.search(_PROCESSING, ln.text) if "!!! Allocation on device" in ln.text else None

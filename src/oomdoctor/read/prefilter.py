@@ -36,6 +36,8 @@ ANCHOR_LITERALS = (
     "Fatal Python error",
     # ComfyUI's report of a node's exception by the allocator's first words
     "!!! Allocation on device",
+    # the caching allocator's NVML assert in its out-of-memory path (parsers/torch_alloc.py)
+    "NVML_SUCCESS == r ",
     # Caffe2's CUDA_ENFORCE and Caffe's CHECK with the runtime's out-of-memory code; MLX's buffer-size refusal
     "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "[metal::malloc] Attempting",
     # "exit code" alone ends every Slurm epilogue ("exit code 0"): only signal-like codes
@@ -72,8 +74,9 @@ ANCHOR_LITERALS = (
     # sizes, PyTorch's MPS allocator refusing one buffer (parsers/runtime.py, accelerators.py)
     "memory for the cache blocks", "stored in KV cache", "available KV cache memory", "on startup is less than desired",
     "mem-fraction-static", "No executable batch size", "Invalid buffer size: ",
-    # a quantized model's device map that put modules on the CPU or the disk
-    "dispatched on the CPU",
+    # a device map that put a quantized model's modules on the CPU or the disk, or any model's on
+    # the disk
+    "dispatched on the CPU", "offloaded to the disk", "whole model to the disk",
     # the Ascend runtime's and Gaudi's own reports of a failed device allocation
     "EL0004", "rtMalloc execute failed", "workspace Allocation of size", "Not enough space to allocate",
     # a Vulkan renderer's refused device memory (its result code is under "OUT_OF_")
@@ -164,8 +167,9 @@ MARKER_LITERALS = (
     "method 'load_model",
     # llama.cpp's load that failed (its weights, its context), TensorRT-LLM's executor not created
     "model loading error", "llama_new_context_with_model: failed", "Executor creation failed",
-    # a quantized model whose device map the GPUs could not hold (transformers' check in from_pretrained)
-    "dispatched on the CPU or the disk",
+    # a model whose device map the GPUs could not hold (transformers' checks in from_pretrained,
+    # accelerate's dispatch_model)
+    "dispatched on the CPU or the disk", "offloaded to the disk", "whole model to the disk",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
