@@ -341,7 +341,8 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
-          "insufficient GPU memory", "dispatched on the CPU", "to the disk")
+          "insufficient GPU memory", "dispatched on the CPU", "offloaded to the disk",
+          "whole model to the disk")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
