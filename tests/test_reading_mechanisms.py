@@ -3860,3 +3860,24 @@ def test_a_traceback_pasted_indented_as_a_whole_is_closed_by_its_exception():
     d = report(text)
     assert [f["message"] for f in d["failures"]] == ["IndexError: tuple index out of range"]
     assert not d["oom_events"] and not _incidents(d)
+
+
+@pytest.mark.parametrize("line, kind", [
+    # cuBLAS's ALLOC_FAILED status in its own words, as XLA's stream executor prints it
+    ("2024-06-06 10:53:20.251154: E external/local_xla/xla/stream_executor/cuda/cuda_blas.cc:185] failed to create "
+     "cublas handle: the resource allocation failed", "cublas_alloc"),
+    # the words in another library's sense are none of cuBLAS's
+    ("INFO scheduler: the resource allocation failed for job 12, retrying on another node", None),
+])
+def test_cublas_alloc_failed_in_its_own_words(line, kind):
+    assert [e["kind"] for e in report(line + "\n")["oom_events"]] == ([kind] if kind else [])
+
+
+def test_a_learning_rate_schedulers_constructor_is_no_optimizer_step():
+    frames = [("train_ms.py", "run", "scheduler_g = torch.optim.lr_scheduler.ExponentialLR("),
+              ("/env/site-packages/torch/optim/lr_scheduler.py", "__init__", "super().__init__(optimizer, last_epoch)")]
+    d = report(_tb(*frames, error="KeyError: \"param 'initial_lr' is not specified in param_groups[0] when resuming\""))
+    assert d["phase"] != "optimizer_step"
+    # the optimizer's own code still is
+    frames = [("train.py", "main", "optimizer.step()"), ("/env/site-packages/torch/optim/adamw.py", "step", "adamw(")]
+    assert report(_tb(*frames))["phase"] == "optimizer_step"

@@ -79,6 +79,9 @@ _LIB_ALLOC = lazy(r"(?P<status>CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAI
                         # nvJPEG (DALI's and torchvision's GPU JPEG decoding)
                         r"|NVJPEG_STATUS_ALLOCATOR_FAILURE)")
 _CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas(?:Lt)?Create")
+# cuBLAS's ALLOC_FAILED status in its own words (cublasGetStatusString), as XLA's and TensorFlow's
+# stream executor print it: "failed to create cublas handle: the resource allocation failed"
+_CUBLAS_ALLOC_WORDS = lazy(r"\bcublas[^\n]{0,80}?: the resource allocation failed\b", re.I)
 _CUDNN_NO_ALGO = lazy(r"Unable to find a valid cuDNN algorithm to run convolution"
                             r"|(?:GET|FIND) was unable to find an engine to execute this computation")
 _WHEN_CALLING = lazy(r"when calling `(?P<call>[^`]{1,200})`")
@@ -94,6 +97,8 @@ _THRUST_BAD_ALLOC = lazy(r"thrust::system::detail::bad_alloc|temporary_buffer::a
 _FIXED_CUDA_SIGNS = (
     (_CUBLAS_CREATE, "cublas_alloc", "create", "likely",
      "CUBLAS_STATUS_NOT_INITIALIZED in cublasCreate: the handle's device memory could not be allocated"),
+    (_CUBLAS_ALLOC_WORDS, "cublas_alloc", "alloc-words", "certain",
+     "cuBLAS could not allocate the device memory of its handle or workspace (CUBLAS_STATUS_ALLOC_FAILED)"),
     (_CUDNN_NO_ALGO, "cublas_alloc", "cudnn-no-algorithm", "weak",
      "cuDNN found no algorithm; workspaces that cannot be allocated are dropped silently"),
     (_CUDA_ENUM, "cuda_runtime_error", "cudaErrorMemoryAllocation", "certain", "cudaErrorMemoryAllocation"),
@@ -342,7 +347,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
           "insufficient GPU memory", "dispatched on the CPU", "offloaded to the disk",
-          "whole model to the disk")
+          "whole model to the disk", "resource allocation failed")
 
 
 def _size(text: Optional[str]) -> Optional[int]:

@@ -136,8 +136,10 @@ _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_M
              r"|:\w*(?:prepare|load|build|get|make|create)_\w*datasets?$")
 # innermost first
 _STEP = (
+    # (a learning-rate scheduler holds no optimizer state: its constructor runs at set-up or on a
+    # resume, its step after the optimizer's)
     ("optimizer_step", lazy(
-        r"optim/\w+\.py|optimizer\.py:(?:step|wrapper)|:_init_group\b|_multi_tensor_adam|_fused_adam|_single_tensor_adam|:_optimizer_step\b"
+        r"optim/(?!lr_scheduler\.py)\w+\.py|optimizer\.py:(?:step|wrapper)|:_init_group\b|_multi_tensor_adam|_fused_adam|_single_tensor_adam|:_optimizer_step\b"
         r"|stage_1_and_2\.py:step\b|stage3\.py:step\b|unscale_and_clip_grads|_take_model_step|initialize_optimizer_states|_create_fp32_partitions"
         r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer"
         # AMP's GradScaler unscales the gradients as the optimizer step begins; DeepSpeed's fp16

@@ -77,6 +77,8 @@ ANCHOR_LITERALS = (
     # a device map that put a quantized model's modules on the CPU or the disk, or any model's on
     # the disk
     "dispatched on the CPU", "offloaded to the disk", "whole model to the disk",
+    # cuBLAS's ALLOC_FAILED status in words, as XLA prints it
+    "resource allocation failed",
     # the Ascend runtime's and Gaudi's own reports of a failed device allocation
     "EL0004", "rtMalloc execute failed", "workspace Allocation of size", "Not enough space to allocate",
     # a Vulkan renderer's refused device memory (its result code is under "OUT_OF_")
