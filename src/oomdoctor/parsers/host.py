@@ -165,9 +165,10 @@ _KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
 _BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$"
                     # ... or glued to the end of a status line the job printed without its newline
                     # (a spinner: "NerfAcc: Setting up CUDA (This may take a few minutes the first
-                    # time)Killed"; "Loading data...Killed"): after the line's closing bracket or
-                    # stop, with no space - the shell writes where the cursor was
-                    rf"|(?<=[).…!]){_KILLED}\s*$"
+                    # time)Killed"; "Loading data...Killed", "Loading data... Killed"): after the
+                    # line's closing bracket or stop, where the cursor was (not an enum's repr:
+                    # "TrialStatus.Killed")
+                    rf"|(?:(?<=[)…!])|(?<=\.\.\.)|(?<=[^\w.]\.))\s?{_KILLED}\s*$"
                     # the shell's "Killed" written over a progress line the job kept redrawing with a
                     # carriage return: the rest of that line shows after it ("Killedg in train batch: 127687 / 263115")
                     r"|^Killed(?=[a-z])[^\n]{0,200}?(?:\d\s?/\s?\d|\d%)"

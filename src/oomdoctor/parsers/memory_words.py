@@ -29,6 +29,8 @@ from .torch_alloc import allocator_kind
 # lines that hold one of these can match _FAILED (ParseContext.lines_with)
 _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 
+# a bracketed level field of an error record, in the prefix before the message
+_LEVEL_FIELD = lazy(r"\[(?:E|ERROR|[Ee]rror|F|FATAL|[Ff]atal|CRITICAL|[Cc]ritical)\](?:(?P<exc>\b\B))?")
 # a line that reports an error, not a warning or a setting
 _ERROR_LINE = lazy(
     r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure)|[A-Za-z_]\w*(?:\.\w+)*\.error)"
@@ -45,8 +47,8 @@ _ERROR_LINE = lazy(
     # ...] Non-zero status code returned while running MatMulNBits node ... Status Message: ...")
     r"|\[[EF]:onnxruntime:"
     # a logger's record whose level is a bracketed field: TensorRT's Python logger ("[06/24/2022-16:29:37]
-    # [TRT] [E] 1: Unexpected exception std::bad_alloc"), MindIE's and others' "[ERROR]"
-    r"|^[^\n]{0,120}?\[(?:E|ERROR|F|FATAL|CRITICAL)\]\s"
+    # [TRT] [E] 1: Unexpected exception std::bad_alloc"), MindIE's and others' "[ERROR]", spdlog's "[error]"
+    r"|^[^\n]{0,120}?\[(?:E|ERROR|[Ee]rror|F|FATAL|[Ff]atal|CRITICAL|[Cc]ritical)\]\s"
     # a logger's record (level column, then the message) whose message is an error:
     # "... DEBUG    Error in thread (_training_0): You do not have enough GPU memory ..."
     r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?:Error|Exception)\b[^:\n]{0,60}:\s")
@@ -96,6 +98,10 @@ def parse(ctx: ParseContext) -> None:
         ln = ctx.lines[i]
         text = ln.text
         err = ctx.search(_ERROR_LINE, text) if ln.no not in taken else None
+        if err is None and ln.no not in taken and ln.raw and len(ln.raw) > len(text) and "[" in ln.raw:
+            # an error record whose bracketed level the normaliser took off with its prefix
+            # ("2024-01-01 10:00:00 [ERROR] Could not allocate ...", spdlog's "[error]")
+            err = ctx.search(_LEVEL_FIELD, ln.raw[:len(ln.raw) - len(text.lstrip())])
         if err is None and ln.no not in taken:
             err = _continued_error(ctx, i)
         if err is None:

@@ -68,7 +68,8 @@ MARKERS = {
                                       # transformers refusing the device map of a quantized model it
                                       # is loading (raised in from_pretrained)
                                       + r"|Some modules are dispatched on the CPU or the disk"
-                                      + r"|had weights offloaded to the disk|offload the whole model to the disk"),
+                                      + r"|had weights offloaded to the disk|offload the whole model to the disk"
+                                      + r"|device_map that contains a CPU or disk device|offload_dir`? to dispatch this model"),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
@@ -128,7 +129,7 @@ MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
     "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
-                                  "dispatched on the cpu", "to the disk"),
+                                  "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
@@ -620,13 +621,14 @@ _TF_SCOPES = (
 
 
 # TensorFlow's eager error names the op that failed at its end ("... by allocator GPU_0_bfc
-# [Op:StridedSliceGrad]"): a gradient kernel ("...Grad", "Conv2DBackpropInput") is the backward
+# [Op:StridedSliceGrad]"): a gradient kernel ("...Grad", "Conv2DBackpropFilter") is the backward
 # pass, an optimizer's apply op its step, a Keras function traced for predict() or evaluate()
 # ("__inference_predict_function_9480", "__inference_test_function_77") evaluation; any other op
 # (MatMul, Mul) runs in either pass and says nothing
 _TF_OP = lazy(r"\[Op:(?P<name>[\w.-]{1,200})\]")
 _TF_OPS = (
-    ("backward", lazy(r"^\w*(?:Grad(?:V\d)?|Backprop\w*)$")),
+    # (not "Conv2DBackpropInput": the forward pass of a transposed convolution runs it too)
+    ("backward", lazy(r"^\w*(?:Grad(?:V\d)?|BackpropFilter\w*)$")),
     ("optimizer_step", lazy(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")),
     ("eval", lazy(r"^__inference_(?:predict|test)_function_\d+$")),
     ("data_loading", lazy(r"^(?:IteratorGetNext|OneShotIterator|MakeIterator)\w*$")),
@@ -636,7 +638,8 @@ _TF_OPS = (
 def _tf_node_hint(ctx: ParseContext, idx: int, within: int = 30) -> Optional[tuple[str, int, str]]:
     """No frames name the pass: the graph node the TensorFlow error names, nearest after it
     (or the eager op it names)."""
-    for i in _after_first(ctx, ("[Op:",), idx, 2):
+    # (Keras prints it after the node's lines and their hints: "\n\n [Op:__inference_predict_function_9480]")
+    for i in _after_first(ctx, ("[Op:",), idx, 8):
         m = ctx.search(_TF_OP, ctx.lines[i].text)
         phase = next((ph for ph, rx in _TF_OPS if rx.search(m.group("name"))), None) if m else None
         if phase:

@@ -81,7 +81,9 @@ _LIB_ALLOC = lazy(r"(?P<status>CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAI
 _CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas(?:Lt)?Create")
 # cuBLAS's ALLOC_FAILED status in its own words (cublasGetStatusString), as XLA's and TensorFlow's
 # stream executor print it: "failed to create cublas handle: the resource allocation failed"
-_CUBLAS_ALLOC_WORDS = lazy(r"\bcublas[^\n]{0,80}?: the resource allocation failed\b", re.I)
+# (ggml's CUDA backend: "CUDA error: the resource allocation failed" with its cublasCreate call under
+# it; the words are cuBLAS's status string, no CUDA runtime error reads so)
+_CUBLAS_ALLOC_WORDS = lazy(r"\b(?:cublas[^\n]{0,80}?|CUDA error): the resource allocation failed\b", re.I)
 _CUDNN_NO_ALGO = lazy(r"Unable to find a valid cuDNN algorithm to run convolution"
                             r"|(?:GET|FIND) was unable to find an engine to execute this computation")
 _WHEN_CALLING = lazy(r"when calling `(?P<call>[^`]{1,200})`")
@@ -156,14 +158,30 @@ _ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3})(?:No available memory for the cache 
 # disk, where quantized weights cannot go - the weights do not fit the devices' memory
 # ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough
 # GPU RAM to fit the quantized model.")
-_QUANTIZED_MAP = lazy(r"(?:^\s*|Error:\s{0,3})Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM")
+_QUANTIZED_MAP = lazy(r"(?:^\s*|Error:\s{0,3})(?:Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM"
+                      # (AWQ's quantizer: "You are attempting to load an AWQ model with a device_map that
+                      # contains a CPU or disk device.")
+                      r"|You are attempting to load an? \w{1,20} model with a device_map that contains a CPU or disk device)")
 # ... and the device map that sent weights to the disk because the GPUs' and the host's memory
 # (max_memory) could not hold them, with no folder to put them in (transformers'
 # from_pretrained: "The current `device_map` had weights offloaded to the disk. Please provide an
 # `offload_folder` for them."; accelerate's dispatch_model: "You are trying to offload the whole
 # model to the disk."). A map the user wrote may ask for the disk: likely, not certain
 _DISK_MAP = lazy(r"(?:^\s*|Error:\s{0,3})(?:The current `?device_map`? had weights offloaded to the disk"
-                 r"|You are trying to offload the whole model to the disk)")
+                 r"|You are trying to offload the whole model to the disk"
+                 # accelerate's dispatch_model: "We need an `offload_dir` to dispatch this model according
+                 # to this `device_map`, the following submodules need to be offloaded: ..."
+                 r"|We need an `?offload_dir`? to dispatch this model according to this `?device_map`?)")
+# (literal gate, pattern, message format, backend, strength, what it says; likely: the same
+# refusal follows a map the user wrote for the CPU, or a machine whose GPU is not visible)
+_DEVICE_MAP_REFUSALS = (
+    ("CPU or ", _QUANTIZED_MAP, "quantized-device-map", "CUDA", "likely",
+     "the quantized model's weights do not fit the GPUs: its device map put modules on the CPU or the disk, "
+     "where quantized weights cannot be placed"),
+    ("offload", _DISK_MAP, "disk-device-map", None, "likely",
+     "the model's weights did not fit the GPUs' and the host's memory: its device map sent some to the disk, "
+     "with no folder given for them"),
+)
 # accelerate's find_executable_batch_size halving the batch after each out-of-memory error
 # until none is left: every size tried ran out of memory
 _NO_BATCH_SIZE = lazy(r"(?:^|Error:\s{0,3})No executable batch size found, reached zero")
@@ -347,7 +365,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", 
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
           "insufficient GPU memory", "dispatched on the CPU", "offloaded to the disk",
-          "whole model to the disk", "resource allocation failed")
+          "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -691,20 +709,12 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             detail=f"{engine} found too little device memory left for its KV cache: "
                    + text[m.start():m.start() + 160].strip()))
         return
-    m = ctx.search(_QUANTIZED_MAP, text) if "dispatched on the CPU" in text else None
-    if m:
-        events.add(("device_runtime", "quantized-device-map"), i, lambda: OomEvent(
-            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="quantized-device-map",
-            detail="the quantized model's weights do not fit the GPUs: its device map put modules on the CPU "
-                   "or the disk, where quantized weights cannot be placed"))
-        return
-    m = ctx.search(_DISK_MAP, text) if "to the disk" in text else None
-    if m:
-        events.add(("device_runtime", "disk-device-map"), i, lambda: OomEvent(
-            kind="device_runtime", exception=exc, line=0, message_format="disk-device-map", strength="likely",
-            detail="the model's weights did not fit the GPUs' and the host's memory: its device map sent some "
-                   "to the disk, with no folder given for them"))
-        return
+    for gate, rx, fmt, backend, strength, detail in _DEVICE_MAP_REFUSALS:
+        if gate in text and ctx.search(rx, text):
+            events.add(("device_runtime", fmt), i, lambda: OomEvent(
+                kind="device_runtime", backend=backend, exception=exc, line=0, message_format=fmt,
+                strength=strength, detail=detail))
+            return
     m = ctx.search(_NO_BATCH_SIZE, text) if "No executable batch size" in text else None
     if m:
         events.add(("device_runtime", "batch-finder"), i, lambda: OomEvent(

@@ -62,10 +62,7 @@ _ANYWHERE = (
         # private _eval_loop()), unless its name says it trains or saves as well
         # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
         r"|:_{0,2}(?![\w]*(?:train|save))(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
-        r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$"
-        # ... and one named for its split alone, beside train() (pytorch/examples' "def test(model,
-        # device, test_loader)", a trainer's self.test())
-        r"|:_{0,2}(?:test|val)$")),
+        r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
 )
 # a model generating tokens: transformers' generation loop (generate, its _sample / _prefill /
 # beam searches, the model's prepare_inputs_for_generation), a policy's rollout, or a run
@@ -136,10 +133,10 @@ _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_M
              r"|:\w*(?:prepare|load|build|get|make|create)_\w*datasets?$")
 # innermost first
 _STEP = (
-    # (a learning-rate scheduler holds no optimizer state: its constructor runs at set-up or on a
-    # resume, its step after the optimizer's)
+    # (a learning-rate scheduler's constructor builds no optimizer state: it runs at set-up or on a
+    # resume; its wrapper around the optimizer's step is the step)
     ("optimizer_step", lazy(
-        r"optim/(?!lr_scheduler\.py)\w+\.py|optimizer\.py:(?:step|wrapper)|:_init_group\b|_multi_tensor_adam|_fused_adam|_single_tensor_adam|:_optimizer_step\b"
+        r"optim/(?!lr_scheduler\.py:__init__$)\w+\.py|optimizer\.py:(?:step|wrapper)|:_init_group\b|_multi_tensor_adam|_fused_adam|_single_tensor_adam|:_optimizer_step\b"
         r"|stage_1_and_2\.py:step\b|stage3\.py:step\b|unscale_and_clip_grads|_take_model_step|initialize_optimizer_states|_create_fp32_partitions"
         r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer"
         # AMP's GradScaler unscales the gradients as the optimizer step begins; DeepSpeed's fp16
@@ -232,6 +229,7 @@ _NOT_FORWARD = lazy(r"__init__|(?:^|_)(?:build|load|init|create|make|from_pretra
 # "get_dataloader" in a prepro.py); not a trainer library's, which only wraps the dataset for the
 # step (transformers' get_train_dataloader: the step's own frames decide)
 _LOADER_BUILDER = lazy(r":_{0,2}(?:build|get|make|create|setup|init)_\w{0,20}(?:data_?loaders?|loaders?)$")
+_SPLIT_FUNCTION = lazy(r":_{0,2}(?:test|val)$")
 # multiprocessing starting a process (under a DataLoader starting its workers)
 _PROCESS_START = lazy(r"multiprocessing/(?:process|context|popen_\w+|spawn|reduction)\.py:")
 # PyTorch's own code (torch/nn/modules is its layers' library, no model's own folder)
@@ -331,6 +329,13 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
     for text, fr in reversed(near):
         if _DATA.search(text) or (id(fr) not in in_library and _LOADER_BUILDER.search(text)):
             return "data_loading", fr
+    # a script's function named for its split alone, beside its train() (pytorch/examples' "def
+    # test(model, device, test_loader)", a trainer's self.test()), with no backward pass or
+    # optimizer step under it (model loading and data reading were read above)
+    if not training_step:
+        split = next((fr for t, fr in texts if id(fr) not in in_library and _SPLIT_FUNCTION.search(t)), None)
+        if split is not None:
+            return "eval", split
     # the code of a package's evaluation module ("rfdetr/evaluation/matching.py"), below any model
     # loading and data reading, with no backward pass or optimizer step in the stack; not the
     # folder the training loop's own code is in (a training script kept in a folder of that name)

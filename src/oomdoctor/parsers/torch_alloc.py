@@ -65,6 +65,7 @@ _PROCESSING = lazy(r"!!! Exception during processing ?!!! Allocation on device\b
 # at \"../c10/cuda/CUDACachingAllocator.cpp\":830, please report a bug to PyTorch."). Its other
 # NVML asserts (nvmlInit_v2_, a device handle by PCI bus id) name their call: they are set-up
 # failures, not this one. The same query serves expandable segments: likely, not certain
+_NVML_FORMAT = "nvml-assert (message not in the log)"
 _NVML_ASSERT = lazy(r"NVML_SUCCESS == r INTERNAL ASSERT FAILED at \"?[^\"\n]{0,300}?CUDACachingAllocator\.cpp")
 # ComfyUI's report of a node's exception, printed before the traceback that ends in it
 _PROCESSING_ECHOES = ("!!! Exception during processing !!!", "!!! Exception during processing!!!")
@@ -604,6 +605,7 @@ def parse(ctx: ParseContext) -> None:
     warned: list[OomEvent] = []
     shortened: list[OomEvent] = []   # "OutOfMemoryError: Tried to allocate N" with the rest cut by hand
     nearby = _Nearby(ctx)   # its lists are found when first asked for
+    nvml_seen: dict[str, OomEvent] = {}   # the allocator's NVML asserts, by their words
     for i in ctx.lines_with(_QUICK):
         ln = ctx.lines[i]
         if "DataLoader worker" in ln.text and (m := _CLASS_NAMED.search(ln.text)) and m.group("caught"):
@@ -634,14 +636,18 @@ def parse(ctx: ParseContext) -> None:
             # (the assert that names NVML's own out-of-resources code is the runtime family's)
             m = ctx.search(_NVML_ASSERT, ln.text) if "NVML_SUCCESS == r " in ln.text \
                 and "INSUFFICIENT_RESOURCES" not in ln.text else None
+            if m and (same := nvml_seen.get(ln.text[m.start():].strip())):
+                same.count += 1   # the same assert again (another rank's copy, a logger's echo)
+                continue
             if m:
-                events.append(OomEvent(kind="cuda_caching_allocator", strength="likely", backend="CUDA",
-                                       exception=_exception_before(ln.text[:m.start()]),
-                                       message_format="nvml-assert (message not in the log)",
-                                       detail="the caching allocator's NVML query failed while it reported an "
-                                              "out-of-memory error (a MIG slice, Jetson or a container where NVML "
-                                              "does not answer): the figures are lost",
-                                       **ctx.at(ln)))
+                ev = OomEvent(kind="cuda_caching_allocator", strength="likely", backend="CUDA",
+                              exception=_exception_before(ln.text[:m.start()]), message_format=_NVML_FORMAT,
+                              detail="the caching allocator's NVML query failed while it reported an "
+                                     "out-of-memory error (a MIG slice, Jetson or a container where NVML does "
+                                     "not answer): the figures are lost",
+                              **ctx.at(ln))
+                nvml_seen[ln.text[m.start():].strip()] = ev
+                events.append(ev)
                 continue
             m = ctx.search(_PROCESSING, ln.text) if "!!! Allocation on device" in ln.text else None
             if m:

@@ -76,7 +76,8 @@ ANCHOR_LITERALS = (
     "mem-fraction-static", "No executable batch size", "Invalid buffer size: ",
     # a device map that put a quantized model's modules on the CPU or the disk, or any model's on
     # the disk
-    "dispatched on the CPU", "offloaded to the disk", "whole model to the disk",
+    "dispatched on the CPU", "offloaded to the disk", "whole model to the disk", "CPU or disk device",
+    "to dispatch this model",
     # cuBLAS's ALLOC_FAILED status in words, as XLA prints it
     "resource allocation failed",
     # the Ascend runtime's and Gaudi's own reports of a failed device allocation
@@ -171,7 +172,8 @@ MARKER_LITERALS = (
     "model loading error", "llama_new_context_with_model: failed", "Executor creation failed",
     # a model whose device map the GPUs could not hold (transformers' checks in from_pretrained,
     # accelerate's dispatch_model)
-    "dispatched on the CPU or the disk", "offloaded to the disk", "whole model to the disk",
+    "dispatched on the CPU or the disk", "offloaded to the disk", "whole model to the disk", "CPU or disk device",
+    "to dispatch this model",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
