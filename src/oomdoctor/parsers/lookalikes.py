@@ -235,8 +235,9 @@ def _closing_lines(ctx: ParseContext) -> set[int]:
             ln = ctx.lines[j]
             if ln.rank != rank or not ln.text.strip() or _indent(ln.text) > depth:
                 continue
-            # the first unindented line before the next frame: this frame was its traceback's
-            # last (in a chain, "During handling ..." and the next traceback follow the exception)
+            # the first line at the header's depth before the next frame: this frame was its
+            # traceback's last (in a chain, "During handling ..." and the next traceback follow the
+            # exception)
             out.add(j)
             break
     return out

@@ -636,7 +636,8 @@ def parse(ctx: ParseContext) -> None:
             # (the assert that names NVML's own out-of-resources code is the runtime family's)
             m = ctx.search(_NVML_ASSERT, ln.text) if "NVML_SUCCESS == r " in ln.text \
                 and "INSUFFICIENT_RESOURCES" not in ln.text else None
-            if m and (same := nvml_seen.get(ln.text[m.start():].strip())):
+            said = ln.text[m.start():].strip() if m else ""
+            if m and (same := nvml_seen.get(said)):
                 same.count += 1   # the same assert again (another rank's copy, a logger's echo)
                 continue
             if m:
@@ -646,7 +647,7 @@ def parse(ctx: ParseContext) -> None:
                                      "out-of-memory error (a MIG slice, Jetson or a container where NVML does "
                                      "not answer): the figures are lost",
                               **ctx.at(ln))
-                nvml_seen[ln.text[m.start():].strip()] = ev
+                nvml_seen[said] = ev
                 events.append(ev)
                 continue
             m = ctx.search(_PROCESSING, ln.text) if "!!! Allocation on device" in ln.text else None
