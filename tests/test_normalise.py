@@ -79,6 +79,19 @@ def test_carriage_return_bars_and_glued_records_keep_line_numbers():
     assert [ln.no for ln in lines] == sorted(ln.no for ln in lines)
 
 
+@pytest.mark.parametrize("raw, text", [
+    # full-width forms of ASCII, as a CJK input method leaves them, read as ASCII
+    ('  File "run.py", line 762\uff0c in main', '  File "run.py", line 762, in main'),
+    ("RuntimeError\uff1aCUDA out of memory.\u3000Tried", "RuntimeError:CUDA out of memory. Tried"),
+    # CJK text keeps its own characters; an ASCII line is untouched
+    ("\u5df2\u6740\u6b7b", "\u5df2\u6740\u6b7b"),
+    ("plain, ascii (text)", "plain, ascii (text)"),
+])
+def test_full_width_forms_are_read_as_ascii_and_the_raw_line_kept(raw, text):
+    line = normalise(raw)[0]
+    assert line.text == text and line.raw == raw
+
+
 def test_indentation_of_traceback_lines_is_kept():
     (ln,) = normalise("[rank0]:     return forward_call(*args, **kwargs)")
     assert ln.text == "    return forward_call(*args, **kwargs)" and ln.rank == 0

@@ -216,7 +216,7 @@ def _closing_lines(ctx: ParseContext) -> set[int]:
     traceback's header (unindented, unless the whole paste was indented: a markdown code
     block of four spaces, a block copied from an indented context)."""
     out: set[int] = set()
-    headers = ctx.lines_with(("Traceback (most recent call last)",))
+    headers = ctx.tb_headers   # (the traceback family's, in line order)
     # the next frame of each frame's own rank (interleaved ranks' frames do not end a traceback)
     following: dict[int, int] = {}
     after: dict = {}

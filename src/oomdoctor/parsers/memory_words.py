@@ -30,7 +30,7 @@ from .torch_alloc import allocator_kind
 _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 
 # a bracketed level field of an error record, in the prefix before the message
-_LEVEL_FIELD = lazy(r"\[(?:E|ERROR|[Ee]rror|F|FATAL|[Ff]atal|CRITICAL|[Cc]ritical)\](?:(?P<exc>\b\B))?")
+_LEVEL_FIELD = lazy(r"\[(?:E|ERROR|[Ee]rror|F|FATAL|[Ff]atal|CRITICAL|[Cc]ritical)\]")
 # a line that reports an error, not a warning or a setting
 _ERROR_LINE = lazy(
     r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure)|[A-Za-z_]\w*(?:\.\w+)*\.error)"
@@ -119,7 +119,7 @@ def parse(ctx: ParseContext) -> None:
             ev.count += 1
             continue
         message = text.strip()[:160]
-        exc = err.group("exc")
+        exc = err.groupdict().get("exc")   # (a record's level names no exception)
         if side == "host":
             ev = OomEvent(kind="cpu_allocator", backend="host", strength="likely", host_bytes=n,
                           tried_to_allocate_bytes=n, message_format="generic-host-allocation", exception=exc,

@@ -20,7 +20,7 @@ from ..facts.derived import HOST_KINDS, MARKER_PHASE, primary_event
 from ..facts.models import Frame
 from ..read.patterns import lazy
 from .base import ParseContext
-from .runtime import BATCH_RETRY_FORMAT
+from .runtime import BATCH_RETRY_FORMAT, DEVICE_MAP_REFUSED_WORDS
 from .stack_phase import _GENERATE_CONFIG, _GENERATION, _frame_text, phase_from_frames
 from .torch_alloc import RETRIED_FORMAT
 from .traceback import ARROW, RICH_CODE, frames_for
@@ -67,9 +67,7 @@ MARKERS = {
                                       r"|" + _LOAD_FAILED_WORDS
                                       # transformers refusing the device map of a quantized model it
                                       # is loading (raised in from_pretrained)
-                                      + r"|Some modules are dispatched on the CPU or the disk"
-                                      + r"|had weights offloaded to the disk|offload the whole model to the disk"
-                                      + r"|device_map that contains a CPU or disk device|offload_dir`? to dispatch this model"),
+                                      + r"|" + DEVICE_MAP_REFUSED_WORDS),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards

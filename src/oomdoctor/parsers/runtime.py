@@ -158,20 +158,24 @@ _ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3})(?:No available memory for the cache 
 # disk, where quantized weights cannot go - the weights do not fit the devices' memory
 # ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough
 # GPU RAM to fit the quantized model.")
-_QUANTIZED_MAP = lazy(r"(?:^\s*|Error:\s{0,3})(?:Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM"
-                      # (AWQ's quantizer: "You are attempting to load an AWQ model with a device_map that
-                      # contains a CPU or disk device.")
-                      r"|You are attempting to load an? \w{1,20} model with a device_map that contains a CPU or disk device)")
+_QUANTIZED_MAP_WORDS = (r"Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM"
+                        # (AWQ's quantizer: "You are attempting to load an AWQ model with a device_map that
+                        # contains a CPU or disk device.")
+                        r"|You are attempting to load an? \w{1,20} model with a device_map that contains a CPU or disk device")
 # ... and the device map that sent weights to the disk because the GPUs' and the host's memory
 # (max_memory) could not hold them, with no folder to put them in (transformers'
 # from_pretrained: "The current `device_map` had weights offloaded to the disk. Please provide an
 # `offload_folder` for them."; accelerate's dispatch_model: "You are trying to offload the whole
 # model to the disk."). A map the user wrote may ask for the disk: likely, not certain
-_DISK_MAP = lazy(r"(?:^\s*|Error:\s{0,3})(?:The current `?device_map`? had weights offloaded to the disk"
-                 r"|You are trying to offload the whole model to the disk"
-                 # accelerate's dispatch_model: "We need an `offload_dir` to dispatch this model according
-                 # to this `device_map`, the following submodules need to be offloaded: ..."
-                 r"|We need an `?offload_dir`? to dispatch this model according to this `?device_map`?)")
+_DISK_MAP_WORDS = (r"The current `?device_map`? had weights offloaded to the disk"
+                   r"|You are trying to offload the whole model to the disk"
+                   # accelerate's dispatch_model: "We need an `offload_dir` to dispatch this model according
+                   # to this `device_map`, the following submodules need to be offloaded: ..."
+                   r"|We need an `?offload_dir`? to dispatch this model according to this `?device_map`?")
+# both refusals are raised while the model is loaded or placed (parsers/phase.py's loading marker)
+DEVICE_MAP_REFUSED_WORDS = _QUANTIZED_MAP_WORDS + "|" + _DISK_MAP_WORDS
+_QUANTIZED_MAP = lazy(r"(?:^\s*|Error:\s{0,3})(?:" + _QUANTIZED_MAP_WORDS + ")")
+_DISK_MAP = lazy(r"(?:^\s*|Error:\s{0,3})(?:" + _DISK_MAP_WORDS + ")")
 # (literal gate, pattern, message format, backend, strength, what it says; likely: the same
 # refusal follows a map the user wrote for the CPU, or a machine whose GPU is not visible)
 _DEVICE_MAP_REFUSALS = (

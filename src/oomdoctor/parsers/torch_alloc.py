@@ -68,7 +68,7 @@ _PROCESSING = lazy(r"!!! Exception during processing ?!!! Allocation on device\b
 _NVML_FORMAT = "nvml-assert (message not in the log)"
 _NVML_ASSERT = lazy(r"NVML_SUCCESS == r INTERNAL ASSERT FAILED at \"?[^\"\n]{0,300}?CUDACachingAllocator\.cpp")
 # ComfyUI's report of a node's exception, printed before the traceback that ends in it
-_PROCESSING_ECHOES = ("!!! Exception during processing !!!", "!!! Exception during processing!!!")
+_PROCESSING_ECHO = lazy(r"!!! Exception during processing ?!!!")
 # The class named by something that reports the exception without its message: an error
 # report's field ("Exception Type: torch.OutOfMemoryError", ComfyUI's), Ray relaying a task's
 # exception ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Policy.get_logprobs()"),
@@ -612,7 +612,7 @@ def parse(ctx: ParseContext) -> None:
             # the main process re-raising a worker's error: whichever event it relays happened
             # in a worker (kb/table.py reads this marker)
             ctx.mark("dataloader_worker_reraised", ln)
-        if "!!! Exception during processing" in ln.text and any(e in ln.text for e in _PROCESSING_ECHOES) \
+        if "!!! Exception during processing" in ln.text and ctx.search(_PROCESSING_ECHO, ln.text) \
                 and nearby.echoed_below(i):
             continue   # ComfyUI's report of the exception the traceback below ends in: that one is the event
         # the forms of other allocator backends and of the warning logged before the message

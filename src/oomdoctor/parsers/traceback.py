@@ -20,8 +20,9 @@ _PY = lazy(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+), in (?P<func>\S
 _IPY = lazy(r"^\s*File (?P<file>[^\s,]+?):(?P<lineno>\d+),? in (?P<func>[\w.<>]+)")
 # IPython 7: "/path/to/file.py in func(args)", and the notebook's own cell ("<ipython-input-7-cb15820>
 # in <module>()"; from IPython 7.x without the arguments: "<ipython-input-5-b55beed0db1e> in <module>")
+# (one name for the group in both forms: the regex module numbers them as one)
 _IPY7 = lazy(r"^\s*(?:(?P<file>[/~][^\s]+\.py) in (?P<func>[\w.<>]+)\("
-             r"|(?P<cell><ipython-input-\d{1,6}-[0-9a-f]{1,40}>) in (?P<cfunc>[\w.<>]{1,200})(?:\(|\s*$))")
+             r"|(?P<file><ipython-input-\d{1,6}-[0-9a-f]{1,40}>) in (?P<func>[\w.<>]{1,200})(?:\(|\s*$))")
 # a frame whose 'File "..."' part (and the head of its path) was cut off when the log was
 # pasted: "line 3479, in cross_entropy", 'efficient_cross_entropy.py", line 108, in forward'
 _BARE = lazy(r"^\s*(?:(?P<file>[^\s\"]{1,1000}\.py)\",\s)?line (?P<lineno>\d+), in (?P<func>[\w.<>]+)\s*$")
@@ -106,8 +107,7 @@ def parse(ctx: ParseContext) -> None:
             m = _IPY7.match(text) or _COLAB.match(text)
             bare = _BARE.match(text) if not m and i < 3 else None
             if m:
-                g = m.groupdict()
-                file, func = g["file"] or g.get("cell"), g["func"] or g.get("cfunc")
+                file, func = m.group("file"), m.group("func")
                 ipython = True
             elif bare:
                 file, func, lineno = bare.group("file") or "<unknown>", bare.group("func"), int(bare.group("lineno"))
