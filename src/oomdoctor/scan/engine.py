@@ -14,6 +14,7 @@ next member of the same archive.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
@@ -278,8 +279,40 @@ def run_local(tasks: Iterable[Task], jobs: int = 1, log_timeout: float = 0) -> I
         warm_up()
     chunk = max(1, min(8, len(task_list) // (jobs * 16)))
     work = functools.partial(run_task, log_timeout=log_timeout)
-    with ctx.Pool(min(jobs, len(task_list)), initializer=_budget_worker if log_timeout else None) as pool:
+    pool = None
+    try:
+        with _ctrl_c_held():
+            pool = ctx.Pool(min(jobs, len(task_list)), initializer=_worker_start, initargs=(log_timeout,))
         yield from pool.imap(work, task_list, chunksize=chunk)
+    finally:
+        if pool is not None:
+            pool.terminate()
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """SIGINT held back while the pool forks its workers. A Ctrl-C that lands between a
+    fork and the pool's record of the child (``Pool()`` cleans up after an Exception, not
+    after a KeyboardInterrupt) would leave a worker nobody ends, waiting for tasks for
+    ever and holding the scan's stdout open; held, it is delivered once the pool is whole
+    and can be ended. A worker starts with it held too (``_worker_start`` lets it through)."""
+    import signal
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _worker_start(log_timeout: float) -> None:
+    import signal
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if log_timeout:
+        _budget_worker()
 
 
 def run_dask(tasks: Iterable[Task], jobs: Optional[int] = None, scheduler: Optional[str] = None,

@@ -1,0 +1,67 @@
+"""Ctrl-C at any moment of the program, from its first import to the end of a scan with a
+process pool: one line (``oomdoctor: interrupted``), exit 130, no traceback, and no
+process of its own left behind (a worker left waiting for tasks would hold a pipe that
+the scan's output went into open for ever). A real terminal sends SIGINT to its whole
+foreground process group: so does this test."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:      # a zombie's group on some systems: still there
+        return True
+    return True
+
+
+@pytest.fixture(scope="module")
+def many_logs(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("ctrlc")
+    data = next(p for p in sorted(LOGS.glob("*.log"))).read_bytes()
+    for i in range(600):         # more than a scan gets through before the last Ctrl-C below
+        (d / f"job{i:03d}.log").write_bytes(data)
+    return d
+
+
+# from the program's imports (about 0.05-0.2 s after the start here) to a running pool; not
+# earlier, where the interpreter's own start-up (site) is what a Ctrl-C cuts
+@pytest.mark.parametrize("delay", [0.08, 0.12, 0.16, 0.2, 0.25, 0.3, 0.5, 1.0])
+def test_ctrl_c_at_any_moment_of_a_scan_ends_it_cleanly(tmp_path, many_logs, delay):
+    err = tmp_path / "stderr"
+    with open(err, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "oomdoctor", "scan", "-j", "2", str(many_logs)],
+                                stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True)
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=120)
+    text = err.read_text(errors="replace")
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    # 130, or the process's own SIGINT (what a shell reads as 130 too): CPython 3.11 ends
+    # ``python -m`` so once a KeyboardInterrupt has left code that an import ran with exec
+    # (a dataclass's methods), even when it was caught and the program exited with 130
+    if code in (130, -signal.SIGINT):
+        assert text.strip().splitlines()[-1] == "oomdoctor: interrupted", text
+    else:
+        assert code in (0, 1), (code, text)     # the scan was over before the signal came
+    deadline = time.monotonic() + 10
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _group_alive(proc.pid)
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert not left, "a process of the scan outlived it"
