@@ -3923,3 +3923,91 @@ def test_a_learning_rate_schedulers_constructor_is_no_optimizer_step():
 ])
 def test_the_op_a_tensorflow_eager_error_names(text, phase):
     assert report(text)["phase"] == phase
+
+
+@pytest.mark.parametrize("line, dev, host", [
+    # CNTK's CUDA_CALL check and ONNX Runtime's, which took it from CNTK: the call after the error
+    ("CUDA failure 2: out of memory ; GPU=0 ; hostname=node1 ; expr=cudaMalloc((void**) &deviceBufferPtr, "
+     "sizeof(AllocatedElemType) * AsMultipleOf(numElements, 2))", 0, False),
+    ("onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : CUDA failure 2: out of memory "
+     "; GPU=1 ; hostname=node1 ; file=/onnxruntime_src/onnxruntime/core/providers/cuda/cuda_allocator.cc ; line=47 ; "
+     "expr=cudaMalloc((void**)&p, size);", 1, False),
+    ("CUDA failure 2: out of memory ; GPU=-1 ; hostname=node1 ; expr=cudaMallocHost((void**) &p, n)", None, True),
+])
+def test_the_cuda_call_check_of_cntk_and_onnx_runtime(line, dev, host):
+    d = report(line + "\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["device_index"]) == ("cuda_runtime_error", dev)
+    assert (ev["message_format"] == "cuda-driver-host-alloc") is host
+    # another CUDA error in the same form is no out-of-memory event
+    assert not report("CUDA failure 700: an illegal memory access was encountered ; GPU=0 ; hostname=node1 ; "
+                      "expr=cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)\n")["oom_events"]
+
+
+@pytest.mark.parametrize("line", [
+    "2020-09-23 13:19:24.277832: W ./tensorflow/core/common_runtime/gpu/gpu_host_allocator.h:44] could not allocate "
+    "pinned host memory of size: 415990272",
+    "W external/xla/xla/stream_executor/integrations/stream_executor_allocator.cc:66] could not allocate pinned host "
+    "of size: 4294967296",
+])
+def test_the_host_allocators_pinned_memory_warning_alone(line):
+    d = report(line + "\n")
+    [ev] = d["oom_events"]
+    assert ev["message_format"] == "cuda-driver-host-alloc"
+    assert d["diagnoses"][0]["incident"] == "pinned-memory"
+
+
+def test_the_pinned_memory_warning_is_one_event_with_the_drivers_line_before_it():
+    d = report("2020-09-23 13:19:24.444287: E tensorflow/stream_executor/cuda/cuda_driver.cc:893] failed to alloc "
+               "374391296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
+               "2020-09-23 13:19:24.444327: W ./tensorflow/core/common_runtime/gpu/gpu_host_allocator.h:44] could not "
+               "allocate pinned host memory of size: 374391296\n")
+    assert len(d["oom_events"]) == 1
+
+
+def test_ray_2_0s_raylet_killing_a_task_on_low_system_memory():
+    d = report("(raylet) [2022-09-04 16:20:51,029 E 17085 17125] (raylet) node_manager.cc:2963: System memory low at "
+               "node with IP 10.0.0.1. Used memory (6.13GB) / total capacity (6.78GB) (0.904609) exceeds threshold "
+               "0.9, killing latest task with name _map_block_nosplit()\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
+    assert d["diagnoses"][0]["incident"] == "host-oom"
+
+
+@pytest.mark.parametrize("text", [
+    "InternalError (see above for traceback): Dst tensor is not initialized.\n",
+    "tensorflow.python.framework.errors_impl.InternalError: 2 root error(s) found.\n"
+    "  (0) Internal: Dst tensor is not initialized.\n"
+    "  (1) Internal: Dst tensor is not initialized.\n",
+])
+def test_tensorflows_dst_tensor_error_in_its_tf1_and_multi_error_forms(text):
+    assert [e["message_format"] for e in report(text)["oom_events"]] == ["tf-dst-not-initialized"]
+
+
+def test_one_xla_request_refused_on_several_devices_is_an_event_per_device():
+    log = "".join(f"E external/xla/xla/pjrt/pjrt_stream_executor_client.cc:2153] Execution of replica 0 failed: "
+                  f"RESOURCE_EXHAUSTED: Failed to allocate request for 625.00MiB (655360000B) on device ordinal {d}\n"
+                  for d in (7, 1, 7))
+    d = report(log)
+    assert sorted(e["device_index"] for e in d["oom_events"]) == [1, 7]
+    # each device ran out by itself: not ranks sharing one GPU
+    assert [g["incident"] for g in d["diagnoses"]] == ["unknown-oom"]
+
+
+def test_a_cuda_error_string_printed_alone_before_the_faults_that_follow_it():
+    # a custom kernel's check prints cudaGetErrorString alone; the op then runs on the buffer it
+    # never got: the illegal accesses after it are its consequence, not its cause
+    d = report("out of memory\ninvalid argument\n" + "an illegal memory access was encountered\n" * 3)
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["message_format"], ev["symptom"]) == ("cuda_runtime_error", "cuda-error-string", None)
+    assert d["diagnoses"][0]["incident"] == "unknown-oom"
+    # the same result after the fault is its knock-on: a corrupted context answers every call with
+    # its sticky error
+    d = report("RuntimeError: CUDA error: an illegal memory access was encountered\n"
+               "RuntimeError: CUDA error: out of memory\n")
+    assert all(e["symptom"] for e in d["oom_events"]) and d["diagnoses"] == []
+
+
+def test_a_cublas_status_fails_after_a_bad_index_whichever_is_printed_first():
+    d = report("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n\n"
+               "IndexError: index out of range in self\n")
+    assert d["diagnoses"] == []

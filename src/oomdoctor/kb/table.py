@@ -148,6 +148,7 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         # this process's footprint when the allocator's own figures are not there
         t["oom.absurd_request"] = bool(req and req >= 2**60)
     t["oom.devices"] = sorted({e.device_index for e in facts.oom_events if e.device_index is not None})
+    t["oom.device_count"] = len(t["oom.devices"])
     t["oom.ranks"] = sorted({r for e in facts.oom_events for r in e.ranks})
 
     env = facts.environment

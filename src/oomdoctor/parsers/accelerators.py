@@ -257,8 +257,10 @@ _XLA_TF_LITERALS = ("allocat", "BufferAssignment", "not possible", "Used ", "ESO
 # TensorFlow failing to copy a tensor to the GPU because it could not allocate the copy there
 # ("InternalError: Failed copying input tensor from /job:localhost/.../device:CPU:0 to
 # /job:localhost/.../device:GPU:0 in order to run _EagerConst: Dst tensor is not initialized."):
-# the GPU's memory is full (read as raised, after its exception's name)
-_TF_DST = lazy(r"(?:^|Error:\s{0,3})(?:Failed copying input tensor from \S{1,200} to \S{0,200}?device:GPU:(?P<d>\d{1,3})"
+# the GPU's memory is full (read as raised: after its exception's name, TensorFlow 1's "InternalError
+# (see above for traceback): ...", or as one of TensorFlow 2's "N root error(s) found." items,
+# "  (0) Internal: ...")
+_TF_DST = lazy(r"(?:^|Error:\s{0,3}|Error \(see above for traceback\):\s{0,3}|^\s{0,8}\(\d{1,3}\) Internal:\s{0,3})(?:Failed copying input tensor from \S{1,200} to \S{0,200}?device:GPU:(?P<d>\d{1,3})"
                r" in order to run \S{1,100}: )?Dst tensor is not initialized")
 
 
@@ -424,7 +426,8 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
         if m:
             n = int(m.group("n"))
             dev = int(m.group("dev"))
-            events.add(("xla", "request", n), i, lambda: OomEvent(
+            # (one request refused on several devices, each its own line: one event per device)
+            events.add(("xla", "request", n, dev), i, lambda: OomEvent(
                 kind="xla", backend="XLA", line=0, message_format="xla-failed-to-allocate-request",
                 tried_to_allocate_bytes=n, device_index=dev), exception=_xla_exception(ctx, text, m.start()))
             return

@@ -80,6 +80,10 @@ _K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
                   r"|ray\.exceptions\.OutOfMemoryError"
+                  # Ray 2.0-2.1's raylet (node_manager.cc): "System memory low at node with IP
+                  # 10.0.0.1. Used memory (6.13GB) / total capacity (6.78GB) (0.904609) exceeds
+                  # threshold 0.9, killing latest task with name ..."
+                  r"|System memory low at node with IP [^\n]{0,200}?exceeds threshold \d(?:\.\d{1,6})?, killing"
                   # Ray 0.x-1.x's memory monitor (ray/memory_monitor.py) raised on the driver instead
                   r"|^\s*(?:[\w.]+\.)?RayOutOfMemoryError: More than \d{1,3}% of the memory on node"
                   r"|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"

@@ -279,6 +279,15 @@ NOT_FAILURES = frozenset({"bfc_not_failure"})
 _OWN_DEATHS = {kind for kind, _lits, _pat in _RULES} - {"nccl_timeout", "nccl_error", "sigterm", "nan_loss"} - NOT_FAILURES
 
 
+def _may_cause(ev, line: int) -> bool:
+    """Can the corrupting failure at ``line`` be what made ``ev`` fail? cuBLAS's and cuDNN's
+    statuses fail after it whichever is printed first (an asynchronous fault is reported late).
+    The runtime's own out-of-memory result cannot come after it: a corrupted context answers
+    every later call with its sticky error, not with out of memory; one printed before it is
+    the op's allocation that failed first (the op then ran on a buffer it never got)."""
+    return ev.kind != "cuda_runtime_error" or line <= ev.line
+
+
 def _symptoms(ctx: ParseContext) -> None:
     """Mark the OOM events that are not memory pressure: a request no device could hold (a
     corrupted size), a message-less CUDA error in a log whose failure is a broken kernel
@@ -303,8 +312,8 @@ def _symptoms(ctx: ParseContext) -> None:
             ev.symptom = (f"the device had {free // 2**20} MiB free for a request of {req // 2**20} MiB: something "
                           "other than the device's memory refused it (a memory pool or allocator of another library, "
                           "a process limit, a driver fault), not memory pressure")
-        elif ev.kind in _CONTEXT_ERRORS and corrupting:
-            message, line = corrupting[0]
+        elif ev.kind in _CONTEXT_ERRORS and (cause := [c for c in corrupting if _may_cause(ev, c[1])]):
+            message, line = cause[0]
             ev.symptom = (f"a knock-on of {message[:120]!r} (line {line}): after a broken kernel or a bad index, "
                           "CUDA and cuBLAS calls fail whatever memory is free")
         elif ev.strength == "weak" and ev.message_format in SILENT_DEATH_FORMATS and (

@@ -42,7 +42,11 @@ _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + 
 _CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r")?CUDA_ERROR_OUT_OF_MEMORY")
 # ... and its pinned host buffers ("failed to alloc 4294967296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY",
 # cuMemHostAlloc): page-locked host memory, not the device's
-_CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: CUDA_ERROR_OUT_OF_MEMORY")
+_CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: CUDA_ERROR_OUT_OF_MEMORY"
+                      # ... and the host allocator's own warning after it, or alone (TensorFlow's
+                      # gpu_host_allocator.h / device_host_allocator.h: "could not allocate pinned host
+                      # memory of size: N"; XLA's stream_executor_allocator.cc: "... pinned host of size: N")
+                      r"|could not allocate pinned host (?:memory )?of size: (?P<n2>\d{1,20})")
 # the same line from TensorFlow's ROCm build: HIP's allocation failure by number (1002 is
 # hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
 _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
@@ -244,6 +248,11 @@ _ALLOC_CALL_FAILED = lazy(r"(?i:could not|cannot|can't|unable to|failed to) allo
 # == cudaSuccess' failed ...; details: Failed to cudaMalloc 16000000000 bytes")
 _CALL_SIZE_FAILED = lazy(r"(?i:unable|failed) to (?P<call>cudaMalloc\w{0,20}|cuMemAlloc\w{0,20}|hipMalloc\w{0,20})"
                          r" (?P<n>\d[\d,]{0,20}) bytes\b")
+# the CUDA_CALL check of CNTK and of ONNX Runtime, which took it from CNTK: "CUDA failure 2: out of
+# memory ; GPU=0 ; hostname=node1 ; [file=... ; line=47 ;] expr=cudaMalloc((void**)&p, size);",
+# the call named after the error's words (the device -1 where none was set)
+_CUDA_FAILURE_CHECK = lazy(r"\bCUDA failure (?P<code>\d{1,4}): out of memory ; GPU=(?P<dev>-?\d{1,3})\b"
+                           r"(?:[^\n]{0,400}?\bexpr=(?P<call>cu(?:da|Mem)[A-Z]\w{2,40}))?")
 _HOST_ALLOC_CALLS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost", "cudaHostRegister",
                      "cuMemHostRegister")
 
@@ -356,7 +365,7 @@ _XPU = lazy(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_
                   r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
 
 _MAX_EVIDENCE = 12
-_QUICK = ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED",
+_QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED",
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
@@ -507,6 +516,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     if ln.no in events.taken:
         return
     exc = _exception(ctx, text)
+    if text.strip() == "out of memory":
+        # a CUDA error's string printed alone, as the check of custom CUDA kernels does
+        # (py-faster-rcnn's nms_kernel.cu, "std::cout << cudaGetErrorString(error)", and the
+        # detection and rotated-box ops copied from it in every framework): a call of that op
+        # could not allocate device memory
+        events.add(("cuda_runtime_error", "error-string"), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", line=0, strength="likely", message_format="cuda-error-string",
+            detail="a CUDA call failed with 'out of memory', its error string printed alone (a custom kernel's check)"))
+        return
 
     m = ctx.search(_TRT_OOM, text) if "(out of memory)" in text or "OutOfMemory" in text else None
     if m and m.group(0).endswith(": OutOfMemory") and not _trt_build_failed(ctx, i):
@@ -577,9 +595,9 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="hip", backend="HIP", exception=exc, message_format="hip-driver-api", tried_to_allocate_bytes=n,
             line=0, detail="hipErrorMemoryAllocation"))
         return
-    m = ctx.search(_CUDA_HOST_OOM, text) if "on host" in text else None
+    m = ctx.search(_CUDA_HOST_OOM, text) if "on host" in text or "pinned host" in text else None
     if m:
-        n = int(m.group("n"))
+        n = int(m.group("n") or m.group("n2"))
         events.add(("cuda_runtime_error", "host", n), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="cuda-driver-host-alloc",
             tried_to_allocate_bytes=n, line=0,
@@ -637,6 +655,17 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("bitsandbytes", m.group("file")), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", line=0, message_format="bitsandbytes",
             detail=f"bitsandbytes CUDA allocation failed ({m.group('file')})"))
+        return
+    m = ctx.search(_CUDA_FAILURE_CHECK, text) if "CUDA failure " in text else None
+    if m:
+        call, dev = m.group("call"), int(m.group("dev"))
+        host = call in _HOST_ALLOC_CALLS
+        events.add(("cuda_runtime_error", "call", call, None, dev), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0,
+            message_format="cuda-driver-host-alloc" if host else "cuda-call",
+            device_index=dev if dev >= 0 else None,
+            detail=f"{call or 'a CUDA call'} failed: out of memory (CUDA error {m.group('code')})"
+                   + (" (page-locked host memory)" if host else "")))
         return
     # (after NCCL's: its WARN lines name the CUDA call that failed)
     sized = ctx.search(_CALL_SIZE_FAILED, text) if " bytes" in text and "to " in text else None

@@ -26,6 +26,7 @@ ANCHOR_LITERALS = (
     "to cudaMalloc", "to hipMalloc", "to cuMemAlloc",   # "Failed to cudaMalloc N bytes"
     "ran out-of-memory",                                 # a platform's replica status
     "memory budget", "OOM Detected",                     # Dask's nanny; a trainer's batch retry
+    "System memory low",                                 # Ray 2.0's raylet killing a task
     "requested buffer", "bad allocation",               # ONNX Runtime's arena; MSVC's std::bad_alloc
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
@@ -34,6 +35,8 @@ ANCHOR_LITERALS = (
     "enforced memory limit", "MEMLIMIT",
     # the interpreter's own abort report
     "Fatal Python error",
+    # TensorFlow's and XLA's host allocators refusing page-locked memory (parsers/runtime.py)
+    "allocate pinned host",
     # ComfyUI's report of a node's exception by the allocator's first words
     "!!! Allocation on device",
     # the caching allocator's NVML assert in its out-of-memory path (parsers/torch_alloc.py)
