@@ -4011,3 +4011,41 @@ def test_a_cublas_status_fails_after_a_bad_index_whichever_is_printed_first():
     d = report("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n\n"
                "IndexError: index out of range in self\n")
     assert d["diagnoses"] == []
+
+
+def _first_knob(d: dict) -> str:
+    return min((r for r in d["diagnoses"][0]["remediations"] if r["applicable"]), key=lambda r: r["rank"])["knob"]["framework"]
+
+
+@pytest.mark.parametrize("prefix, framework", [
+    ("external/org_tensorflow/tensorflow/compiler/xla/pjrt/", "jax"),   # jaxlib 0.1-0.4's bundled XLA
+    ("external/xla/xla/pjrt/", "jax"),                                   # later jaxlib's
+    ("", None),                                                           # XLA's words alone name no one
+])
+def test_an_xla_error_without_frames_is_not_read_as_pytorch(prefix, framework):
+    d = report(f"E {prefix}pjrt_stream_executor_client.cc:2153] Execution of replica 0 failed: RESOURCE_EXHAUSTED: "
+               "Failed to allocate request for 625.00MiB (655360000B) on device ordinal 0\n")
+    assert d["environment"]["framework"] == framework
+    assert _first_knob(d) == "jax"            # PyTorch's CUDA snapshot is no fix for XLA
+    # PyTorch's frames around it name PyTorch (torch_xla)
+    d = report(_tb(("train.py", "main", "loss.backward()"),
+                   ("/env/site-packages/torch/_tensor.py", "backward", "torch.autograd.backward("),
+                   error="RuntimeError: RESOURCE_EXHAUSTED: Failed to allocate request for 625.00MiB (655360000B) "
+                         "on device ordinal 0"))
+    assert d["environment"]["framework"] == "plain-pytorch"
+
+
+def test_tensorflows_allocator_error_alone_gets_tensorflows_knobs_first():
+    d = report("InternalError (see above for traceback): Dst tensor is not initialized.\n")
+    assert d["environment"]["framework"] is None and _first_knob(d) == "tensorflow"
+
+
+def test_pybind11_could_not_allocate_a_bytes_object_is_host_memory():
+    frames = [("train.py", "main", "torch.save(model.state_dict(), path)"),
+              ("/env/site-packages/torch/serialization.py", "_save", "zip_file.write_record(name, storage.data_ptr(), num_bytes)")]
+    d = report(_tb(*frames, error="RuntimeError: Could not allocate bytes object!"))
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("cpu_allocator", "pybind11-bytes")
+    assert d["diagnoses"][0]["incident"] == "host-oom" and d["phase"] == "checkpoint_save"
+    # the words quoted, not raised, are no failure
+    assert not report("grep -r 'Could not allocate bytes object' logs/\n")["oom_events"]

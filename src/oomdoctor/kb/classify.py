@@ -329,8 +329,16 @@ def _version_refusal(spec, installed: dict) -> Optional[str]:
     return None
 
 
+# A log that names no framework: the runtime whose out-of-memory error it shows says whose
+# knobs come first. XLA's messages are JAX's (torch_xla's logs carry PyTorch's frames, which
+# name the framework), TensorFlow's allocator's are TensorFlow's; PyTorch's CUDA code fits
+# neither. Only the order changes: no fix is ruled out on this guess.
+_BACKEND_STACK = {"XLA": "jax", "TF": "tensorflow"}
+
+
 def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]) -> list[Remediation]:
     table = ev.table
+    stack = framework or _BACKEND_STACK.get(table.get("oom.backend") or "")
     installed = _installed_versions(table)
     zero = table.get("env.zero_stage") is not None
     applicable: list[tuple[int, int, Remediation]] = []
@@ -352,7 +360,7 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
         if why is None and framework in OWN_KNOBS_ONLY and framework not in spec.knobs:
             # (a shell or Slurm line of another stack's fix sets that stack's variables)
             why = f"no setting of it for {framework}: its knobs are other stacks' ({', '.join(sorted(spec.knobs))})"
-        knob, others = choose_knobs(spec, framework, zero)
+        knob, others = choose_knobs(spec, stack, zero)
         rem = Remediation(
             id=spec.id, rank=0, title=spec.title, knob=knob, other_knobs=others,
             memory_effect=spec.memory_effect, cost=spec.cost, caveats=list(spec.caveats),

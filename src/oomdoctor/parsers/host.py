@@ -530,6 +530,11 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
                  + (f": {n} bytes" if n else ""))
     elif any(w in text for w in _PAGING_WORDS) and ctx.search(_WIN_PAGING, text):
         found = (("paging",), None, "windows-paging-file", "Windows paging file too small: the host commit limit was reached")
+    elif "Could not allocate bytes object" in text and exc:
+        # pybind11's bytes() when Python could not make the object (torch.save's zip writer,
+        # an exporter handing a serialised model to Python): the host's memory, most often
+        found = (("pybytes",), None, "pybind11-bytes",
+                 "a Python bytes object could not be allocated (pybind11): host memory ran short")
     if found is None:
         return False
     key, n, fmt, detail = found

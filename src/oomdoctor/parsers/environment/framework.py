@@ -39,6 +39,11 @@ _FW_NEEDLES = (
     # ("jaxlib." as a module: a PyTorch issue's environment report says "JaxLib version: not installed")
     ("jax", "/jax/", 2), ("jax", "/flax/", 2), ("jax", "/optax/", 2), ("jax", "jaxlib.", 2),
     ("jax", "jax.errors.", 2), ("jax", "jax_traceback_filtering", 2),
+    # jaxlib's own logging, from the XLA it bundles: TensorFlow's tree as an external repository
+    # (jaxlib 0.1-0.4.x: "external/org_tensorflow/tensorflow/...") or XLA's (later releases:
+    # "external/xla/xla/..."); TensorFlow logs its own tree as "tensorflow/..." and its XLA as
+    # "external/local_xla/xla/..." (torch_xla's bundled XLA carries PyTorch's frames beside it)
+    ("jax", "external/org_tensorflow/", 2), ("jax", "external/xla/xla/", 2),
     # TensorFlow running the step: its allocator and executor logging, its session and eager
     # frames, its error classes (not the banners it prints when merely imported beside PyTorch:
     # "tensorflow/core/util/port.cc ... oneDNN", stream_executor's library loading)
@@ -62,6 +67,7 @@ _FW_NEEDLES = (
     ("deepspeed", "deepspeed  --", 2), ("deepspeed", "ds_accelerator", 1), ("deepspeed", ":see_memory_usage]", 2),
     ("fsdp", "/torch/distributed/fsdp/", 2), ("fsdp", "fullyshardeddataparallel", 2),
     ("plain-pytorch", "packages/torch/", 2), ("plain-pytorch", "/torch/", 1), ("plain-pytorch", "outofmemoryerror", 1),
+    ("plain-pytorch", "/torch_xla/", 2),
 )
 _FW_REGEX = (
     # LLaMA-Factory's own log formats: >= 0.9.1 "[INFO|2025-01-01 12:00:00] x:12 >> " and
@@ -115,13 +121,11 @@ def _score(score: dict, fw: str, weight: int, line: int) -> None:
 
 
 def choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
-    # XLA statuses come from torch_xla and from JAX alike: JAX's frames or exception say which
-    jax = any("/jax/" in (fr.file or "") or "/flax/" in (fr.file or "") for fr in ctx.all_frames) or any(
-        (e.exception or "").startswith(("jaxlib.", "jax.")) for e in ctx.facts.oom_events)
-    events = [e for e in ctx.facts.oom_events
-              if e.kind in DEVICE_KINDS and e.backend != "TF"
-              and not (e.kind == "xla" and jax)]
-    if events or any("/torch/" in (fr.file or "") for fr in ctx.all_frames):
+    # XLA statuses come from torch_xla and from JAX alike: the frames say which (PyTorch's
+    # below; JAX's, or jaxlib's exception, score JAX); alone they name neither, and the
+    # fixes are then written for the runtime the error names (kb/classify.py)
+    events = [e for e in ctx.facts.oom_events if e.kind in DEVICE_KINDS and e.backend != "TF" and e.kind != "xla"]
+    if events or any("/torch/" in (fr.file or "") or "/torch_xla/" in (fr.file or "") for fr in ctx.all_frames):
         # a device failure that is neither TensorFlow's nor XLA's, or PyTorch's frames: JAX or
         # TensorFlow installed beside PyTorch is not what ran the step
         score.pop("jax", None)
