@@ -65,3 +65,30 @@ def test_ctrl_c_at_any_moment_of_a_scan_ends_it_cleanly(tmp_path, many_logs, del
     if left:
         os.killpg(proc.pid, signal.SIGKILL)
     assert not left, "a process of the scan outlived it"
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="signal masks are POSIX")
+def test_a_ctrl_c_right_after_the_first_worker_is_forked_leaves_no_worker(monkeypatch):
+    # the moment a timed Ctrl-C rarely hits: between a worker's fork and the pool's record of
+    # it (Pool() cleans up after an Exception, not after a KeyboardInterrupt)
+    import multiprocessing as mp
+    from multiprocessing.context import ForkProcess
+
+    from oomdoctor.scan.engine import run_local
+    from oomdoctor.scan.sources import enumerate_tasks
+
+    started = []
+    real_start = ForkProcess.start
+
+    def start(self):
+        real_start(self)
+        started.append(self)
+        if len(started) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(ForkProcess, "start", start)
+    tasks = list(enumerate_tasks([str(p) for p in sorted(LOGS.glob("seed-*.log"))[:4]]))
+    with pytest.raises(KeyboardInterrupt):
+        list(run_local(tasks, jobs=2))
+    assert started and all(not p.is_alive() for p in started)
+    assert not mp.active_children()

@@ -259,8 +259,8 @@ _XLA_TF_LITERALS = ("allocat", "BufferAssignment", "not possible", "Used ", "ESO
 # /job:localhost/.../device:GPU:0 in order to run _EagerConst: Dst tensor is not initialized."):
 # the GPU's memory is full (read as raised: after its exception's name, TensorFlow 1's "InternalError
 # (see above for traceback): ...", or as one of TensorFlow 2's "N root error(s) found." items,
-# "  (0) Internal: ...")
-_TF_DST = lazy(r"(?:^|Error:\s{0,3}|Error \(see above for traceback\):\s{0,3}|^\s{0,8}\(\d{1,3}\) Internal:\s{0,3})(?:Failed copying input tensor from \S{1,200} to \S{0,200}?device:GPU:(?P<d>\d{1,3})"
+# "  (0) Internal: ...", "  (0) INTERNAL: ..." from 2.8)
+_TF_DST = lazy(r"(?:^|Error:\s{0,3}|Error \(see above for traceback\):\s{0,3}|^\s{0,8}\(\d{1,3}\) (?:Internal|INTERNAL):\s{0,3})(?:Failed copying input tensor from \S{1,200} to \S{0,200}?device:GPU:(?P<d>\d{1,3})"
                r" in order to run \S{1,100}: )?Dst tensor is not initialized")
 
 

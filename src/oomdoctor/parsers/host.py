@@ -218,6 +218,10 @@ _REPORT_REACH = 30
 _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
 # ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
 # memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
+# pybind11's own check when Python could not make an object it hands over (torch.save's zip writer
+# turning a storage into bytes, an exporter handing a serialised model to Python), raised as the
+# error's message: the host's memory, most often
+_PYBIND11_ALLOC = lazy(r"\w+(?:Error|Exception):\s{0,3}Could not allocate (?P<what>bytes|string|bytearray|tuple|list|dict) object!?")
 _ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(12\)")
 _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
 # the Java virtual machine (a Spark or JVM data pipeline, DL4J's JavaCPP buffers): "java.lang.OutOfMemoryError:
@@ -530,11 +534,9 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
                  + (f": {n} bytes" if n else ""))
     elif any(w in text for w in _PAGING_WORDS) and ctx.search(_WIN_PAGING, text):
         found = (("paging",), None, "windows-paging-file", "Windows paging file too small: the host commit limit was reached")
-    elif "Could not allocate bytes object" in text and exc:
-        # pybind11's bytes() when Python could not make the object (torch.save's zip writer,
-        # an exporter handing a serialised model to Python): the host's memory, most often
-        found = (("pybytes",), None, "pybind11-bytes",
-                 "a Python bytes object could not be allocated (pybind11): host memory ran short")
+    elif "Could not allocate " in text and (m := ctx.search(_PYBIND11_ALLOC, text)):
+        found = (("pybind11", m.group("what")), None, "pybind11-object",
+                 f"a Python {m.group('what')} object could not be allocated (pybind11): host memory ran short")
     if found is None:
         return False
     key, n, fmt, detail = found

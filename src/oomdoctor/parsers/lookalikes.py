@@ -280,11 +280,12 @@ _OWN_DEATHS = {kind for kind, _lits, _pat in _RULES} - {"nccl_timeout", "nccl_er
 
 
 def _may_cause(ev, line: int) -> bool:
-    """Can the corrupting failure at ``line`` be what made ``ev`` fail? cuBLAS's and cuDNN's
-    statuses fail after it whichever is printed first (an asynchronous fault is reported late).
-    The runtime's own out-of-memory result cannot come after it: a corrupted context answers
-    every later call with its sticky error, not with out of memory; one printed before it is
-    the op's allocation that failed first (the op then ran on a buffer it never got)."""
+    """Can the corrupting failure at ``line`` be what made ``ev`` fail? A cuBLAS or cuDNN status
+    (kind ``cublas_alloc``) fails after it whichever is printed first: an asynchronous fault is
+    reported late. A CUDA call's own out-of-memory result (kind ``cuda_runtime_error``) cannot
+    come after it: a corrupted context answers every later call with its sticky error, not with
+    out of memory; one printed before it is an allocation that failed first (the op then ran on
+    a buffer it never got)."""
     return ev.kind != "cuda_runtime_error" or line <= ev.line
 
 

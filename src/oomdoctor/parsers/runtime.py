@@ -510,17 +510,28 @@ def _in_bitsandbytes(ctx: ParseContext, i: int) -> bool:
     return False
 
 
+# what else a custom kernel's check prints beside it (the next calls' error strings) or what says
+# the code is CUDA's
+_CUDA_NEAR = ("illegal memory access", "invalid argument", "launch failure", "CUDA", "cuda", ".cu:", ".cu\"")
+
+
+def _cuda_words_near(ctx: ParseContext, i: int, span: int = 3) -> bool:
+    lines = ctx.lines[max(0, i - span):i] + ctx.lines[i + 1:i + 1 + span]
+    return any(w in ln.text for ln in lines for w in _CUDA_NEAR)
+
+
 def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     ln = ctx.lines[i]
     text = ln.text
     if ln.no in events.taken:
         return
     exc = _exception(ctx, text)
-    if text.strip() == "out of memory":
+    if text.strip() == "out of memory" and _cuda_words_near(ctx, i):
         # a CUDA error's string printed alone, as the check of custom CUDA kernels does
         # (py-faster-rcnn's nms_kernel.cu, "std::cout << cudaGetErrorString(error)", and the
         # detection and rotated-box ops copied from it in every framework): a call of that op
-        # could not allocate device memory
+        # could not allocate device memory. Only beside other CUDA words: the two words alone
+        # are any program's
         events.add(("cuda_runtime_error", "error-string"), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", line=0, strength="likely", message_format="cuda-error-string",
             detail="a CUDA call failed with 'out of memory', its error string printed alone (a custom kernel's check)"))
@@ -597,10 +608,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     m = ctx.search(_CUDA_HOST_OOM, text) if "on host" in text or "pinned host" in text else None
     if m:
+        # TensorFlow's and XLA's host allocator retries a refused pinned buffer smaller (each try
+        # a line, the size shrinking) and a run may go on from it: one event, the first size,
+        # likely rather than certain (its host BFC allocator's own "ran out" is the certain one)
         n = int(m.group("n") or m.group("n2"))
-        events.add(("cuda_runtime_error", "host", n), i, lambda: OomEvent(
+        events.add(("cuda_runtime_error", "host"), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="cuda-driver-host-alloc",
-            tried_to_allocate_bytes=n, line=0,
+            tried_to_allocate_bytes=n, line=0, strength="likely",
             detail="CUDA_ERROR_OUT_OF_MEMORY allocating pinned (page-locked) host memory"))
         return
     m = ctx.search(_CUDA_DRIVER_OOM, text)

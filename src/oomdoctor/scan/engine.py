@@ -295,7 +295,9 @@ def _ctrl_c_held() -> Iterator[None]:
     fork and the pool's record of the child (``Pool()`` cleans up after an Exception, not
     after a KeyboardInterrupt) would leave a worker nobody ends, waiting for tasks for
     ever and holding the scan's stdout open; held, it is delivered once the pool is whole
-    and can be ended. A worker starts with it held too (``_worker_start`` lets it through)."""
+    and can be ended. A worker starts with it held too (``_worker_start`` lets it through).
+    The mask is this thread's: in a program with other threads the kernel may hand SIGINT to
+    one of them, and Python raises it here all the same (the CLI runs no other thread)."""
     import signal
     if not hasattr(signal, "pthread_sigmask"):
         yield

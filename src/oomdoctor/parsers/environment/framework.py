@@ -40,16 +40,20 @@ _FW_NEEDLES = (
     ("jax", "/jax/", 2), ("jax", "/flax/", 2), ("jax", "/optax/", 2), ("jax", "jaxlib.", 2),
     ("jax", "jax.errors.", 2), ("jax", "jax_traceback_filtering", 2),
     # jaxlib's own logging, from the XLA it bundles: TensorFlow's tree as an external repository
-    # (jaxlib 0.1-0.4.x: "external/org_tensorflow/tensorflow/...") or XLA's (later releases:
-    # "external/xla/xla/..."); TensorFlow logs its own tree as "tensorflow/..." and its XLA as
-    # "external/local_xla/xla/..." (torch_xla's bundled XLA carries PyTorch's frames beside it)
+    # (jaxlib 0.1-0.4.x: "external/org_tensorflow/tensorflow/...", its BFC allocator included) or
+    # XLA's own (later releases: "external/xla/xla/..."); torch_xla's bundled XLA carries PyTorch's
+    # frames beside it, TensorFlow Serving's build its own paths (choose_framework)
     ("jax", "external/org_tensorflow/", 2), ("jax", "external/xla/xla/", 2),
+    ("tensorflow", "tensorflow_serving/", 2),
     # TensorFlow running the step: its allocator and executor logging, its session and eager
     # frames, its error classes (not the banners it prints when merely imported beside PyTorch:
     # "tensorflow/core/util/port.cc ... oneDNN", stream_executor's library loading)
     ("tensorflow", "tensorflow/core/common_runtime/", 2), ("tensorflow", "tensorflow/core/framework/op_kernel", 2),
     ("tensorflow", "tensorflow.python.framework.errors_impl", 2), ("tensorflow", "/tensorflow/python/client/", 2),
     ("tensorflow", "/tensorflow/python/eager/", 2), ("tensorflow", "/tensorflow/python/keras/", 2),
+    # TensorFlow 2.15 and later log their XLA and TSL code (the BFC allocator among it) from
+    # these external repositories
+    ("tensorflow", "external/local_xla/", 2), ("tensorflow", "external/local_tsl/", 2),
     # frameworks outside the list (a conda env merely named "verl" is not verl)
     ("other", "/openrlhf/", 2), ("other", "packages/verl/", 2), ("other", "/verl/trainer/", 2),
     ("other", "/verl/workers/", 2), ("other", "/litgpt/", 2), ("other", "/lit_gpt/", 2),
@@ -120,11 +124,24 @@ def _score(score: dict, fw: str, weight: int, line: int) -> None:
     score[fw] = (got[0] + weight, got[1]) if got else (weight, line)
 
 
+# device failures in words that are not PyTorch's (another framework's allocator, a C++ library's
+# CUDA check, TensorFlow's host allocator, a CUDA error string printed alone): they say a GPU ran
+# out, not which framework ran the step
+_NOT_PYTORCH_FORMATS = frozenset({
+    "cuda-error-string", "cuda-call", "cuda-driver-host-alloc", "library-allocator", "tensorrt",
+    "jittor-memory-check", "paddle-allocator", "onnxruntime-arena", "nnabla-caching-allocator",
+    "mindspore-memory-pool", "cupy-memory-pool", "catboost-memory-pool", "tt-metal-allocator",
+})
+
+
 def choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
     # XLA statuses come from torch_xla and from JAX alike: the frames say which (PyTorch's
     # below; JAX's, or jaxlib's exception, score JAX); alone they name neither, and the
     # fixes are then written for the runtime the error names (kb/classify.py)
-    events = [e for e in ctx.facts.oom_events if e.kind in DEVICE_KINDS and e.backend != "TF" and e.kind != "xla"]
+    events = [e for e in ctx.facts.oom_events if e.kind in DEVICE_KINDS and e.backend != "TF" and e.kind != "xla"
+              and e.message_format not in _NOT_PYTORCH_FORMATS]
+    if "tensorflow" in score and score["tensorflow"][0] >= 2 and ctx.lines_with(("tensorflow_serving/",)):
+        score.pop("jax", None)   # TensorFlow Serving bundles TensorFlow the way jaxlib does
     if events or any("/torch/" in (fr.file or "") or "/torch_xla/" in (fr.file or "") for fr in ctx.all_frames):
         # a device failure that is neither TensorFlow's nor XLA's, or PyTorch's frames: JAX or
         # TensorFlow installed beside PyTorch is not what ran the step
