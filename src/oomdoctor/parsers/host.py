@@ -216,12 +216,12 @@ _ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
 _REPORT_REACH = 30
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
 _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
-# ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
-# memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
 # pybind11's own check when Python could not make an object it hands over (torch.save's zip writer
 # turning a storage into bytes, an exporter handing a serialised model to Python), raised as the
 # error's message: the host's memory, most often
 _PYBIND11_ALLOC = lazy(r"\w+(?:Error|Exception):\s{0,3}Could not allocate (?P<what>bytes|string|bytearray|tuple|list|dict) object!?")
+# ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
+# memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
 _ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(12\)")
 _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
 # the Java virtual machine (a Spark or JVM data pipeline, DL4J's JavaCPP buffers): "java.lang.OutOfMemoryError:

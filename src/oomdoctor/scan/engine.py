@@ -310,6 +310,8 @@ def _ctrl_c_held() -> Iterator[None]:
 
 
 def _worker_start(log_timeout: float) -> None:
+    """A pool worker's first act: the SIGINT its parent held while forking it is let through
+    (the scan's own workers ignore it: scan/command.py), and its log budget is set up."""
     import signal
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -143,8 +143,8 @@ def choose_framework(ctx: ParseContext, col: Collector, score: dict) -> None:
     if "tensorflow" in score and score["tensorflow"][0] >= 2 and ctx.lines_with(("tensorflow_serving/",)):
         score.pop("jax", None)   # TensorFlow Serving bundles TensorFlow the way jaxlib does
     if events or any("/torch/" in (fr.file or "") or "/torch_xla/" in (fr.file or "") for fr in ctx.all_frames):
-        # a device failure that is neither TensorFlow's nor XLA's, or PyTorch's frames: JAX or
-        # TensorFlow installed beside PyTorch is not what ran the step
+        # a device failure in PyTorch's words (not TensorFlow's, XLA's or another library's), or
+        # PyTorch's frames: JAX or TensorFlow installed beside PyTorch is not what ran the step
         score.pop("jax", None)
         score.pop("tensorflow", None)
     if events:
