@@ -3966,6 +3966,11 @@ def test_the_host_allocators_retries_at_shrinking_sizes_are_one_event():
     assert [e["tried_to_allocate_bytes"] for e in d["oom_events"]] == [415990272]
 
 
+def test_a_pinned_host_allocation_that_succeeded_is_no_event():
+    assert not report("I external/xla/xla/stream_executor/integrations/stream_executor_allocator.cc:66] allocated "
+                      "pinned host of size: 4294967296\n")["oom_events"]
+
+
 def test_the_pinned_memory_warning_is_one_event_with_the_drivers_line_before_it():
     d = report("2020-09-23 13:19:24.444287: E tensorflow/stream_executor/cuda/cuda_driver.cc:893] failed to alloc "
                "374391296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
@@ -3980,6 +3985,9 @@ def test_ray_2_0s_raylet_killing_a_task_on_low_system_memory():
                "0.9, killing latest task with name _map_block_nosplit()\n")
     assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
     assert d["diagnoses"][0]["incident"] == "host-oom"
+    # the monitor's report below its threshold kills nothing
+    assert not report("(raylet) node_manager.cc:2963: System memory low at node with IP 10.0.0.1. Used memory "
+                      "(5.13GB) / total capacity (6.78GB) (0.756637) is below threshold 0.9\n")["oom_events"]
 
 
 @pytest.mark.parametrize("text", [
@@ -3992,6 +4000,10 @@ def test_ray_2_0s_raylet_killing_a_task_on_low_system_memory():
 ])
 def test_tensorflows_dst_tensor_error_in_its_tf1_and_multi_error_forms(text):
     assert [e["message_format"] for e in report(text)["oom_events"]] == ["tf-dst-not-initialized"]
+
+
+def test_tensorflows_dst_tensor_words_quoted_in_advice_are_no_event():
+    assert not report('If you see "Dst tensor is not initialized", lower the batch size.\n')["oom_events"]
 
 
 def test_one_xla_request_refused_on_several_devices_is_an_event_per_device():

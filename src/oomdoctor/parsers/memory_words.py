@@ -30,7 +30,8 @@ from .torch_alloc import allocator_kind
 _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 
 # a bracketed level field of an error record, in the prefix before the message
-_LEVEL_FIELD = lazy(r"\[(?:E|ERROR|[Ee]rror|F|FATAL|[Ff]atal|CRITICAL|[Cc]ritical)\]")
+_LEVEL = r"\[(?:E|ERROR|[Ee]rror|F|FATAL|[Ff]atal|CRITICAL|[Cc]ritical)\]"
+_LEVEL_FIELD = lazy(_LEVEL)
 # a line that reports an error, not a warning or a setting
 _ERROR_LINE = lazy(
     r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure)|[A-Za-z_]\w*(?:\.\w+)*\.error)"
@@ -48,7 +49,7 @@ _ERROR_LINE = lazy(
     r"|\[[EF]:onnxruntime:"
     # a logger's record whose level is a bracketed field: TensorRT's Python logger ("[06/24/2022-16:29:37]
     # [TRT] [E] 1: Unexpected exception std::bad_alloc"), MindIE's and others' "[ERROR]", spdlog's "[error]"
-    r"|^[^\n]{0,120}?\[(?:E|ERROR|[Ee]rror|F|FATAL|[Ff]atal|CRITICAL|[Cc]ritical)\]\s"
+    r"|^[^\n]{0,120}?" + _LEVEL + r"\s"
     # a logger's record (level column, then the message) whose message is an error:
     # "... DEBUG    Error in thread (_training_0): You do not have enough GPU memory ..."
     r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?:Error|Exception)\b[^:\n]{0,60}:\s")

@@ -609,12 +609,13 @@ def _keras_layer_hint(ctx: ParseContext, idx: int, within: int = 12) -> Optional
 # the input pipeline's iterators are data loading; anything else in the model's graph (a scoped
 # name) computes its forward.
 _TF_NODE = lazy(r"\[\[(?:\{\{)?[Nn]ode:? (?P<name>[\w./-]{1,300})")
+_TF_ITERATOR = r"IteratorGetNext|OneShotIterator|MakeIterator"   # the input pipeline's, as a node or an op
 _TF_SCOPES = (
     ("backward", lazy(r"(?:^|/)gradients(?:_\d+)?/|(?:^|/)gradient_tape/|_grad/|Backprop")),
     ("optimizer_step", lazy(r"(?:^|/)(?:Adam|AdamW|Adagrad|Adadelta|RMSProp|Momentum|LAMB|Adafactor|SGD|training)(?:_\d+)?/|/(?:Adam|AdamW)(?:_\d+)?$")),
     ("checkpoint_load", lazy(r"^save(?:_\d+)?/")),
     ("model_load", lazy(r"(?:^|/)Initializer/|/Assign$")),
-    ("data_loading", lazy(r"IteratorGetNext|OneShotIterator|MakeIterator")),
+    ("data_loading", lazy(_TF_ITERATOR)),
 )
 
 
@@ -629,7 +630,7 @@ _TF_OPS = (
     ("backward", lazy(r"^\w*(?:Grad(?:V\d)?|BackpropFilter\w*)$")),
     ("optimizer_step", lazy(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")),
     ("eval", lazy(r"^__inference_(?:predict|test)_function_\d+$")),
-    ("data_loading", lazy(r"^(?:IteratorGetNext|OneShotIterator|MakeIterator)\w*$")),
+    ("data_loading", lazy(r"^(?:" + _TF_ITERATOR + r")\w*$")),
 )
 
 

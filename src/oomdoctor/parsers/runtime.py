@@ -520,6 +520,18 @@ def _cuda_words_near(ctx: ParseContext, i: int, span: int = 3) -> bool:
     return any(w in ln.text for ln in lines for w in _CUDA_NEAR)
 
 
+def _call_event(events: _Events, i: int, exc: Optional[str], call: Optional[str], n: Optional[int] = None,
+                dev: Optional[int] = None, what: Optional[str] = None) -> None:
+    """A named CUDA or HIP call that could not allocate: the device's memory, or page-locked
+    host memory where the call pins it."""
+    host = call in _HOST_ALLOC_CALLS
+    what = what or (f"{call} of {n} bytes failed" if n else f"{call} failed: out of memory")
+    events.add(("cuda_runtime_error", "call", call, n, dev), i, lambda: OomEvent(
+        kind="cuda_runtime_error", backend="HIP" if call and call.startswith("hip") else "CUDA", exception=exc,
+        line=0, message_format="cuda-driver-host-alloc" if host else "cuda-call", tried_to_allocate_bytes=n,
+        device_index=dev, detail=what + (" (page-locked host memory)" if host else "")))
+
+
 def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     ln = ctx.lines[i]
     text = ln.text
@@ -673,13 +685,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     m = ctx.search(_CUDA_FAILURE_CHECK, text) if "CUDA failure " in text else None
     if m:
         call, dev = m.group("call"), int(m.group("dev"))
-        host = call in _HOST_ALLOC_CALLS
-        events.add(("cuda_runtime_error", "call", call, None, dev), i, lambda: OomEvent(
-            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0,
-            message_format="cuda-driver-host-alloc" if host else "cuda-call",
-            device_index=dev if dev >= 0 else None,
-            detail=f"{call or 'a CUDA call'} failed: out of memory (CUDA error {m.group('code')})"
-                   + (" (page-locked host memory)" if host else "")))
+        _call_event(events, i, exc, call, dev=dev if dev >= 0 else None,
+                    what=f"{call or 'a CUDA call'} failed: out of memory (CUDA error {m.group('code')})")
         return
     # (after NCCL's: its WARN lines name the CUDA call that failed)
     sized = ctx.search(_CALL_SIZE_FAILED, text) if " bytes" in text and "to " in text else None
@@ -696,13 +703,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         ggml = ctx.search(_GGML_ALLOCATING, text) if not sized and "allocating" in text else None
         if ggml:
             n = _size(ggml.group("size"))
-        host = call in _HOST_ALLOC_CALLS
-        what = f"{call} of {n} bytes failed" if n else f"{call} failed: out of memory"
-        events.add(("cuda_runtime_error", "call", call, n, ggml.group("dev") if ggml else None), i, lambda: OomEvent(
-            kind="cuda_runtime_error", backend="HIP" if call.startswith("hip") else "CUDA", exception=exc, line=0,
-            message_format="cuda-driver-host-alloc" if host else "cuda-call", tried_to_allocate_bytes=n,
-            device_index=int(ggml.group("dev")) if ggml else None,
-            detail=what + (" (page-locked host memory)" if host else "")))
+        _call_event(events, i, exc, call, n=n, dev=int(ggml.group("dev")) if ggml else None)
         return
     m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text or "ut of memory allocating" in text else None
     if m:
