@@ -108,7 +108,7 @@ PHASES = {
     "cublas_full": None,                       # `a @ a` at module level
     "nccl_full": None,                         # dist.all_reduce at module level
     "two_ranks": None,                         # torch.empty at module level, rank 1
-    "device_assert": None,                     # not an OOM
+    "device_assert": "forward",                # not an OOM; its index_select kernel asserted (an embedding's lookup)
     "compiled_forward": "forward",             # a torch.compile'd module's call -> the inductor's generated code
     "generate_kv": "eval",                     # generate() under no_grad
     "hf_trainer": "forward",                   # Trainer.training_step -> compute_loss -> model(**inputs)

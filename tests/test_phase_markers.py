@@ -95,6 +95,9 @@ def test_a_saves_own_error_report_is_a_save():
     ("Preprocessing: 100%|####| 500/500 [00:03<00:00, 150.2it/s]", "preprocessing", False),
     # ... nor a data split's name on a data bar
     ("Tokenizing (test): 45%|###  | 45/100 [00:01<00:01, 40.1it/s]", "running_evaluation", False),
+    # tf.data filling its shuffle buffer (elements held in memory until it is full)
+    ("2019-10-28 14:33:17.640610: I tensorflow/core/kernels/data/shuffle_dataset_op.cc:111] Filling up shuffle "
+     "buffer (this may take a while): 257 of 2048", "preprocessing", True),
     # an evaluation that reports no error; a save that worked
     ("No error while evaluating; all metrics written", "running_evaluation", False),
     ("No error saving model; all shards written", "saving_checkpoint", False),

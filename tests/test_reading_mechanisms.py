@@ -4103,3 +4103,143 @@ def test_the_framework_of_the_allocator_paths_tensorflow_and_jaxlib_log(log, fra
     d = report(log)
     assert d["environment"]["framework"] == framework
     assert _first_knob(d) == framework
+
+
+# -- libraries' frames that say where the job was ------------------------------------------------
+
+@pytest.mark.parametrize("frames,phase", [
+    # NVIDIA DALI's pipeline handing over a batch
+    ([("main.py", "train", "for i, data in enumerate(train_loader):"),
+      ("/env/site-packages/nvidia/dali/plugin/pytorch.py", "__next__", "outputs = self._get_outputs()"),
+      ("/env/site-packages/nvidia/dali/pipeline.py", "share_outputs", "return self._pipe.ShareOutputs()")], "data_loading"),
+    # tqdm yielding its iterable's next item: the loader's (a loop's body runs in its caller's frame)
+    ([("train.py", "train", "for batch in tqdm(loader):"),
+      ("/env/site-packages/tqdm/std.py", "__iter__", "for obj in iterable:")], "data_loading"),
+    # the DataLoader's pin-memory thread
+    ([("/env/site-packages/torch/utils/data/_utils/pin_memory.py", "pin_memory", "return data.pin_memory(device)")],
+     "data_loading"),
+    # a dataset's item getter, in a dataset package's folder ...
+    ([("/app/mmaction/datasets/base.py", "__getitem__", "return self.prepare_train_frames(idx)"),
+      ("/app/mmaction/datasets/pipelines/loading.py", "__call__", "container = decord.VideoReader(file_obj)")],
+     "data_loading"),
+    # ... not a training script that lives in a folder called datasets
+    ([("/data/datasets/LLM/swift/cli/sft.py", "<module>", "sft_main()")], None),
+    # torch.distributed.checkpoint staging a save, and reading one into a model
+    ([("/env/site-packages/torch/distributed/checkpoint/_state_dict_stager.py", "deepcopy_with_tensor_offload",
+       "y = copy.deepcopy(x)")], "checkpoint_save"),
+    ([("train.py", "main", "set_model_state_dict(model, state)"),
+      ("/env/site-packages/torch/distributed/checkpoint/state_dict.py", "set_model_state_dict",
+       "return _load_model_state_dict(model, model_state_dict, info)")], "checkpoint_load"),
+    # accelerate offloading the weights it loads to disk
+    ([("load.py", "<module>", "model = disk_offload(model, offload_dir)"),
+      ("/env/site-packages/accelerate/big_modeling.py", "disk_offload", "offload_state_dict(offload_dir, state)"),
+      ("/env/site-packages/accelerate/utils/offload.py", "offload_weight", "array = weight.cpu().numpy()")],
+     "model_load"),
+    # a function named for the pass among other words; older PyTorch's Module.__call__; DataParallel's replicas
+    ([("train.py", "<module>", "loss = engine.train_batch()"),
+      ("/env/site-packages/deepspeed/runtime/pipe/engine.py", "_exec_forward_pass", "outputs = super().forward(inputs)")],
+     "forward"),
+    ([("main.py", "train", "output = model(images)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input, **kwargs)")], "forward"),
+    ([("train.py", "train", "out = model(x)"),
+      ("/env/site-packages/torch/nn/parallel/parallel_apply.py", "parallel_apply", "output.reraise()")], "forward"),
+    # ... not a hook that prepares the pass by moving weights
+    ([("/app/utils/offloading.py", "prepare_block_devices_before_forward", "self.weights_to_device(b, device)")], None),
+    # a detector assigning its anchors to boxes by their overlaps (its loss's targets)
+    ([("/app/mmdet/core/bbox/assigners/max_iou_assigner.py", "assign", "overlaps = bbox_overlaps(gt_bboxes, bboxes)"),
+      ("/app/mmdet/core/bbox/geometry.py", "bbox_overlaps", "lt = torch.max(bboxes1[:, None, :2], bboxes2[:, :2])")],
+     "forward"),
+    # a scatter op of a graph layer
+    ([("/env/site-packages/torch_scatter/scatter.py", "scatter_max", "return torch.ops.torch_scatter.scatter_max(src)")],
+     "forward"),
+    # MXNet updating its parameters through its kvstore
+    ([("/env/site-packages/mxnet/module/module.py", "update", "_update_params_on_kvstore(self._exec_group.param_arrays)"),
+      ("/env/site-packages/mxnet/model.py", "_update_params_on_kvstore", "kvstore.push(name, grad_list)"),
+      ("/env/site-packages/mxnet/kvstore.py", "push", "check_call(_LIB.MXKVStorePushEx(")], "optimizer_step"),
+    # a model's own layer being constructed; DeepSpeed building an op as the model is set up
+    ([("/app/run.py", "<module>", "audio_model = ASTModel(label_dim=50)"),
+      ("/app/src/models/ast_models.py", "__init__", "self.v = timm.create_model('vit_base', pretrained=True)")],
+     "model_load"),
+    ([("/app/train.py", "<module>", "encoding = tcnn.Encoding(3, config)"),
+      ("/env/site-packages/tinycudann/modules.py", "__init__", "initial_params = self.native_tcnn_module.initial_params(seed)")],
+     "model_load"),
+    ([("/env/site-packages/deepspeed/model_implementations/transformers/ds_opt.py", "__init__", "super().__init__(config)"),
+      ("/env/site-packages/deepspeed/ops/op_builder/builder.py", "jit_load", "op_module = load(name=self.name)")],
+     "model_load"),
+    # ... but a model's forward, in the same folders, is the forward pass
+    ([("/app/train.py", "train", "out = model(x)"), ("/app/src/models/ast_models.py", "forward", "x = self.v(x)")],
+     "forward"),
+    # an inference engine sizing its KV cache as it starts
+    ([("/env/site-packages/vllm/v1/core/kv_cache_utils.py", "get_kv_cache_configs", "_check_enough_kv_cache_memory(cfg)"),
+      ("/env/site-packages/vllm/v1/core/kv_cache_utils.py", "_check_enough_kv_cache_memory", "raise ValueError(msg)")],
+     "model_load"),
+    # a renderer's code, innermost (Gaussian splatting's forward pass)
+    ([("train.py", "training", "render_pkg = render(viewpoint_cam, gaussians, pipe, bg)"),
+      ("/app/gaussian_renderer/__init__.py", "render", "rendered_image, radii = rasterizer(means3D=means3D)")],
+     "forward"),
+])
+def test_library_frames_name_the_phase(frames, phase):
+    assert report(_tb(*frames))["phase"] == phase
+
+
+_ASSERT = ("../aten/src/ATen/native/cuda/{file}.cu:{no}: {kernel}block: [0,0,0], thread: [7,0,0] "
+           "Assertion `{cond}` failed.\n")
+
+
+@pytest.mark.parametrize("file,kernel,phase", [
+    ("Indexing", "indexSelectLargeIndex: ", "forward"),                       # an embedding's lookup
+    ("Loss", "nll_loss_forward_reduce_cuda_kernel_2d: ", "forward"),
+    ("Loss", "operator(): ", "forward"),                                      # a loss's range check
+    ("ClassNLLCriterion", "void cunn_ClassNLLCriterion_updateOutput_kernel(Dtype *, long *) [with Dtype = float]: ",
+     "forward"),
+    ("ClassNLLCriterion", "void cunn_ClassNLLCriterion_updateGradInput_kernel(Dtype *) [with Dtype = float]: ", "backward"),
+    ("IndexKernel", "operator(): ", None),                                    # indexing runs anywhere
+])
+def test_a_device_side_assertion_names_the_pass_of_its_kernel(file, kernel, phase):
+    log = (_ASSERT.format(file=file, no=92, kernel=kernel, cond="t >= 0 && t < n_classes") * 2
+           + "terminate called after throwing an instance of 'c10::CUDAError'\n"
+           "  what():  CUDA error: device-side assert triggered\n")
+    assert report(log)["phase"] == phase
+
+
+def test_an_evaluation_marker_holds_the_kernels_pass():
+    log = ("Evaluating\n" + _ASSERT.format(file="Indexing", no=1236, kernel="indexSelectSmallIndex: ", cond="srcIndex < n")
+           + "RuntimeError: CUDA error: device-side assert triggered\n")
+    assert report(log)["phase"] == "eval"
+
+
+@pytest.mark.parametrize("tuned,phase", [("Backward-Filter", "backward"), ("Backward-Data", "backward"),
+                                         ("Convolve", "forward")])
+def test_tensorflows_autotuner_names_the_pass_it_tunes(tuned, phase):
+    log = ("Epoch 1/30\n"
+           f"2019-01-29 22:25:46.446704: I tensorflow/core/kernels/conv_ops.cc:975] running auto-tune for {tuned}\n"
+           "Memory access fault by GPU node-1 (Agent handle: 0x2e0dbf0) on address 0x6dccc0000. Reason: Page not present\n"
+           "Aborted (core dumped)\n")
+    assert report(log)["phase"] == phase
+
+
+@pytest.mark.parametrize("code,phase", [
+    ("return torch._C._nn.upsample_nearest2d(input, output_size, scale_factors)", "forward"),
+    ("self.padding, self.dilation, self.groups)", "forward"),                        # a convolution's call, wrapped
+    ("training, momentum, eps, torch.backends.cudnn.enabled", "forward"),            # a batch norm's
+    ("native_ctx, output = native_tcnn_module.fwd(input, params)", "forward"),
+    ("return org_forwarded + lx * self.multiplier * scale", "forward"),
+    ("q_embed = (q * cos) + (rotate_half(q) * sin)", "forward"),
+    ("num_rendered, color, depth = _C.rasterize_gaussians(*args)", "forward"),
+    ("grads = _C.rasterize_gaussians_backward(*args)", None),
+    ("self.prepare_block_devices_before_forward(model)", None),                      # a hook before the pass
+    ("x = a + b", None),
+])
+def test_the_code_line_above_a_bare_error_names_the_pass(code, phase):
+    log = f"    {code}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.67 GiB.\n"
+    assert report(log)["phase"] == phase
+
+
+@pytest.mark.parametrize("op,phase", [("mul", "forward"), ("roi_align", "forward"), ("matmul_v2_grad", "backward"),
+                                      ("adam", "optimizer_step")])
+def test_paddle_names_the_operator_that_could_not_allocate(op, phase):
+    log = (f"W0810 11:03:33.292879  7077 operator.cc:242] {op} raises an exception "
+           "paddle::memory::allocation::BadAlloc, ResourceExhaustedError: \n\n"
+           "Out of memory error on GPU 0. Cannot allocate 165.586182MB memory on GPU 0, 5.866577GB memory has been "
+           "allocated and available memory is only 67.812500MB.\n")
+    assert report(log)["phase"] == phase

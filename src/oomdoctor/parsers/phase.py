@@ -115,6 +115,8 @@ MARKERS = {
                                 # (run_squad, run_glue, run_language_modeling)
                                 r"|(?:Creating|Loading) features from (?:dataset|cached) file|Saving features into cached file"
                                 r"|Converting examples to features"
+                                # tf.data filling a shuffle buffer, which holds that many elements in memory
+                                r"|Filling up shuffle buffer"
                                 # a dataset being mapped, unfinished: datasets' progress bars count
                                 # "examples" ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]")
                                 # (tqdm writes a slow rate inverted: "1.50s/examples]")
@@ -146,7 +148,7 @@ MARKER_GATES = {
                      "closed by remote host", "core dumped"),
     "preprocessing": ("running tokenizer", "preprocess", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
-                      "examples to features", "examples/s", "s/examples"),
+                      "examples to features", "examples/s", "s/examples", "filling up shuffle buffer"),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
@@ -396,6 +398,8 @@ def parse(ctx: ParseContext) -> None:
             # marker before the end says where the job was
             if ctx.lines:
                 _phase_from_markers(ctx, ctx.lines[-1].no, within=50)
+                if ph.phase is None and (hint := _kernel_hint(ctx, len(ctx.lines) - 1)):
+                    ph.phase, ph.line, ph.reason = hint
             if ctx.facts.markers.get("process_died"):
                 ph.stops_early = "process_died"
             return
@@ -453,10 +457,13 @@ def parse(ctx: ParseContext) -> None:
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
         ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
     elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx) or _tf_node_hint(ctx, idx)
-          or _keras_layer_hint(ctx, idx)):
+          or _keras_layer_hint(ctx, idx) or _paddle_op_hint(ctx, idx)):
         ph.phase, ph.line, ph.reason = hint
     else:
         _phase_from_markers(ctx, line)
+        # (a kernel's pass is only the step's: an evaluation or a load the markers name holds it)
+        if ph.phase is None and (hint := _kernel_hint(ctx, idx)):
+            ph.phase, ph.line, ph.reason = hint
     markers = [(n, name) for name, ns in ctx.facts.markers.items() for n in ns if n <= line]
     ph.markers = [ctx.evidence(ctx.index_of(n)) for n, _ in sorted(markers)[-5:] if ctx.index_of(n) is not None]
     trained = any(n <= line for n in ctx.facts.markers.get("running_training", []))
@@ -520,7 +527,17 @@ _CODE = (
                      r"|self\.(?:attn|mlp|lm_head)\(|logits|cross_entropy"
                      # a layer's functional op: activations, convolutions, norms ("result = torch.relu(input)")
                      r"|\b(?:torch|F|functional)\.(?:relu|gelu|silu|sigmoid|tanh|conv[123]d|layer_norm|group_norm"
-                     r"|batch_norm|interpolate|embedding|bmm|baddbmm|einsum)\(")),
+                     r"|batch_norm|interpolate|embedding|bmm|baddbmm|einsum)\("
+                     # PyTorch's own layers: their C ops ("torch._C._nn.upsample_nearest2d("), the second
+                     # line of a convolution's or a batch norm's call ("self.padding, self.dilation,
+                     # self.groups)", "training, momentum, eps, torch.backends.cudnn.enabled")
+                     r"|\btorch\._C\._nn\.\w+\(|\bself\.padding, self\.dilation, self\.groups\b"
+                     r"|\btraining, momentum, eps, torch\.backends\.cudnn\.enabled\b"
+                     # a pass named on the line ("self.native_tcnn_module.fwd(", "org_forwarded + lx"; not a
+                     # hook run before one); position embeddings (rotary, ALiBi, complex RoPE); a
+                     # differentiable rasterizer drawing ("_C.rasterize_gaussians(*args)")
+                     r"|(?<!before_)(?<!pre_)\bforward|(?<!before)(?<!pre)_forward|\.fwd\(|rotary_pos_emb|rotate_half\(|alibi|view_as_real\("
+                     r"|\brasterize_(?!\w*backward)\w*\(")),
 )
 
 
@@ -655,6 +672,62 @@ def _tf_node_hint(ctx: ParseContext, idx: int, within: int = 30) -> Optional[tup
             phase = "forward"
         if phase:
             return phase, ctx.lines[i].no, f"TensorFlow node {name[:60]}"
+    return None
+
+
+# The GPU code that was running names its pass. A CUDA kernel's device-side assertion prints
+# the kernel and its source file before the error surfaces (asynchronously, at whatever later
+# call synchronised: the traceback then shows that call, not the kernel): PyTorch names a
+# pass's kernels after it ("nll_loss_forward_reduce_cuda_kernel_2d", THCUNN's
+# "*_updateOutput_kernel" and "*_updateGradInput_kernel"); an embedding's lookup is index_select
+# ("indexSelectLargeIndex" in Indexing.cu) and a loss's range checks live in Loss.cu or
+# ClassNLLCriterion.cu, all of the forward pass. TensorFlow's convolution autotuner says which
+# pass it tunes ("running auto-tune for Backward-Filter", "... for Convolve").
+_KERNEL_LINE = lazy(r"[\\/](?P<file>\w{1,80})\.cu:\d+:\s*(?:void\s+)?(?P<kernel>(?:\w{1,100}::){0,6}\w{1,200})?[^\n]{0,400}?\bblock: \["
+                    r"|running auto-tune for (?P<tf>Backward-(?:Filter|Data)|Convolve)\b")
+_KERNEL_PHASE = (
+    ("backward", lazy(r"(?i:backward)|updateGradInput|^Backward-")),
+    ("forward", lazy(r"(?i:forward)|updateOutput|^indexSelect(?:Large|Small)Index$|^Convolve$")),
+)
+_LOSS_KERNEL_FILES = ("Loss", "ClassNLLCriterion", "SpatialClassNLLCriterion")
+
+
+def _kernel_hint(ctx: ParseContext, idx: int, within: int = 60) -> Optional[tuple[str, int, str]]:
+    """No frames name the pass: the kernel whose assertion was printed nearest before the
+    error (or the convolution pass TensorFlow was tuning)."""
+    hits = [i for i in ctx.lines_with(("block: [", "running auto-tune for")) if idx - within <= i <= idx + 2]
+    for i in sorted(hits, key=lambda i: abs(i - idx)):
+        m = ctx.search(_KERNEL_LINE, ctx.lines[i].text)
+        if not m:
+            continue
+        name = m.group("tf") or (m.group("kernel") or "").rsplit("::", 1)[-1]
+        phase = next((ph for ph, rx in _KERNEL_PHASE if name and rx.search(name)), None)
+        if phase is None and m.group("file") in _LOSS_KERNEL_FILES:
+            phase = "forward"
+        if phase:
+            what = f"TensorFlow tuning {name}" if m.group("tf") else f"CUDA kernel {name or m.group('file') + '.cu'}"
+            return phase, ctx.lines[i].no, f"{what} was running"
+    return None
+
+
+# Paddle names the operator that could not allocate ("W0810 operator.cc:242] mul raises an exception
+# paddle::memory::allocation::BadAlloc"): a gradient operator ("matmul_v2_grad") is the backward
+# pass, an optimizer's operator its step, any other the model's forward
+_PADDLE_OP = lazy(r"\b(?P<op>\w{1,100}) raises an exception paddle::")
+_PADDLE_OPS = (
+    ("backward", lazy(r"_grad(?:_grad)?$")),
+    ("optimizer_step", lazy(r"^(?:merged_)?(?:adam|adamw|lamb|momentum|lars_momentum|sgd|rmsprop|adagrad|adadelta|adamax)$")),
+    ("data_loading", lazy(r"^(?:read|create_py_reader|create_double_buffer_reader)$")),
+)
+
+
+def _paddle_op_hint(ctx: ParseContext, idx: int, within: int = 12) -> Optional[tuple[str, int, str]]:
+    for i in _after_first(ctx, ("raises an exception paddle::",), idx, within):
+        m = ctx.search(_PADDLE_OP, ctx.lines[i].text)
+        if m:
+            op = m.group("op")
+            phase = next((ph for ph, rx in _PADDLE_OPS if rx.search(op)), "forward")
+            return phase, ctx.lines[i].no, f"Paddle operator {op[:60]}"
     return None
 
 

@@ -30,7 +30,10 @@ _ANYWHERE = (
         r"|_unshard_fsdp_state_params|summon_full_params|_unshard_params_for_summon"
         # a sharded optimizer's state gathered to be saved (fairscale's OSS, torch's
         # ZeroRedundancyOptimizer): nothing else calls it
-        r"|consolidate_state_dict\b")),
+        r"|consolidate_state_dict\b"
+        # torch.distributed.checkpoint writing a save (its saver, its stager copying the state
+        # off the device, the file system writer)
+        r"|distributed/checkpoint/(?:state_dict_saver|_state_dict_stager)\.py:|distributed/checkpoint/filesystem\.py:write")),
     ("checkpoint_load", lazy(
         r"_load_optimizer_and_scheduler|_load_from_checkpoint|load_checkpoint\b|_load_zero_checkpoint|load_fsdp_optimizer|load_fsdp_model"
         r"|_load_rng_state|load_model_checkpoint|load_adapter|set_peft_model_state_dict|load_optimizer_checkpoint|_load_checkpoint|load_sharded_optimizer"
@@ -43,7 +46,10 @@ _ANYWHERE = (
         r"|:_?(?:restore|resume)_(?:\w+_)?(?:model|checkpoint|ckpt|optimizers?|training_state|callbacks)(?:_\w+)?$"
         # DeepSpeed's tools that read a saved ZeRO checkpoint back to convert it (zero_to_fp32.py,
         # copied beside every checkpoint; deepspeed/checkpoint/'s ds_to_universal and its readers)
-        r"|(?:^|/)zero_to_fp32\.py:|deepspeed/checkpoint/\w+\.py:")),
+        r"|(?:^|/)zero_to_fp32\.py:|deepspeed/checkpoint/\w+\.py:"
+        # ... and torch.distributed.checkpoint reading one back into a model or an optimizer
+        r"|distributed/checkpoint/state_dict_loader\.py:|distributed/checkpoint/state_dict\.py:_?set_"
+        r"|distributed/checkpoint/filesystem\.py:read")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         # transformers' helpers that pad and join the predictions an evaluation gathers
@@ -55,6 +61,8 @@ _ANYWHERE = (
         r"|[:_]generate_(?:sequences|samples)$|:(?![\w]*train)(?:\w+_)?rollout(?:_\w+)?$"
         # TRL's and its forks' "unwrap_model_for_generation": the policy gathered to generate
         r"|_for_generation$"
+        # transformers' generation code (older releases' decoding loops are "sample", "greedy_search")
+        r"|/transformers/generation/utils\.py:"
         # an inference routine run inside a training script (MONAI's sliding_window_inference
         # in its validation, a script's run_inference)
         r"|:(?:\w+_)?inference$"
@@ -111,7 +119,14 @@ _MODEL_LOAD = lazy(
     r"|parallel/distributed\.py:(?:__init__|_ddp_init_helper)\b|distributed/utils\.py:_sync_params_and_buffers\b"
     # an engine creating its weights (lmdeploy's create_shared_weights and _create_weight_func;
     # not vLLM's load_weights, which a GRPO trainer also calls to sync its policy every step)
-    r"|:_?create_(?:\w+_)?weights?(?:_\w+)?$")
+    r"|:_?create_(?:\w+_)?weights?(?:_\w+)?$"
+    # accelerate's big-model loading: weights dispatched or offloaded to CPU and disk as they load
+    r"|accelerate/big_modeling\.py:|accelerate/utils/offload\.py:"
+    # a model's own layer being constructed ("src/models/ast_models.py:__init__", a package's
+    # "modules.py:__init__"); DeepSpeed building its ops as the engine or model is set up
+    r"|(?:^|/)(?:models?|modules|layers|networks?|backbones?)(?:/[^:]{1,200}|\.py):__init__$|deepspeed/ops/op_builder/"
+    # an inference engine sizing its KV cache at start-up (vLLM's memory profile and cache check)
+    r"|vllm/[^:]{0,200}:(?:_check_enough_kv_cache_memory|determine_available_memory|profile_run|_initialize_kv_caches)$")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
              # (tokenising the data; a function that sets up a tokenizer, "setup_model_and_tokenizer", loads)
              r"|tokeniz(?!er$)"
@@ -130,7 +145,18 @@ _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_M
              # (kohya's sd-scripts and their forks: cache_latents, cache_batch_latents)
              r"|:cache_(?:batch_)?(?:latents|text_encoder_outputs)\b"
              # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
-             r"|:\w*(?:prepare|load|build|get|make|create)_\w*datasets?$")
+             r"|:\w*(?:prepare|load|build|get|make|create)_\w*datasets?$"
+             # a dataset's own code ("mmaction/datasets/pipelines/loading.py", torchvision's datasets)
+             # (its item getters and loaders: a script kept in a folder of that name is no dataset)
+             r"|(?:^|/)datasets?/[^:]{1,200}:(?:__getitem__|__iter__|__next__|__call__|_?(?:load|prepare|read|fetch|get_item|getitem)\w*)$"
+             # data-loading libraries: NVIDIA DALI's pipelines, MXNet's data iterators
+             r"|(?:^|/)nvidia/dali/|(?:^|/)mxnet/io/"
+             # the DataLoader's pin-memory thread; tensors shared with or by worker processes
+             r"|data/_utils/pin_memory\.py:|torch/multiprocessing/reductions\.py:|multiprocessing/resource_sharer\.py:"
+             # tqdm yielding its iterable's next item (the loader's: a loop's body runs in its caller)
+             r"|(?:^|/)tqdm/\w+\.py:__iter__$"
+             # Lightning moving a batch to the device
+             r"|:(?:batch_to|move_data_to_device|transfer_batch_to_device|_apply_batch_transfer_handler)$")
 # innermost first
 _STEP = (
     # (a learning-rate scheduler's constructor builds no optimizer state: it runs at set-up or on a
@@ -141,7 +167,9 @@ _STEP = (
         r"|clip_grad_norm|bnb/optim|bitsandbytes/optim|cpu_adam|fused_adam|:step\b.*optimizer"
         # AMP's GradScaler unscales the gradients as the optimizer step begins; DeepSpeed's fp16
         # optimizers update their loss scale in step() (an overflow at the minimum scale raises there)
-        r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b|loss_scaler\.py:update_scale\b|:_update_scale\b")),
+        r"|grad_scaler\.py:(?:unscale_|_unscale_grads_|step)\b|loss_scaler\.py:update_scale\b|:_update_scale\b"
+        # MXNet's parameter update through its kvstore; ZeRO-3's step preparing each sub-group
+        r"|(?:^|/)mxnet/kvstore\.py:|:_update_params(?:_on_kvstore)?$|stage3\.py:_prepare_(?:fp32_grad_for_)?sub_group\b")),
     # (apex's amp.scale_loss context wraps the backward pass: its exit unscales and updates the scale)
     ("backward", lazy(r"backward|_bwd(?:_kernel)?\b|autograd/__init__\.py|_engine_run_backward|run_backward|autograd/function\.py:apply|checkpoint\.py:(?:backward|unpack|recompute)|graph\.py:_engine_run_backward"
                       r"|apex/amp/handle\.py:scale_loss\b")),
@@ -153,7 +181,15 @@ _STEP = (
                      # "compute_content_loss"): the end of the forward pass
                      # (not one that logs, averages or saves a loss, nor a validation loss)
                      r"|:(?!(?:log|print|reduce|record|save|update|gather)_)(?!\w*(?:val|valid|eval|test)_)\w+_loss\b"
-                     r"|/losses?\.py:")),
+                     r"|/losses?\.py:"
+                     # a function named for the pass among other words ("_exec_forward_pass", "model_forward";
+                     # not a hook that prepares one, "prepare_block_devices_before_forward");
+                     # older PyTorch's Module.__call__; DataParallel running its replicas
+                     r"|:(?!\w*(?:before|pre|prepare)_forward)(?:\w+_)?forward(?:_\w+)?$|nn/modules/module\.py:__call__$|nn/parallel/parallel_apply\.py:"
+                     # layer libraries' ops (scatter, sparse convolutions, graph layers)
+                     r"|(?:^|/)(?:torch_scatter|torch_sparse|torch_cluster|MinkowskiEngine|spconv)/|torch_geometric/nn/"
+                     # a detector's training targets: anchors assigned to boxes by their overlaps
+                     r"|(?:^|/)(?:assigners|iou_calculators)/|:(?:bbox|box|boxlist)_(?:overlaps|iou)$")),
 )
 
 
@@ -220,7 +256,8 @@ _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|e
 # not "test_image.py", a script trying a model out, or a unit test)
 _EVAL_MODULE = lazy(r"(?:^|[/\\])(?:val|test)\.py$")
 # a model's own code (its folders), read as the forward pass when nothing else names a phase
-_MODEL_CODE = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|nets|backbones?|heads?|necks?|dense_heads|roi_heads|archs?)/[^:]{1,200}:")
+_MODEL_CODE = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|nets|backbones?|heads?|necks?|dense_heads|roi_heads|archs?"
+                   r"|(?:\w+_)?renderers?)/[^:]{1,200}:")
 # functions of a model's code that are no forward pass: building, loading or saving it, its
 # EMA's update, a sampler's step, metrics and inference ("_make_layer", "p_sample", "compute_map")
 _NOT_FORWARD = lazy(r"__init__|(?:^|_)(?:build|load|init|create|make|from_pretrained|save|update|sample|metric|ema|setup|print)"
