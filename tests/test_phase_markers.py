@@ -98,6 +98,9 @@ def test_a_saves_own_error_report_is_a_save():
     # tf.data filling its shuffle buffer (elements held in memory until it is full)
     ("2019-10-28 14:33:17.640610: I tensorflow/core/kernels/data/shuffle_dataset_op.cc:111] Filling up shuffle "
      "buffer (this may take a while): 257 of 2048", "preprocessing", True),
+    # ... and full: the pipeline hands over batches, training goes on
+    ("2019-10-28 14:33:51.289321: I tensorflow/core/kernels/data/shuffle_dataset_op.cc:162] Shuffle buffer filled.",
+     "running_training", True),
     # an evaluation that reports no error; a save that worked
     ("No error while evaluating; all metrics written", "running_evaluation", False),
     ("No error saving model; all shards written", "saving_checkpoint", False),

@@ -4122,14 +4122,32 @@ def test_the_framework_of_the_allocator_paths_tensorflow_and_jaxlib_log(log, fra
     ([("/app/mmaction/datasets/base.py", "__getitem__", "return self.prepare_train_frames(idx)"),
       ("/app/mmaction/datasets/pipelines/loading.py", "__call__", "container = decord.VideoReader(file_obj)")],
      "data_loading"),
-    # ... not a training script that lives in a folder called datasets
+    # ... not a training script that lives in a folder called datasets, nor an environment kept there
     ([("/data/datasets/LLM/swift/cli/sft.py", "<module>", "sft_main()")], None),
+    ([("/data/datasets/LLM/swift/swift/trainers/mixin.py", "_prepare_inputs", "inputs = self._prepare(x)")], None),
+    ([("train.py", "main", "out = model(x)"),
+      ("/datasets/u/venv/lib/python3.10/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(x)")],
+     "forward"),
+    # ... nor tqdm over a generator that runs the model
+    ([("train.py", "main", "for out in tqdm(outputs()):"),
+      ("/env/site-packages/tqdm/std.py", "__iter__", "for obj in iterable:"),
+      ("train.py", "outputs", "yield model(batch)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*args, **kwargs)"),
+      ("/app/models/encoder.py", "forward", "h = self.attn(x)")], "forward"),
+    # ... nor a CUDA tensor handed to another process (an RL trainer sharing weights with vLLM)
+    ([("/app/ppo_actor.py", "_broadcast_to_vllm", "handle = reduce_tensor(param.data)"),
+      ("/env/site-packages/torch/multiprocessing/reductions.py", "reduce_tensor", "storage = tensor._typed_storage()")],
+     None),
     # torch.distributed.checkpoint staging a save, and reading one into a model
     ([("/env/site-packages/torch/distributed/checkpoint/_state_dict_stager.py", "deepcopy_with_tensor_offload",
        "y = copy.deepcopy(x)")], "checkpoint_save"),
-    ([("train.py", "main", "set_model_state_dict(model, state)"),
+    ([("train.py", "main", "dcp.load(state, checkpoint_id=path)"),
+      ("/env/site-packages/torch/distributed/checkpoint/state_dict_loader.py", "load",
+       "_load_state_dict(state_dict, storage_reader=storage_reader)")], "checkpoint_load"),
+    # ... not its set_model_state_dict alone, which FSDP2 trainers also load pretrained weights with
+    ([("/app/train.py", "main", "set_model_state_dict(model, sd, options=opts)"),
       ("/env/site-packages/torch/distributed/checkpoint/state_dict.py", "set_model_state_dict",
-       "return _load_model_state_dict(model, model_state_dict, info)")], "checkpoint_load"),
+       "return _load_model_state_dict(model, model_state_dict, info)")], None),
     # accelerate offloading the weights it loads to disk
     ([("load.py", "<module>", "model = disk_offload(model, offload_dir)"),
       ("/env/site-packages/accelerate/big_modeling.py", "disk_offload", "offload_state_dict(offload_dir, state)"),
@@ -4166,6 +4184,19 @@ def test_the_framework_of_the_allocator_paths_tensorflow_and_jaxlib_log(log, fra
     ([("/env/site-packages/deepspeed/model_implementations/transformers/ds_opt.py", "__init__", "super().__init__(config)"),
       ("/env/site-packages/deepspeed/ops/op_builder/builder.py", "jit_load", "op_module = load(name=self.name)")],
      "model_load"),
+    # ... or its layers' buffers allocated as the model is initialised (neon's)
+    ([("/srv/neon/neon/models/model.py", "initialize", "self.layers.allocate()"),
+      ("/srv/neon/neon/layers/recurrent.py", "allocate", "self.h_ff_buffer = self.be.zeros_like(self.outputs)"),
+      ("/srv/neon/neon/backends/nervanagpu.py", "__init__", "self.gpudata = allocator(self.nbytes)")], "model_load"),
+    # ... not a helper named like a builder under a forward pass, nor weights loaded into a model
+    ([("bench.py", "<module>", "out = model(ids)"),
+      ("/env/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*args, **kwargs)"),
+      ("/env/site-packages/transformers/models/llama/modeling_llama.py", "_prepare_decoder_attention_mask",
+       "mask = _make_causal_mask(shape, dtype)"),
+      ("/env/site-packages/transformers/models/llama/modeling_llama.py", "_make_causal_mask",
+       "mask = torch.full((tgt_len, tgt_len), min_value)")], "forward"),
+    ([("/app/sync.py", "push", "engine.model._load_weights(params)"),
+      ("/app/models/policy.py", "_load_weights", "p.data.copy_(w)")], None),
     # ... but a model's forward, in the same folders, is the forward pass
     ([("/app/train.py", "train", "out = model(x)"), ("/app/src/models/ast_models.py", "forward", "x = self.v(x)")],
      "forward"),
@@ -4202,6 +4233,14 @@ def test_a_device_side_assertion_names_the_pass_of_its_kernel(file, kernel, phas
     assert report(log)["phase"] == phase
 
 
+def test_a_kernel_far_above_the_error_or_a_host_death_says_nothing():
+    tuned = "I tensorflow/core/kernels/conv_grad_filter_ops.cc:975] running auto-tune for Backward-Filter\n"
+    fault = "Memory access fault by GPU node-1 (Agent handle: 0x2e0dbf0) on address 0x6dccc0000.\nAborted (core dumped)\n"
+    assert report(tuned + fault)["phase"] == "backward"
+    assert report(tuned + "step\n" * 20 + fault)["phase"] is None
+    assert report(tuned + "Killed\n")["phase"] is None
+
+
 def test_an_evaluation_marker_holds_the_kernels_pass():
     log = ("Evaluating\n" + _ASSERT.format(file="Indexing", no=1236, kernel="indexSelectSmallIndex: ", cond="srcIndex < n")
            + "RuntimeError: CUDA error: device-side assert triggered\n")
@@ -4223,11 +4262,18 @@ def test_tensorflows_autotuner_names_the_pass_it_tunes(tuned, phase):
     ("self.padding, self.dilation, self.groups)", "forward"),                        # a convolution's call, wrapped
     ("training, momentum, eps, torch.backends.cudnn.enabled", "forward"),            # a batch norm's
     ("native_ctx, output = native_tcnn_module.fwd(input, params)", "forward"),
-    ("return org_forwarded + lx * self.multiplier * scale", "forward"),
+    ("result = xe_linear.forward_new(x_2d, self.weight.data,", "forward"),
+    ("alibi = slopes.unsqueeze(1).unsqueeze(1) * position_point", "forward"),
     ("q_embed = (q * cos) + (rotate_half(q) * sin)", "forward"),
     ("num_rendered, color, depth = _C.rasterize_gaussians(*args)", "forward"),
     ("grads = _C.rasterize_gaussians_backward(*args)", None),
     ("self.prepare_block_devices_before_forward(model)", None),                      # a hook before the pass
+    ("self.pre_sub_module_forward_function(module)", None),
+    ("for hook in self._forward_pre_hooks.values():", None),
+    # ... nor a log line that only holds the word
+    ("time (ms) | forward_microstep: 300.1 | backward_microstep: 610.2", None),
+    ("Fast-forwarding dataloader past 2000 batches", None),
+    ("use_alibi: true", None),
     ("x = a + b", None),
 ])
 def test_the_code_line_above_a_bare_error_names_the_pass(code, phase):
@@ -4238,8 +4284,43 @@ def test_the_code_line_above_a_bare_error_names_the_pass(code, phase):
 @pytest.mark.parametrize("op,phase", [("mul", "forward"), ("roi_align", "forward"), ("matmul_v2_grad", "backward"),
                                       ("adam", "optimizer_step")])
 def test_paddle_names_the_operator_that_could_not_allocate(op, phase):
+    """(its pass is the step's; an evaluation the markers name holds it: see below)"""
     log = (f"W0810 11:03:33.292879  7077 operator.cc:242] {op} raises an exception "
            "paddle::memory::allocation::BadAlloc, ResourceExhaustedError: \n\n"
            "Out of memory error on GPU 0. Cannot allocate 165.586182MB memory on GPU 0, 5.866577GB memory has been "
            "allocated and available memory is only 67.812500MB.\n")
     assert report(log)["phase"] == phase
+
+
+def test_a_cuda_calls_failure_hard_wrapped_mid_word_is_read_across_the_wrap():
+    log = ("terminate called after throwing an instance of 'dmlc::Error'\n"
+           "  what():  [10:44:35] src/storage/./pooled_storage_manager.h:107: cudaMalloc fail\n"
+           "ed: out of memory\n")
+    (ev,) = report(log)["oom_events"]
+    assert ev["kind"] == "cuda_runtime_error" and ev["evidence"][0]["line"] == 2
+    # ... and a wrapped ggml report keeps its size
+    (ev,) = report("ggml_cuda_host_malloc: allocating 4096.00 MiB on device 0: cudaMalloc fai\n"
+                   "led: out of memory\n")["oom_events"]
+    assert ev["tried_to_allocate_bytes"] == 4096 * 2**20
+    # ... but two whole lines, a call named on one and another failure on the next, are two messages
+    assert report("I0101 allocator.cc:1] using cudaMallocAsync allocator backend\n"
+                  "E0101 worker.cc:9] step 12 failed: out of memory\n")["oom_events"] == []
+
+
+def test_the_cpu_allocators_words_pasted_without_its_name_are_still_its_failure():
+    (ev,) = report("`not enough memory: you tried to allocate 20971520 bytes`\n")["oom_events"]
+    assert ev["kind"] == "cpu_allocator" and ev["tried_to_allocate_bytes"] == 20971520
+    # ... and its hard-wrapped rest under the named line is the same failure, once
+    log = ("RuntimeError: [enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: \n"
+           "can't allocate memory: you tried to allocate 132426121216 bytes. Error code 12 (\n")
+    (ev,) = report(log)["oom_events"]
+    assert ev["count"] == 1 and ev["tried_to_allocate_bytes"] == 132426121216
+
+
+def test_an_evaluation_marker_holds_paddles_operator():
+    log = ("***** Running Evaluation *****\n"
+           "W0810 11:03:33.292879  7077 operator.cc:242] matmul_v2 raises an exception "
+           "paddle::memory::allocation::BadAlloc, ResourceExhaustedError: \n\n"
+           "Out of memory error on GPU 0. Cannot allocate 165.586182MB memory on GPU 0, 5.866577GB memory has been "
+           "allocated and available memory is only 67.812500MB.\n")
+    assert report(log)["phase"] == "eval"

@@ -200,8 +200,11 @@ _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)?(?: unexpected
 # (torch 1.0-1.1 on Windows printed its format string: "you tried to allocate %dGB. Buy new
 # RAM!208096001", the figure glued after it in a unit the message does not say)
 # (the space after "memory:" is missing in some pastes: "can't allocate memory:you tried")
+# (a paste may start after the allocator's name: "not enough memory: you tried to allocate 20971520
+# bytes", its words and a size in bytes are its alone)
 _CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory):\s?you tried to allocate "
-                  r"(?:(?P<n>\d{1,20}) bytes|%dGB\. Buy new RAM!)")
+                  r"(?:(?P<n>\d{1,20}) bytes|%dGB\. Buy new RAM!)"
+                  r"|\b(?:can't allocate memory|not enough memory): ?you tried to allocate (?P<n2>\d{1,20}) bytes\b")
 # ... cut where the line ends, before its size ("DefaultCPUAllocator: can't allocate memory")
 _CPU_ALLOC_CUT = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)\s*$")
 _CPU_LEGACY = lazy(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
@@ -497,8 +500,12 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     m = None
     if "DefaultCPUAllocator" in text:
         m = ctx.search(_CPU_ALLOC, text) or ctx.rejoined(i, _CPU_ALLOC) or ctx.search(_CPU_ALLOC_CUT, text)
+    elif "you tried to allocate" in text and not (i and "DefaultCPUAllocator" in ctx.lines[i - 1].text):
+        # (not the rest of the line above, hard-wrapped: that line's message holds it)
+        m = ctx.search(_CPU_ALLOC, text)
     if m:
-        n = int(m.group("n")) if m.groupdict().get("n") else None
+        num = m.groupdict().get("n") or m.groupdict().get("n2")
+        n = int(num) if num else None
         found = (("alloc", n), n, "DefaultCPUAllocator", "PyTorch CPU allocator could not allocate host memory")
     elif "posix_memalign" in text and ctx.search(_CPU_LEGACY, text):
         found = (("legacy",), None, "CPUAllocator-legacy", "PyTorch CPU allocator (posix_memalign) failed")

@@ -75,6 +75,8 @@ MARKERS = {
     # the Trainer's closing summary: the final save_model() comes right after it
     "training_completed": lazy(r"'train_runtime':|Training completed\. Do not forget|\*{5} train metrics \*{5}"),
     "running_training": lazy(r"\*{5} Running training \*{5}|Start(?:ing)? training\b|Training started|Epoch\(train\)"
+                             # tf.data's shuffle buffer full: the input pipeline hands over batches
+                             r"|Shuffle buffer filled\b"
                              # a progress bar named for training ("Train:   3%|█"): training goes on
                              r"|(?m:^)(?:Train|Training):\s+\d{1,3}%\|"),
     "running_evaluation": lazy(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"
@@ -132,7 +134,8 @@ MARKER_GATES = {
                                   "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
-    "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:"),
+    "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:",
+                         "shuffle buffer filled"),
     "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "task/s",
                            "(val", "(eval", "validating")
                           + _EVAL_BAR_GATES,
@@ -398,7 +401,7 @@ def parse(ctx: ParseContext) -> None:
             # marker before the end says where the job was
             if ctx.lines:
                 _phase_from_markers(ctx, ctx.lines[-1].no, within=50)
-                if ph.phase is None and (hint := _kernel_hint(ctx, len(ctx.lines) - 1)):
+                if ph.phase is None and not ctx.facts.oom_events and (hint := _kernel_hint(ctx, len(ctx.lines) - 1)):
                     ph.phase, ph.line, ph.reason = hint
             if ctx.facts.markers.get("process_died"):
                 ph.stops_early = "process_died"
@@ -457,12 +460,13 @@ def parse(ctx: ParseContext) -> None:
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
         ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
     elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx) or _tf_node_hint(ctx, idx)
-          or _keras_layer_hint(ctx, idx) or _paddle_op_hint(ctx, idx)):
+          or _keras_layer_hint(ctx, idx)):
         ph.phase, ph.line, ph.reason = hint
     else:
         _phase_from_markers(ctx, line)
-        # (a kernel's pass is only the step's: an evaluation or a load the markers name holds it)
-        if ph.phase is None and (hint := _kernel_hint(ctx, idx)):
+        # (an operator's or a kernel's pass is only the step's: an evaluation or a load the markers
+        # name holds it; a host-side death is no kernel's)
+        if ph.phase is None and (hint := _paddle_op_hint(ctx, idx) or (None if host_side else _kernel_hint(ctx, idx))):
             ph.phase, ph.line, ph.reason = hint
     markers = [(n, name) for name, ns in ctx.facts.markers.items() for n in ns if n <= line]
     ph.markers = [ctx.evidence(ctx.index_of(n)) for n, _ in sorted(markers)[-5:] if ctx.index_of(n) is not None]
@@ -533,11 +537,12 @@ _CODE = (
                      # self.groups)", "training, momentum, eps, torch.backends.cudnn.enabled")
                      r"|\btorch\._C\._nn\.\w+\(|\bself\.padding, self\.dilation, self\.groups\b"
                      r"|\btraining, momentum, eps, torch\.backends\.cudnn\.enabled\b"
-                     # a pass named on the line ("self.native_tcnn_module.fwd(", "org_forwarded + lx"; not a
-                     # hook run before one); position embeddings (rotary, ALiBi, complex RoPE); a
-                     # differentiable rasterizer drawing ("_C.rasterize_gaussians(*args)")
-                     r"|(?<!before_)(?<!pre_)\bforward|(?<!before)(?<!pre)_forward|\.fwd\(|rotary_pos_emb|rotate_half\(|alibi|view_as_real\("
-                     r"|\brasterize_(?!\w*backward)\w*\(")),
+                     # a call named for the pass ("self.native_tcnn_module.fwd(", "xe_linear.forward_new(";
+                     # not a hook run before one, "prepare_forward(", "pre_sub_module_forward_function(");
+                     # position embeddings (rotary, ALiBi, complex RoPE); a differentiable rasterizer
+                     # drawing ("_C.rasterize_gaussians(*args)")
+                     r"|\b(?!\w*(?:pre_|before_|prepare|hook))\w*forward\w*\(|\.fwd\(|\w*rotary_pos_emb\w*\(|rotate_half\("
+                     r"|\balibi\w*\s*(?:=(?!=)|\()|view_as_real\(|\brasterize_(?!\w*backward)\w*\(")),
 )
 
 
@@ -692,11 +697,14 @@ _KERNEL_PHASE = (
 _LOSS_KERNEL_FILES = ("Loss", "ClassNLLCriterion", "SpatialClassNLLCriterion")
 
 
-def _kernel_hint(ctx: ParseContext, idx: int, within: int = 60) -> Optional[tuple[str, int, str]]:
+def _kernel_hint(ctx: ParseContext, idx: int, within: int = 8) -> Optional[tuple[str, int, str]]:
     """No frames name the pass: the kernel whose assertion was printed nearest before the
     error (or the convolution pass TensorFlow was tuning)."""
-    hits = [i for i in ctx.lines_with(("block: [", "running auto-tune for")) if idx - within <= i <= idx + 2]
-    for i in sorted(hits, key=lambda i: abs(i - idx)):
+    # (the error's own physical line may hold it, glued after a progress bar: a later piece of it)
+    no = ctx.lines[idx].no if ctx.lines else None
+    hits = [i for i in ctx.lines_with(("block: [", "running auto-tune for"))
+            if idx - within <= i <= idx or ctx.lines[i].no == no]
+    for i in sorted(hits, reverse=True):
         m = ctx.search(_KERNEL_LINE, ctx.lines[i].text)
         if not m:
             continue

@@ -236,6 +236,8 @@ _OOM_RETRY = lazy(r"OOM Detected, reducing batch/grad size to (?P<batch>\d{1,6})
 # print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
 # out of memory"): the call says which memory, page-locked host memory for the host allocators
 _CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b|cudaSuccess\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b[^\n]{0,80}?\bout of memory\b")
+# ... its message hard-wrapped mid-word: the next line starts with the rest of the cut word
+_WORD_REST_OOM = lazy(r"^[a-z]{1,12}\W{0,3}out of memory\b")
 # ... on a line that says something failed (not a notice that a call "will not run out of memory";
 # not "no error"): a word of failure, an exception's name or an error record's level
 _FAILURE_WORD = lazy(r"\b(?:failed|errno|returned)\b|\bret\[|(?<!\bno )\berror\b|\w+Error:|^\W*(?:ERROR|FATAL|[EF]\d{4} )")
@@ -691,19 +693,28 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     # (after NCCL's: its WARN lines name the CUDA call that failed)
     sized = ctx.search(_CALL_SIZE_FAILED, text) if " bytes" in text and "to " in text else None
     m = sized or (ctx.search(_CUDA_CALL_OOM, text) if "out of memory" in text else None)
+    at, call_text = i, text
+    if not m and i and "out of memory" in text and "cu" in (prev := ctx.lines[i - 1].text):
+        # the call on the line above, its message hard-wrapped mid-word ("... pooled_storage_manager.h:107:
+        # cudaMalloc fail" / "ed: out of memory"): joined as it was cut, with no space, when the
+        # line starts with the rest of the cut word and the failure (two whole lines, a call named
+        # on one and a failure on the next, are two messages)
+        joined = ctx.search(_CUDA_CALL_OOM, prev + text) if prev[-1:].isalnum() and ctx.search(_WORD_REST_OOM, text) else None
+        if joined and joined.start() < len(prev) < joined.end():
+            m, at, call_text = joined, i - 1, joined.string
     after = 0
     if not m and "allocate memory" in text:
         # (its own words hold "failed to": the failure must be the call's, after it)
         m = ctx.search(_ALLOC_CALL_FAILED, text)
         after = m.end("call") if m else 0
     # ("Failed to cudaMalloc N bytes" says its failure in its own words)
-    if m and (sized or ctx.search(_FAILURE_WORD, text[after:])):
+    if m and (sized or ctx.search(_FAILURE_WORD, call_text[after:])):
         call = m.group("call")
         n = int(sized.group("n").replace(",", "")) if sized else None
-        ggml = ctx.search(_GGML_ALLOCATING, text) if not sized and "allocating" in text else None
+        ggml = ctx.search(_GGML_ALLOCATING, call_text) if not sized and "allocating" in call_text else None
         if ggml:
             n = _size(ggml.group("size"))
-        _call_event(events, i, exc, call, n=n, dev=int(ggml.group("dev")) if ggml else None)
+        _call_event(events, at, exc, call, n=n, dev=int(ggml.group("dev")) if ggml else None)
         return
     m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text or "ut of memory allocating" in text else None
     if m:

@@ -48,8 +48,8 @@ _ANYWHERE = (
         # copied beside every checkpoint; deepspeed/checkpoint/'s ds_to_universal and its readers)
         r"|(?:^|/)zero_to_fp32\.py:|deepspeed/checkpoint/\w+\.py:"
         # ... and torch.distributed.checkpoint reading one back into a model or an optimizer
-        r"|distributed/checkpoint/state_dict_loader\.py:|distributed/checkpoint/state_dict\.py:_?set_"
-        r"|distributed/checkpoint/filesystem\.py:read")),
+        # (not its set_model_state_dict alone: FSDP2 trainers load pretrained weights with it)
+        r"|distributed/checkpoint/state_dict_loader\.py:|distributed/checkpoint/filesystem\.py:read")),
     ("eval", lazy(
         r"\bevaluate\b|evaluation_loop|prediction_step|prediction_loop|\bpredict\b|\bgenerate\b|:_sample\b|beam_search|nested_concat"
         # transformers' helpers that pad and join the predictions an evaluation gathers
@@ -122,9 +122,8 @@ _MODEL_LOAD = lazy(
     r"|:_?create_(?:\w+_)?weights?(?:_\w+)?$"
     # accelerate's big-model loading: weights dispatched or offloaded to CPU and disk as they load
     r"|accelerate/big_modeling\.py:|accelerate/utils/offload\.py:"
-    # a model's own layer being constructed ("src/models/ast_models.py:__init__", a package's
-    # "modules.py:__init__"); DeepSpeed building its ops as the engine or model is set up
-    r"|(?:^|/)(?:models?|modules|layers|networks?|backbones?)(?:/[^:]{1,200}|\.py):__init__$|deepspeed/ops/op_builder/"
+    # DeepSpeed building its ops as the engine or model is set up
+    r"|deepspeed/ops/op_builder/"
     # an inference engine sizing its KV cache at start-up (vLLM's memory profile and cache check)
     r"|vllm/[^:]{0,200}:(?:_check_enough_kv_cache_memory|determine_available_memory|profile_run|_initialize_kv_caches)$")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
@@ -146,17 +145,22 @@ _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_M
              r"|:cache_(?:batch_)?(?:latents|text_encoder_outputs)\b"
              # a trainer preparing its datasets ("prepare_dataset", "load_tokenized_prepared_datasets")
              r"|:\w*(?:prepare|load|build|get|make|create)_\w*datasets?$"
-             # a dataset's own code ("mmaction/datasets/pipelines/loading.py", torchvision's datasets)
-             # (its item getters and loaders: a script kept in a folder of that name is no dataset)
-             r"|(?:^|/)datasets?/[^:]{1,200}:(?:__getitem__|__iter__|__next__|__call__|_?(?:load|prepare|read|fetch|get_item|getitem)\w*)$"
+             # a dataset package's own code ("mmaction/datasets/base.py:__getitem__", torchvision's
+             # datasets): its item getters and loaders, in a file at most two folders below it (not
+             # a project or an environment kept under a folder of that name, nor any other function)
+             r"|(?:^|/)datasets?/(?:[\w.-]{1,60}/){0,2}[\w.-]{1,60}\.py:"
+             r"(?:__getitem__|__iter__|__next__|_?(?:load|prepare|read|fetch|get_item|getitem)\w*)$"
              # data-loading libraries: NVIDIA DALI's pipelines, MXNet's data iterators
              r"|(?:^|/)nvidia/dali/|(?:^|/)mxnet/io/"
-             # the DataLoader's pin-memory thread; tensors shared with or by worker processes
-             r"|data/_utils/pin_memory\.py:|torch/multiprocessing/reductions\.py:|multiprocessing/resource_sharer\.py:"
-             # tqdm yielding its iterable's next item (the loader's: a loop's body runs in its caller)
-             r"|(?:^|/)tqdm/\w+\.py:__iter__$"
+             # the DataLoader's pin-memory thread; a worker's batch shared through file descriptors
+             # (not a CUDA tensor shared with another process, as RL trainers hand weights to vLLM)
+             r"|data/_utils/pin_memory\.py:|torch/multiprocessing/reductions\.py:reduce_storage$"
+             r"|multiprocessing/resource_sharer\.py:"
              # Lightning moving a batch to the device
              r"|:(?:batch_to|move_data_to_device|transfer_batch_to_device|_apply_batch_transfer_handler)$")
+# tqdm yielding its iterable's next item: the loader's, when no model's code or pass runs below it
+# (a loop's body runs in its caller's frame; a generator that calls the model is the model's pass)
+_TQDM_NEXT = lazy(r"(?:^|/)tqdm/\w+\.py:__iter__$")
 # innermost first
 _STEP = (
     # (a learning-rate scheduler's constructor builds no optimizer state: it runs at set-up or on a
@@ -258,6 +262,14 @@ _EVAL_MODULE = lazy(r"(?:^|[/\\])(?:val|test)\.py$")
 # a model's own code (its folders), read as the forward pass when nothing else names a phase
 _MODEL_CODE = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|nets|backbones?|heads?|necks?|dense_heads|roi_heads|archs?"
                    r"|(?:\w+_)?renderers?)/[^:]{1,200}:")
+# ... and the functions that set a layer up: its constructor and the builders and weight
+# initialisers it calls (Lasagne's "create_param", mmaction's "inflate_weights"; not weights
+# loaded into it, as a policy synced into vLLM each step is), or its buffers allocated as the
+# model is initialised (neon's "layers/recurrent.py:allocate")
+_MODEL_FOLDER = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|backbones?)(?:/[^:]{1,200}|\.py):")
+_LAYER_SETUP = lazy(r"^(?:__init__|initiali[sz]e|allocate|_{0,2}(?:build|make|create|construct|init)_\w{1,60}"
+                    r"|(?!_{0,2}(?:load|sync|update|copy|set|get|save|broadcast|receive|merge|gather)_)\w{1,60}_weights"
+                    r"|reset_parameters)$")
 # functions of a model's code that are no forward pass: building, loading or saving it, its
 # EMA's update, a sampler's step, metrics and inference ("_make_layer", "p_sample", "compute_map")
 _NOT_FORWARD = lazy(r"__init__|(?:^|_)(?:build|load|init|create|make|from_pretrained|save|update|sample|metric|ema|setup|print)"
@@ -290,6 +302,27 @@ _OPTIMIZER_FILE = lazy(r"optimi[sz]ers?\.(?:bin|pt|pth)\b")
 _OPTIMIZER_STATE = lazy(r"\b(?:optim(?:izer)?s?|(?:lr_)?scheduler|(?:grad_)?scaler)(?:_\d+)?\.load_state_dict\(")
 # reading tensors from disk: a checkpoint or the model's weights, told apart by the callers
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
+
+
+def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
+    """The innermost frame of a model's own code (not PyTorch's layers), when it constructs or
+    sets up a layer and no frame above it is in a pass (a helper named "_make_causal_mask" under
+    a forward is the forward's; a method below a constructor, such as a warm-up pass, is no setup)."""
+    k = next((k for k in range(len(texts) - 1, -1, -1)
+              if _MODEL_FOLDER.search(texts[k][0]) and not _TORCH_OWN.search(texts[k][0])), None)
+    if k is None or not _LAYER_SETUP.match(texts[k][1].function.rsplit(".", 1)[-1]):
+        return None
+    if any(rx.search(t) for t, _fr in texts[:k] for _phase, rx in _STEP):
+        return None
+    return texts[k][1]
+
+
+def _tqdm_next(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
+    """tqdm's iterator asked for its iterable's next item, with no model's code or pass below it."""
+    k = next((k for k in range(len(texts) - 1, -1, -1) if _TQDM_NEXT.search(texts[k][0])), None)
+    if k is None or any(_MODEL_CODE.search(t) or any(rx.search(t) for _ph, rx in _STEP) for t, _fr in texts[k + 1:]):
+        return None
+    return texts[k][1]
 
 
 def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optional[str], Optional[Frame]]:
@@ -341,6 +374,8 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
                 if maker is not None:
                     return "optimizer_step", maker
                 return "model_load", fr
+        if (setup := _layer_setup(texts)) is not None:
+            return "model_load", setup
         # a model being constructed: a frame's code makes a new model object ("model =
         # Transformer(model_args)") and every frame below it is a constructor or a library's
         for k, fr in enumerate(frames[:-1]):
@@ -361,11 +396,16 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
                 break   # a step under way (an offloading hook placing weights in a forward is its)
             if _MODEL_LOAD.search(text):
                 return "model_load", fr
+        below = texts[trains[-1] + 1:]
+        if not any(rx.search(t) for t, _fr in below for _phase, rx in _STEP) and (setup := _layer_setup(below)) is not None:
+            return "model_load", setup
     # (a worker process being started lies under multiprocessing's own frames: those are skipped)
     near = [(t, fr) for t, fr in texts if not _PROCESS_START.search(t)][-6:]
     for text, fr in reversed(near):
         if _DATA.search(text) or (id(fr) not in in_library and _LOADER_BUILDER.search(text)):
             return "data_loading", fr
+    if (fetch := _tqdm_next(texts)) is not None:
+        return "data_loading", fetch
     # a script's function named for its split alone, beside its train() (pytorch/examples' "def
     # test(model, device, test_loader)", a trainer's self.test()), with no backward pass or
     # optimizer step under it (model loading and data reading were read above)

@@ -195,8 +195,8 @@ MARKER_LITERALS = (
     "Generating validation split", "Preprocess", "Packing dataset",
     # a dataset's map, unfinished (its bar counts examples)
     "examples/s", "s/examples",
-    # tf.data filling a shuffle buffer
-    "Filling up shuffle buffer",
+    # tf.data filling a shuffle buffer, and full
+    "Filling up shuffle buffer", "Shuffle buffer filled",
     # a script reading its training data ("Loading prepared training docs from x.json")
     "data from", "dataset from", "datasets from", "docs from", "documents from", "corpus from", "samples from",
     "examples from",
