@@ -730,6 +730,7 @@ _PADDLE_OPS = (
 
 
 def _paddle_op_hint(ctx: ParseContext, idx: int, within: int = 12) -> Optional[tuple[str, int, str]]:
+    """No frames name the pass: the operator Paddle names near the error, nearest after it first."""
     for i in _after_first(ctx, ("raises an exception paddle::",), idx, within):
         m = ctx.search(_PADDLE_OP, ctx.lines[i].text)
         if m:
