@@ -694,13 +694,14 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     sized = ctx.search(_CALL_SIZE_FAILED, text) if " bytes" in text and "to " in text else None
     m = sized or (ctx.search(_CUDA_CALL_OOM, text) if "out of memory" in text else None)
     at, call_text = i, text
-    if not m and i and "out of memory" in text and "cu" in (prev := ctx.lines[i - 1].text):
+    if not m and i and "out of memory" in text and "cu" in (prev := ctx.lines[i - 1].text) \
+            and prev[-1:].isalnum() and ctx.search(_WORD_REST_OOM, text):
         # the call on the line above, its message hard-wrapped mid-word ("... pooled_storage_manager.h:107:
-        # cudaMalloc fail" / "ed: out of memory"): joined as it was cut, with no space, when the
-        # line starts with the rest of the cut word and the failure (two whole lines, a call named
-        # on one and a failure on the next, are two messages)
-        joined = ctx.search(_CUDA_CALL_OOM, prev + text) if prev[-1:].isalnum() and ctx.search(_WORD_REST_OOM, text) else None
-        if joined and joined.start() < len(prev) < joined.end():
+        # cudaMalloc fail" / "ed: out of memory"), when this line starts with the rest of the cut word
+        # and the failure (two whole lines, a call named on one and a failure on the next, are two
+        # messages)
+        joined = ctx.rejoined(i - 1, _CUDA_CALL_OOM, max_lines=1)
+        if joined:
             m, at, call_text = joined, i - 1, joined.string
     after = 0
     if not m and "allocate memory" in text:

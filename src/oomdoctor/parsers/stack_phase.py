@@ -260,13 +260,15 @@ _EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|e
 # not "test_image.py", a script trying a model out, or a unit test)
 _EVAL_MODULE = lazy(r"(?:^|[/\\])(?:val|test)\.py$")
 # a model's own code (its folders), read as the forward pass when nothing else names a phase
-_MODEL_CODE = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|nets|backbones?|heads?|necks?|dense_heads|roi_heads|archs?"
+_MODEL_DIRS = r"models?|modules|layers|networks?|backbones?"
+_MODEL_CODE = lazy(r"(?:^|/)(?:" + _MODEL_DIRS + r"|nets|heads?|necks?|dense_heads|roi_heads|archs?"
                    r"|(?:\w+_)?renderers?)/[^:]{1,200}:")
 # ... and the functions that set a layer up: its constructor and the builders and weight
 # initialisers it calls (Lasagne's "create_param", mmaction's "inflate_weights"; not weights
 # loaded into it, as a policy synced into vLLM each step is), or its buffers allocated as the
 # model is initialised (neon's "layers/recurrent.py:allocate")
-_MODEL_FOLDER = lazy(r"(?:^|/)(?:models?|modules|layers|networks?|backbones?)(?:/[^:]{1,200}|\.py):")
+# (in those folders, or a file named for them: "llama/model.py", "tinycudann/modules.py")
+_MODEL_FOLDER = lazy(r"(?:^|/)(?:" + _MODEL_DIRS + r")(?:/[^:]{1,200}|\.py):")
 _LAYER_SETUP = lazy(r"^(?:__init__|initiali[sz]e|allocate|_{0,2}(?:build|make|create|construct|init)_\w{1,60}"
                     r"|(?!_{0,2}(?:load|sync|update|copy|set|get|save|broadcast|receive|merge|gather)_)\w{1,60}_weights"
                     r"|reset_parameters)$")
@@ -304,6 +306,11 @@ _OPTIMIZER_STATE = lazy(r"\b(?:optim(?:izer)?s?|(?:lr_)?scheduler|(?:grad_)?scal
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 
+def _in_a_pass(texts: list[tuple[str, Frame]]) -> bool:
+    """Does one of these frames run a training step's pass (forward, backward, optimizer step)?"""
+    return any(rx.search(t) for t, _fr in texts for _phase, rx in _STEP)
+
+
 def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     """The innermost frame of a model's own code (not PyTorch's layers), when it constructs or
     sets up a layer and no frame above it is in a pass (a helper named "_make_causal_mask" under
@@ -312,7 +319,7 @@ def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
               if _MODEL_FOLDER.search(texts[k][0]) and not _TORCH_OWN.search(texts[k][0])), None)
     if k is None or not _LAYER_SETUP.match(texts[k][1].function.rsplit(".", 1)[-1]):
         return None
-    if any(rx.search(t) for t, _fr in texts[:k] for _phase, rx in _STEP):
+    if _in_a_pass(texts[:k]):
         return None
     return texts[k][1]
 
@@ -320,7 +327,8 @@ def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
 def _tqdm_next(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     """tqdm's iterator asked for its iterable's next item, with no model's code or pass below it."""
     k = next((k for k in range(len(texts) - 1, -1, -1) if _TQDM_NEXT.search(texts[k][0])), None)
-    if k is None or any(_MODEL_CODE.search(t) or any(rx.search(t) for _ph, rx in _STEP) for t, _fr in texts[k + 1:]):
+    below = texts[k + 1:] if k is not None else []
+    if k is None or _in_a_pass(below) or any(_MODEL_CODE.search(t) for t, _fr in below):
         return None
     return texts[k][1]
 
@@ -397,7 +405,7 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
             if _MODEL_LOAD.search(text):
                 return "model_load", fr
         below = texts[trains[-1] + 1:]
-        if not any(rx.search(t) for t, _fr in below for _phase, rx in _STEP) and (setup := _layer_setup(below)) is not None:
+        if not _in_a_pass(below) and (setup := _layer_setup(below)) is not None:
             return "model_load", setup
     # (a worker process being started lies under multiprocessing's own frames: those are skipped)
     near = [(t, fr) for t, fr in texts if not _PROCESS_START.search(t)][-6:]
