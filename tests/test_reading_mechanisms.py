@@ -739,6 +739,18 @@ def test_a_frame_wrapped_at_a_space_is_rejoined():
       "    522 # 3. Save state\n"
       "    523 ctx.state = quant_state\n\n"
       "OutOfMemoryError: HIP out of memory. Tried to allocate 224.00 MiB. GPU \n"), "forward"),
+    # ... and the line rich's boxed traceback marks with "❱", its frame's path cut off above
+    (("│ _attention                                                   │\n"
+      "│    628 │   │   )                                              │\n"
+      "│ ❱  629 │   │   attention_probs = attention_scores.softmax(dim=-1) │\n"
+      "│    630 │   │                                                  │\n"
+      "╰──────────────────────────────────────────────────────────────╯\n"
+      "OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB (GPU 0; 8.00 GiB total capacity; "
+      "6.19 GiB already allocated; 0 bytes free; 6.68 GiB reserved in total by PyTorch)\n"), "forward"),
+    (("│ ❱ 280 │   loss.backward()                                        │\n"
+      "╰──────────────────────────────────────────────────────────────╯\n"
+      "OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB (GPU 0; 8.00 GiB total capacity; "
+      "6.19 GiB already allocated; 0 bytes free; 6.68 GiB reserved in total by PyTorch)\n"), "backward"),
     # the task ray killed names the phase before the largest processes
     (("Memory on the node (IP: 10.0.0.1, ID: 1) where the task (task ID: 2, name=Trainer.save_checkpoint, pid=7, "
       "memory used=2.80GB) was running was 479.24GB / 503.75GB (0.951345), which exceeds the memory usage "
@@ -779,6 +791,16 @@ def test_loading_a_model_from_a_path_is_not_reading_training_data():
            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; "
            "77.00 GiB already allocated; 1.00 GiB free; 77.50 GiB reserved in total by PyTorch)\n")
     assert report(log)["phase"] != "data_loading"
+
+
+def test_a_shell_prompt_arrow_is_not_a_marked_code_line():
+    log = ("❱ python train.py --loss cross_entropy\n"
+           "loading\n"
+           "step 1\n"
+           "step 2\n"
+           "OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB (GPU 0; 8.00 GiB total capacity; "
+           "6.19 GiB already allocated; 0 bytes free; 6.68 GiB reserved in total by PyTorch)\n")
+    assert report(log)["phase"] != "forward"
 
 
 def test_an_ipython_arrow_far_above_the_error_says_nothing():

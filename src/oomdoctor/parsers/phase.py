@@ -551,10 +551,13 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     # the error may be a later piece of its physical line (a code line glued before it)
     while idx + 1 < len(ctx.lines) and ctx.lines[idx + 1].no == ctx.lines[idx].no:
         idx += 1
-    # IPython marks the line that ran with an arrow, a few context lines above the error
+    # IPython marks the line that ran with an arrow, a few context lines above the error, and
+    # rich's boxed traceback with "❱" ("│ ❱  629 │   probs = scores.softmax(dim=-1)   │")
     for j in range(idx - 1, max(-1, idx - 12), -1):
         text = ctx.lines[j].text
         arrow = ARROW.match(text) if text.lstrip().startswith("-") else None
+        if arrow is None and "❱" in text:
+            arrow = RICH_CODE.match(text)
         if arrow:
             for phase, rx in _CODE:
                 if rx.search(arrow.group("code")):
