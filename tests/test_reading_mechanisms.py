@@ -4230,6 +4230,18 @@ def test_the_framework_of_the_allocator_paths_tensorflow_and_jaxlib_log(log, fra
     ([("train.py", "training", "render_pkg = render(viewpoint_cam, gaussians, pipe, bg)"),
       ("/app/gaussian_renderer/__init__.py", "render", "rendered_image, radii = rasterizer(means3D=means3D)")],
      "forward"),
+    # an optimizer creating its state under "with torch.device('cuda')" is the step, not a model load
+    ([("train.py", "update_policy", "optimizer.step()"),
+      ("/env/site-packages/torch/optim/optimizer.py", "wrapper", "out = func(*args, **kwargs)"),
+      ("/app/optimizer.py", "step", 'state["exp_avg"] = torch.zeros_like('),
+      ("/env/site-packages/torch/utils/_device.py", "__torch_function__", "return func(*args, **kwargs)")],
+     "optimizer_step"),
+    # ... while a model built under it is still the model being built
+    ([("train.py", "main", "model = Transformer(args)"),
+      ("/app/model.py", "__init__", "self.proj = nn.Linear(d, d)"),
+      ("/env/site-packages/torch/nn/modules/linear.py", "__init__", "self.weight = Parameter(torch.empty(shape))"),
+      ("/env/site-packages/torch/utils/_device.py", "__torch_function__", "return func(*args, **kwargs)")],
+     "model_load"),
 ])
 def test_library_frames_name_the_phase(frames, phase):
     assert report(_tb(*frames))["phase"] == phase
@@ -4346,3 +4358,46 @@ def test_an_evaluation_marker_holds_paddles_operator():
            "Out of memory error on GPU 0. Cannot allocate 165.586182MB memory on GPU 0, 5.866577GB memory has been "
            "allocated and available memory is only 67.812500MB.\n")
     assert report(log)["phase"] == "eval"
+
+
+# -- launchers stopped from outside, retyped messages, OpenCL ---------------------------------------
+
+def test_torchrun_signalled_itself_is_no_silent_rank_death():
+    """Older torchrun raises SignalException from its own handler after the SIGTERMs it sent
+    its workers: the launcher was stopped (here a hang-up), no rank died silently."""
+    log = ("torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 602271 closing signal SIGTERM\n"
+           "Traceback (most recent call last):\n"
+           '  File "/env/torch/distributed/elastic/agent/server/api.py", line 877, in _invoke_run\n'
+           "    time.sleep(monitor_interval)\n"
+           '  File "/env/torch/distributed/elastic/multiprocessing/api.py", line 62, in _terminate_process_handler\n'
+           '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)\n'
+           "torch.distributed.elastic.multiprocessing.api.SignalException: Process 602146 got signal: 1\n")
+    assert report(log)["oom_events"] == []
+
+
+def test_sigterms_without_a_signal_to_torchrun_still_suggest_a_silent_death():
+    log = ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 closing signal SIGTERM\n"
+           "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812915 closing signal SIGTERM\n")
+    assert [e["kind"] for e in report(log)["oom_events"]] == ["host_oom_killer"]
+
+
+@pytest.mark.parametrize("line,kind", [
+    # bash's job report with the colon spaced as it was pasted
+    ('./run.sh: line 155 : 1126 Killed :9 python -m train --config "$CONFIG_PATH""', "host_oom_killer"),
+    # a DataLoader worker's death retyped with its case and spaces lost
+    ("RuntimeError:Dataloader worker (pid 6479) is killed by signal:killed", "dataloader_killed"),
+    # OpenCL's allocation failure, from pyopencl and from C
+    ("pyopencl._cl.MemoryError: clEnqueueMapBuffer failed: MEM_OBJECT_ALLOCATION_FAILURE", "device_runtime"),
+    ("clCreateBuffer returned CL_MEM_OBJECT_ALLOCATION_FAILURE", "device_runtime"),
+])
+def test_retyped_and_other_runtime_failures_are_read(line, kind):
+    assert kind in [e["kind"] for e in report(line + "\n")["oom_events"]]
+
+
+@pytest.mark.parametrize("line", [
+    "./run.sh: line 155 : echo Killed processes are listed below",
+    "Dataloader worker (pid 6479) finished",
+    "note: cl_mem_object_allocation_failure is retried with a smaller buffer",
+])
+def test_their_neighbours_are_not_failures(line):
+    assert report(line + "\n")["oom_events"] == []

@@ -153,7 +153,11 @@ _POOL_DIED = lazy(r"(?:^|Error:\s{0,3}|BrokenProcessPool:\s{0,3})(?:One of the s
 _LOKY_KILLED = lazy(r"exit codes of the workers are \{[^}\n]{0,200}?SIGKILL\(-9\)")
 # (newer torchrun prints the signal's number: "Received 15 death signal, shutting down workers")
 _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?(?:SIG\w{1,8}|\d{1,2}) death signal")
-_SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7}:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
+# ... and older torchrun raises it from its own signal handler, after the SIGTERMs it sent:
+# "torch.distributed.elastic.multiprocessing.api.SignalException: Process 602146 got signal: 1"
+_AGENT_SIGNAL = lazy(r"SignalException: Process \d{1,9} got signal: ?\d{1,2}\b")
+# (bash's "script.sh: line 155: 1126 Killed  python ..."; a paste may space the colon: "line 155 : 1126")
+_SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7} ?:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\d{1,4}\][+-]?\s+Killed\s"
                         # bash's report without its script's line ("71885 Killed     python -m x"): the
                         # pid, the status padded to a column, the command
                         r"|^\s*(?P<bpid>\d{1,9}) Killed {2,}\S"
@@ -243,8 +247,9 @@ _PAGING_WORDS = ("paging file", "WinError 1455", "Auslagerungsdatei", "页面文
 # (not a fallback that does without shared memory: "..., not using shared memory", "falls back to ...")
 _NO_FALLBACK = r"(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
 # (PaddlePaddle's: "DataLoader process (pid 1104) exited is killed by signal: Killed.")
-# (and as users retype it: "RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.")
-_DL_SIGNAL = lazy(r"DataLoader (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal: ?"
+# (and as users retype it: "RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.",
+# "Dataloader worker (pid 6479) is killed by signal:killed")
+_DL_SIGNAL = lazy(r"Data[Ll]oader (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal: ?"
                   r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)(?:\.|\s*$)")
 _DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
@@ -323,6 +328,7 @@ class _Scan:
         self.sigterms: list[int] = []             # torchrun stopping the surviving ranks
         self.launcher_codes: list[tuple[int, int]] = []  # (idx, code) of torchrun's first failure
         self.death_signals: list[int] = []
+        self.agent_signals: list[int] = []   # torchrun's SignalException: it was signalled itself
         # (idx, strength, detail, exception, backend): "host" for RAM, "shm" for /dev/shm (SIGBUS)
         self.dl: list[tuple[int, str, str, Optional[str], str]] = []
         self.dl_crashed: set[str] = set()   # DataLoader worker pids that exited with their own code
@@ -597,7 +603,7 @@ def _device_memory_error(s: _Scan, i: int, msg: str) -> bool:
 
 def _dataloader(s: _Scan, i: int, text: str) -> None:
     ctx = s.ctx
-    if "DataLoader worker" in text or "DataLoader process" in text:
+    if "oader worker" in text or "oader process" in text:   # (DataLoader, or retyped Dataloader)
         e = ctx.search(_EXC_LINE, text)
         exc = e.group("exc") if e else None
         m = ctx.search(_DL_SIGNAL, text)
@@ -702,6 +708,9 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         return
     if "death signal" in text and ctx.search(_DEATH_SIGNAL, text):
         s.death_signals.append(i)
+        return
+    if "got signal" in text and ctx.search(_AGENT_SIGNAL, text):
+        s.agent_signals.append(i)
         return
     if "Killing subprocess" in text and ctx.search(_DS_KILLING, text):
         s.ds_kills.append(i)
@@ -809,7 +818,10 @@ def _resolve_launchers(s: _Scan) -> None:
         # a worker's exit the launcher reports after them, or reported before them (another
         # node's "Root Cause ... exitcode: -6"): these survivors were stopped because of it
         reported = any(j <= g[-1] + 100 for j, _code in s.launcher_codes)
-        stopped = [j for j in s.death_signals if g[0] - 20 <= j <= g[-1]]
+        # ... or torchrun was itself signalled (a hang-up, Ctrl-C, a scheduler's stop) and passed
+        # it on: its SignalException is raised after the SIGTERMs, with the traceback between
+        stopped = [j for j in s.death_signals if g[0] - 20 <= j <= g[-1]] + \
+                  [j for j in s.agent_signals if g[0] - 20 <= j <= g[-1] + 60]
         if reported or stopped or s.oom_flushed_after(g) or (s.first_failure is not None and s.first_failure < g[0]):
             continue
         s.kill(g[0], "weak", "torchrun-survivors",

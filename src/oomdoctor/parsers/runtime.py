@@ -131,6 +131,9 @@ _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20
                            # (as Gaudi's bridge raises it: "FATAL ERROR :: MODULE:..." after an exception)
                            r"|FATAL ERROR :: MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
+# OpenCL's status for a buffer the device could not back with memory, from any runtime or binding
+# (pyopencl: "clEnqueueMapBuffer failed: MEM_OBJECT_ALLOCATION_FAILURE"; C: CL_MEM_OBJECT_ALLOCATION_FAILURE)
+_OPENCL_ALLOC = lazy(r"(?:(?P<call>\bcl[A-Z]\w{2,40})(?: failed)?:?\s{0,3})?(?<![\w])(?:CL_)?MEM_OBJECT_ALLOCATION_FAILURE\b")
 # Tenstorrent's allocator (tt-metal, under ttnn, tt-train and tt-xla): "Out of Memory: Not enough space
 # to allocate 131072000 B DRAM buffer across 12 banks, where each bank needs to store 10924032 B, but
 # bank size is only 1073741792 B" (L1 is the chip's own SRAM; both are the device's)
@@ -374,7 +377,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
-          "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed",
+          "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
           "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
@@ -798,6 +801,14 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             tried_to_allocate_bytes=n, detail=f"Tenstorrent's allocator could not place a {m.group('where')} buffer"
             + (f" across {m.group('banks')} banks ({m.group('per')} B per bank, {m.group('cap')} B each)"
                if m.group("banks") else "")))
+        return
+    m = ctx.search(_OPENCL_ALLOC, text) if "MEM_OBJECT_ALLOCATION" in text else None
+    if m:
+        call = m.group("call")
+        events.add(("device_runtime", "OpenCL"), i, lambda: OomEvent(
+            kind="device_runtime", backend="OpenCL", exception=exc, line=0, message_format="opencl-allocation",
+            detail=f"{call or 'an OpenCL call'} failed: the device could not allocate memory for a buffer"
+                   " (CL_MEM_OBJECT_ALLOCATION_FAILURE)"))
         return
     m = ctx.search(_DEVICE_ALLOC, text)
     if m:

@@ -311,6 +311,12 @@ def _in_a_pass(texts: list[tuple[str, Frame]]) -> bool:
     return any(rx.search(t) for t, _fr in texts for _phase, rx in _STEP)
 
 
+def _under_optimizer_step(outer: list[tuple[str, Frame]]) -> bool:
+    """Does one of these (outer) frames run the optimizer's step?"""
+    rx = dict(_STEP)["optimizer_step"]
+    return any(rx.search(t) for t, _fr in outer)
+
+
 def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     """The innermost frame of a model's own code (not PyTorch's layers), when it constructs or
     sets up a layer and no frame above it is in a pass (a helper named "_make_causal_mask" under
@@ -376,6 +382,10 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
     if not training:
         for k, (text, fr) in enumerate(texts):
             if _MODEL_LOAD.search(text):
+                if _under_optimizer_step(texts[:k]):
+                    # an optimizer step loads no model: what it calls under "with torch.device(...)"
+                    # or moves to the device is its own state
+                    continue
                 # a script's own code below it creating the optimizer ("self.set_optimizers()"
                 # in a trainer's constructor): the optimizer's state, not the model
                 maker = next((f for t, f in texts[k + 1:] if id(f) not in in_library and _OPTIMIZER_MAKER.search(t)), None)

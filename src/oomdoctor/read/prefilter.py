@@ -24,6 +24,7 @@ ANCHOR_LITERALS = (
     "ut of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ried to alloc", "capacity of",
     "otal capacity", "RESOURCE_EXHAUSTED", "Resource exhausted", "ResourceExhausted", "OOM when allocating",
     "to cudaMalloc", "to hipMalloc", "to cuMemAlloc",   # "Failed to cudaMalloc N bytes"
+    "MEM_OBJECT_ALLOCATION",   # OpenCL's CL_MEM_OBJECT_ALLOCATION_FAILURE
     "ran out-of-memory",                                 # a platform's replica status
     "memory budget", "OOM Detected",                     # Dask's nanny; a trainer's batch retry
     "System memory low",                                 # Ray 2.0's raylet killing a task

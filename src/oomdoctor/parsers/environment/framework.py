@@ -130,7 +130,7 @@ def _score(score: dict, fw: str, weight: int, line: int) -> None:
 _NOT_PYTORCH_FORMATS = frozenset({
     "cuda-error-string", "cuda-call", "cuda-driver-host-alloc", "library-allocator", "tensorrt",
     "jittor-memory-check", "paddle-allocator", "onnxruntime-arena", "nnabla-caching-allocator",
-    "mindspore-memory-pool", "cupy-memory-pool", "catboost-memory-pool", "tt-metal-allocator",
+    "mindspore-memory-pool", "cupy-memory-pool", "catboost-memory-pool", "tt-metal-allocator", "opencl-allocation",
 })
 
 
