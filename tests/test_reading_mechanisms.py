@@ -739,15 +739,21 @@ def test_a_frame_wrapped_at_a_space_is_rejoined():
       "    522 # 3. Save state\n"
       "    523 ctx.state = quant_state\n\n"
       "OutOfMemoryError: HIP out of memory. Tried to allocate 224.00 MiB. GPU \n"), "forward"),
-    # ... and the line rich's boxed traceback marks with "❱", its frame's path cut off above
+    # ... and the line rich's boxed traceback marks with "❱" (three context lines below it, as
+    # rich prints them), its frame's path cut off above
     (("│ _attention                                                   │\n"
       "│    628 │   │   )                                              │\n"
       "│ ❱  629 │   │   attention_probs = attention_scores.softmax(dim=-1) │\n"
       "│    630 │   │                                                  │\n"
+      "│    631 │   │   # cast back to the original dtype              │\n"
+      "│    632 │   │   attention_probs = attention_probs.to(v.dtype)  │\n"
       "╰──────────────────────────────────────────────────────────────╯\n"
       "OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB (GPU 0; 8.00 GiB total capacity; "
       "6.19 GiB already allocated; 0 bytes free; 6.68 GiB reserved in total by PyTorch)\n"), "forward"),
     (("│ ❱ 280 │   loss.backward()                                        │\n"
+      "│   281 │   step += 1                                              │\n"
+      "│   282 │   if step % 10 == 0:                                     │\n"
+      "│   283 │   │   log(step)                                          │\n"
       "╰──────────────────────────────────────────────────────────────╯\n"
       "OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB (GPU 0; 8.00 GiB total capacity; "
       "6.19 GiB already allocated; 0 bytes free; 6.68 GiB reserved in total by PyTorch)\n"), "backward"),
@@ -791,6 +797,23 @@ def test_loading_a_model_from_a_path_is_not_reading_training_data():
            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; "
            "77.00 GiB already allocated; 1.00 GiB free; 77.50 GiB reserved in total by PyTorch)\n")
     assert report(log)["phase"] != "data_loading"
+
+
+def test_the_context_below_a_marked_line_never_ran():
+    log = ("│ ❱ 279 │   batch = {k: v.to(dev) for k, v in batch.items()}       │\n"
+           "│   280 │   loss.backward()                                        │\n"
+           "╰──────────────────────────────────────────────────────────────╯\n"
+           "OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB (GPU 0; 8.00 GiB total capacity; "
+           "6.19 GiB already allocated; 0 bytes free; 6.68 GiB reserved in total by PyTorch)\n")
+    assert report(log)["phase"] != "backward"
+
+
+def test_rich_code_is_the_line_without_its_padding_and_box_edge():
+    from oomdoctor.parsers.traceback import RICH_CODE, rich_code
+    m = RICH_CODE.match("│ ❱  629 │   │   probs = scores.softmax(dim=-1)        │")
+    assert rich_code(m) == "│   probs = scores.softmax(dim=-1)"
+    assert rich_code(RICH_CODE.match("│   630 │   x = a | b   │")) == "x = a | b"
+    assert rich_code(RICH_CODE.match("│   630 │   x = a | b")) == "x = a | b"
 
 
 def test_a_shell_prompt_arrow_is_not_a_marked_code_line():
@@ -4236,6 +4259,11 @@ def test_the_framework_of_the_allocator_paths_tensorflow_and_jaxlib_log(log, fra
       ("/app/optimizer.py", "step", 'state["exp_avg"] = torch.zeros_like('),
       ("/env/site-packages/torch/utils/_device.py", "__torch_function__", "return func(*args, **kwargs)")],
      "optimizer_step"),
+    # ... and a script whose folder is named like an optimizer's loads its model all the same
+    ([("/home/u/llm-optim/train.py", "main", "model = AutoModelForCausalLM.from_pretrained(path)"),
+      ("/env/site-packages/transformers/modeling_utils.py", "from_pretrained", "model = cls(config)"),
+      ("/env/site-packages/transformers/modeling_utils.py", "_load_pretrained_model", "load(model, sd)")],
+     "model_load"),
     # ... while a model built under it is still the model being built
     ([("train.py", "main", "model = Transformer(args)"),
       ("/app/model.py", "__init__", "self.proj = nn.Linear(d, d)"),
@@ -4375,6 +4403,14 @@ def test_torchrun_signalled_itself_is_no_silent_rank_death():
     assert report(log)["oom_events"] == []
 
 
+def test_a_signal_to_torchrun_long_after_its_sigterms_does_not_explain_them():
+    log = ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 closing signal SIGTERM\n"
+           "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812915 closing signal SIGTERM\n"
+           + "rank1: step 100 loss 2.1\n" * 50
+           + "torch.distributed.elastic.multiprocessing.api.SignalException: Process 812900 got signal: 15\n")
+    assert "host_oom_killer" in [e["kind"] for e in report(log)["oom_events"]]
+
+
 def test_sigterms_without_a_signal_to_torchrun_still_suggest_a_silent_death():
     log = ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 closing signal SIGTERM\n"
            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812915 closing signal SIGTERM\n")
@@ -4383,9 +4419,10 @@ def test_sigterms_without_a_signal_to_torchrun_still_suggest_a_silent_death():
 
 @pytest.mark.parametrize("line,kind", [
     # bash's job report with the colon spaced as it was pasted
-    ('./run.sh: line 155 : 1126 Killed :9 python -m train --config "$CONFIG_PATH""', "host_oom_killer"),
+    ("./run.sh: line 155 :  1126 Killed   python -m train", "host_oom_killer"),
     # a DataLoader worker's death retyped with its case and spaces lost
     ("RuntimeError:Dataloader worker (pid 6479) is killed by signal:killed", "dataloader_killed"),
+    ("RuntimeError: dataloader worker (pid(s) 6479) exited unexpectedly", "dataloader_killed"),
     # OpenCL's allocation failure, from pyopencl and from C
     ("pyopencl._cl.MemoryError: clEnqueueMapBuffer failed: MEM_OBJECT_ALLOCATION_FAILURE", "device_runtime"),
     ("clCreateBuffer returned CL_MEM_OBJECT_ALLOCATION_FAILURE", "device_runtime"),
@@ -4395,9 +4432,11 @@ def test_retyped_and_other_runtime_failures_are_read(line, kind):
 
 
 @pytest.mark.parametrize("line", [
-    "./run.sh: line 155 : echo Killed processes are listed below",
-    "Dataloader worker (pid 6479) finished",
-    "note: cl_mem_object_allocation_failure is retried with a smaller buffer",
+    # another signal in the same forms: stopped, not killed for memory
+    "./run.sh: line 155 :  1126 Terminated   python -m train",
+    "RuntimeError: Dataloader worker (pid 6479) is killed by signal: Terminated.",
+    # an OpenCL status name inside a longer identifier
+    "registered CL_MEM_OBJECT_ALLOCATION_FAILURE_HANDLER for retries",
 ])
 def test_their_neighbours_are_not_failures(line):
     assert report(line + "\n")["oom_events"] == []

@@ -249,9 +249,9 @@ _NO_FALLBACK = r"(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
 # (PaddlePaddle's: "DataLoader process (pid 1104) exited is killed by signal: Killed.")
 # (and as users retype it: "RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.",
 # "Dataloader worker (pid 6479) is killed by signal:killed")
-_DL_SIGNAL = lazy(r"Data[Ll]oader (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal: ?"
+_DL_SIGNAL = lazy(r"(?i:dataloader) (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal: ?"
                   r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)(?:\.|\s*$)")
-_DL_EXITED = lazy(r"DataLoader worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
+_DL_EXITED = lazy(r"(?i:dataloader) worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
                   r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory"
@@ -603,7 +603,7 @@ def _device_memory_error(s: _Scan, i: int, msg: str) -> bool:
 
 def _dataloader(s: _Scan, i: int, text: str) -> None:
     ctx = s.ctx
-    if "oader worker" in text or "oader process" in text:   # (DataLoader, or retyped Dataloader)
+    if "oader worker" in text or "oader process" in text:   # (DataLoader, or retyped in any case)
         e = ctx.search(_EXC_LINE, text)
         exc = e.group("exc") if e else None
         m = ctx.search(_DL_SIGNAL, text)
@@ -819,9 +819,10 @@ def _resolve_launchers(s: _Scan) -> None:
         # node's "Root Cause ... exitcode: -6"): these survivors were stopped because of it
         reported = any(j <= g[-1] + 100 for j, _code in s.launcher_codes)
         # ... or torchrun was itself signalled (a hang-up, Ctrl-C, a scheduler's stop) and passed
-        # it on: its SignalException is raised after the SIGTERMs, with the traceback between
+        # it on: its SignalException ends the traceback that starts right after the SIGTERMs
         stopped = [j for j in s.death_signals if g[0] - 20 <= j <= g[-1]] + \
-                  [j for j in s.agent_signals if g[0] - 20 <= j <= g[-1] + 60]
+                  [j for j in s.agent_signals if g[0] - 20 <= j <= g[-1] + 60
+                   and any(g[-1] < t <= g[-1] + 3 and t < j for t in s.ctx.lines_with(("Traceback (most recent",)))]
         if reported or stopped or s.oom_flushed_after(g) or (s.first_failure is not None and s.first_failure < g[0]):
             continue
         s.kill(g[0], "weak", "torchrun-survivors",

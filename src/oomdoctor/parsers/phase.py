@@ -23,7 +23,7 @@ from .base import ParseContext
 from .runtime import BATCH_RETRY_FORMAT, DEVICE_MAP_REFUSED_WORDS
 from .stack_phase import _GENERATE_CONFIG, _GENERATION, _frame_text, phase_from_frames
 from .torch_alloc import RETRIED_FORMAT
-from .traceback import ARROW, RICH_CODE, frames_for
+from .traceback import ARROW, RICH_CODE, frames_for, rich_code
 
 # a progress bar named for the evaluation pass: "Val:  21%|███" (its name and colon)
 _EVAL_BAR_NAMES = ("Val", "Valid", "Validation", "Validating", "Eval", "Evaluation")
@@ -556,13 +556,15 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     for j in range(idx - 1, max(-1, idx - 12), -1):
         text = ctx.lines[j].text
         arrow = ARROW.match(text) if text.lstrip().startswith("-") else None
-        if arrow is None and "❱" in text:
-            arrow = RICH_CODE.match(text)
-        if arrow:
+        code = arrow.group("code") if arrow else None
+        if code is None and "❱" in text and (rich := RICH_CODE.match(text)):
+            code = rich_code(rich)
+        if code is not None:
             for phase, rx in _CODE:
-                if rx.search(arrow.group("code")):
+                if rx.search(code):
                     return phase, ctx.lines[j].no, f"code line: {text.strip()[:60]}"
-            break
+            # the marked line ran and says nothing; the context printed around it never ran
+            return None
     for j in range(idx - 1, max(-1, idx - 4), -1):
         text = ctx.lines[j].text.strip().strip("`")
         if not text:

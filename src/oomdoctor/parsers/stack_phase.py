@@ -312,7 +312,8 @@ def _in_a_pass(texts: list[tuple[str, Frame]]) -> bool:
 
 
 def _under_optimizer_step(outer: list[tuple[str, Frame]]) -> bool:
-    """Does one of these (outer) frames run the optimizer's step?"""
+    """Does one of these (outer, library) frames run the optimizer's step? (Library frames only:
+    a script's own folder may be named like an optimizer's, "llm-optim/train.py".)"""
     rx = dict(_STEP)["optimizer_step"]
     return any(rx.search(t) for t, _fr in outer)
 
@@ -382,7 +383,7 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
     if not training:
         for k, (text, fr) in enumerate(texts):
             if _MODEL_LOAD.search(text):
-                if _under_optimizer_step(texts[:k]):
+                if _under_optimizer_step([(t, f) for t, f in texts[:k] if id(f) in in_library]):
                     # an optimizer step loads no model: what it calls under "with torch.device(...)"
                     # or moves to the device is its own state
                     continue

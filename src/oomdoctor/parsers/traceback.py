@@ -31,7 +31,15 @@ _RICH = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (
 # ... whose function rich wrapped onto the next box line when the path filled the box
 _RICH_CUT = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in\s*[│┃|]\s*$")
 # ... and its source context: "│   278 │   trainer.train(...)   │", "│ ❱ 280 │   model.save_pretrained(output_dir)   │"
-RICH_CODE = lazy(r"^\s*[│┃|]\s*(?:❱\s*)?\d{1,6}\s*[│┃|]\s?(?P<code>.*?)\s*[│┃|]?\s*$")
+# (the code runs to the box's right edge: rich_code() strips the padding and the edge in Python,
+# where a lazy group before optional padding would backtrack over every space of a long line)
+RICH_CODE = lazy(r"^\s*[│┃|]\s*(?:❱\s*)?\d{1,6}\s*[│┃|]\s?(?P<code>.*)$")
+
+
+def rich_code(m) -> str:
+    """The code of a RICH_CODE match, without the padding and the box's right edge."""
+    code = m.group("code").strip()
+    return code[:-1].rstrip() if code.endswith(("│", "┃", "|")) else code
 _RICH_FUNC = lazy(r"^\s*[│┃|]\s+(?P<func>[\w.<>]+)\s*[│┃|]\s*$")
 # Colab: "[/usr/.../operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)"
 _COLAB = lazy(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
@@ -135,7 +143,7 @@ def parse(ctx: ParseContext) -> None:
                 t = lines[j].text
                 if "❱" in t:
                     c = RICH_CODE.match(t)
-                    code = c.group("code").strip()[:300] if c else None
+                    code = rich_code(c)[:300] if c else None
                     break
                 if _RICH.match(t):
                     break
