@@ -168,3 +168,27 @@ def test_tensorflows_banners_beside_pytorch_do_not_make_a_tensorflow_job():
            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
            "79.18 GiB of which 1.00 GiB is free.\n")
     assert oomdoctor.diagnose(log).model_dump(mode="json")["environment"]["framework"] != "tensorflow"
+
+
+PADDLE_OOM = ("Out of memory error on GPU 0. Cannot allocate 3.125000GB memory on GPU 0, available memory is "
+              "only 117.750000MB.\n")
+
+
+def test_another_frameworks_allocator_gets_no_pytorch_code():
+    """A log that names no framework and fails in another framework's allocator (PaddlePaddle's
+    here): PyTorch's code and settings are withheld, with the reason, and the summary says none
+    applies instead of showing one."""
+    from oomdoctor.report.text import render_text
+    rem = remediation(PADDLE_OOM, "unknown-oom", "capture-snapshot")
+    assert not rem.applicable and "PaddlePaddle" in rem.why_not
+    report = diagnose_source(PADDLE_OOM.encode(), knowledge=default_knowledge())
+    text = render_text(report)
+    assert "None applies as written" in text and "torch.cuda" not in text.split("First fix")[1]
+
+
+def test_the_same_allocator_beside_a_named_pytorch_stack_keeps_its_fixes():
+    # a log that names PyTorch's stack (its frames, a framework banner): its fixes are PyTorch's
+    text = ('Traceback (most recent call last):\n  File "/env/site-packages/torch/nn/modules/module.py", '
+            'line 1501, in _call_impl\n    return forward_call(*args, **kwargs)\n' + PADDLE_OOM)
+    rem = remediation(text, "unknown-oom", "capture-snapshot")
+    assert rem.applicable, rem.why_not

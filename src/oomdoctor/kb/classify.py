@@ -27,7 +27,14 @@ from ..read.literals import required_literals
 from ..read.normalise import Line, join_lines
 from ..read.patterns import lazy
 from .diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
-from .frameworks import DEFAULT_PREFERENCE, OWN_KNOBS_ONLY, PREFERENCE, canonical_framework
+from .frameworks import (
+    DEFAULT_PREFERENCE,
+    NEUTRAL_STACKS,
+    OTHER_RUNTIME_FORMATS,
+    OWN_KNOBS_ONLY,
+    PREFERENCE,
+    canonical_framework,
+)
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
 from .table import fact_table
 
@@ -341,6 +348,8 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
     stack = framework or _BACKEND_STACK.get(table.get("oom.backend") or "")
     installed = _installed_versions(table)
     zero = table.get("env.zero_stage") is not None
+    # a log that names no framework, failing in another framework's allocator
+    runtime = None if framework else OTHER_RUNTIME_FORMATS.get(table.get("oom.message_format") or "")
     applicable: list[tuple[int, int, Remediation]] = []
     rejected: list[Remediation] = []
     for pos, spec in enumerate(incident.remediations):
@@ -360,6 +369,9 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
         if why is None and framework in OWN_KNOBS_ONLY and framework not in spec.knobs:
             # (a shell or Slurm line of another stack's fix sets that stack's variables)
             why = f"no setting of it for {framework}: its knobs are other stacks' ({', '.join(sorted(spec.knobs))})"
+        if why is None and runtime and NEUTRAL_STACKS.isdisjoint(spec.knobs):
+            why = f"no setting of it for {runtime}, whose allocator failed: its knobs are other stacks' " \
+                  f"({', '.join(sorted(spec.knobs))})"
         knob, others = choose_knobs(spec, stack, zero)
         rem = Remediation(
             id=spec.id, rank=0, title=spec.title, knob=knob, other_knobs=others,

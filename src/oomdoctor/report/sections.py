@@ -196,7 +196,12 @@ def _summary(out: list[Block], report: Report, diagnoses: list[Diagnosis]) -> No
         out.append(EvidenceLines(evidence))
     ok: list[Remediation] = []
     if d is not None:
-        ok, _not_ok = split_fixes(d)
+        ok, not_ok = split_fixes(d)
+        if not ok and not_ok:
+            # fixes are known for the incident, none in a form this log's stack can apply
+            out.append(Heading("First fix"))
+            out.append(Para(f"None applies as written ({len(not_ok)} known, -v lists them). {not_ok[0].title}: "
+                            f"{not_ok[0].why_not}", 2))
         if ok:
             rem = ok[0]
             out.append(Heading("First fix"))
