@@ -172,23 +172,57 @@ def test_tensorflows_banners_beside_pytorch_do_not_make_a_tensorflow_job():
 
 PADDLE_OOM = ("Out of memory error on GPU 0. Cannot allocate 3.125000GB memory on GPU 0, available memory is "
               "only 117.750000MB.\n")
+CATBOOST_OOM = ("catboost/cuda/cuda_lib/memory_pool/stack_like_memory_pool.h:314: Error: Out of memory. "
+                "Requested 1070.546387; Free 2010.952393\n")
+
+
+def _text(log: str) -> str:
+    from oomdoctor.report.text import render_text
+    return render_text(diagnose_source(log.encode(), knowledge=default_knowledge()))
 
 
 def test_another_frameworks_allocator_gets_no_pytorch_code():
     """A log that names no framework and fails in another framework's allocator (PaddlePaddle's
-    here): PyTorch's code and settings are withheld, with the reason, and the summary says none
-    applies instead of showing one."""
-    from oomdoctor.report.text import render_text
+    here): PyTorch's code and settings are withheld, with the reason, the summary says none
+    applies instead of showing one, and the capture steps say whose tools they name."""
     rem = remediation(PADDLE_OOM, "unknown-oom", "capture-snapshot")
     assert not rem.applicable and "PaddlePaddle" in rem.why_not
-    report = diagnose_source(PADDLE_OOM.encode(), knowledge=default_knowledge())
-    text = render_text(report)
+    text = _text(PADDLE_OOM)
     assert "None applies as written" in text and "torch.cuda" not in text.split("First fix")[1]
+    report = diagnose_source(PADDLE_OOM.encode(), knowledge=default_knowledge())
+    assert "PaddlePaddle's allocator" in report.diagnoses[0].next_steps[0]
 
 
-def test_the_same_allocator_beside_a_named_pytorch_stack_keeps_its_fixes():
-    # a log that names PyTorch's stack (its frames, a framework banner): its fixes are PyTorch's
-    text = ('Traceback (most recent call last):\n  File "/env/site-packages/torch/nn/modules/module.py", '
-            'line 1501, in _call_impl\n    return forward_call(*args, **kwargs)\n' + PADDLE_OOM)
-    rem = remediation(text, "unknown-oom", "capture-snapshot")
+def test_a_pytorch_variable_set_from_a_slurm_line_is_still_pytorchs():
+    # CatBoost's pool: the expandable-segments fix has Slurm and Kubernetes knobs, which export
+    # PYTORCH_CUDA_ALLOC_CONF: withheld like its environment knob
+    report = diagnose_source(CATBOOST_OOM.encode(), knowledge=default_knowledge())
+    offered = [r for d in report.diagnoses for r in d.remediations if r.applicable]
+    assert offered == [], [(r.id, r.knob) for r in offered]
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in _text(CATBOOST_OOM).split("First fix")[1]
+
+
+@pytest.mark.parametrize("beside", [
+    # PyTorch's frames, PyTorch's version, torch-tensorrt's frames: the job is PyTorch's
+    'Traceback (most recent call last):\n  File "/env/site-packages/torch/nn/modules/module.py", '
+    'line 1501, in _call_impl\n    return forward_call(*args, **kwargs)\n',
+    "PyTorch version: 2.3.1+cu121\n",
+    '  File "/usr/local/lib/python3.10/dist-packages/torch_tensorrt/dynamo/_compiler.py", line 230, in compile\n',
+], ids=["frames", "version", "torch-tensorrt"])
+def test_the_same_allocator_in_a_pytorch_job_keeps_its_fixes(beside):
+    rem = remediation(beside + PADDLE_OOM, "unknown-oom", "capture-snapshot")
     assert rem.applicable, rem.why_not
+
+
+def test_fixes_ruled_out_by_the_log_not_its_stack_say_so_plainly():
+    from oomdoctor.report.common import no_fix_line
+    from oomdoctor.kb.diagnosis import Remediation
+    refused = Remediation(id="x", rank=1, title="Give Spark's executors more memory overhead", applicable=False,
+                          why_not="its preconditions do not hold for this log")
+    assert no_fix_line([refused]) == "No listed fix applies to this log (-v lists them, and why)."
+
+
+def test_the_html_report_says_why_no_fix_is_shown():
+    from oomdoctor.report.html import render_html
+    html = render_html(diagnose_source(PADDLE_OOM.encode(), knowledge=default_knowledge()))
+    assert "None applies as written" in html and "PaddlePaddle" in html

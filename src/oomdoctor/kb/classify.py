@@ -29,7 +29,6 @@ from ..read.patterns import lazy
 from .diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
 from .frameworks import (
     DEFAULT_PREFERENCE,
-    NEUTRAL_STACKS,
     OTHER_RUNTIME_FORMATS,
     OWN_KNOBS_ONLY,
     PREFERENCE,
@@ -343,13 +342,33 @@ def _version_refusal(spec, installed: dict) -> Optional[str]:
 _BACKEND_STACK = {"XLA": "jax", "TF": "tensorflow"}
 
 
+# how a fix withheld for the stack begins its reason (the report tells those from the others)
+STACK_REFUSAL = "no setting of it for "
+
+
+def _next_steps(inc: Incident, e: Evaluator, framework: Optional[str]) -> list[str]:
+    steps = [e.fill(s) for s in inc.next_steps]
+    runtime = other_runtime(e.table, framework)
+    if runtime and steps:
+        steps.insert(0, f"The memory ran out in {runtime}'s allocator: where the steps below name PyTorch's "
+                        f"tools, take the same measurement with {runtime}'s own.")
+    return steps
+
+
+def other_runtime(table: dict, framework: Optional[str]) -> Optional[str]:
+    """The framework or runtime whose allocator failed, where it is not PyTorch's and the log
+    names no framework and no PyTorch version (CuPy or TensorRT beside PyTorch is PyTorch's job)."""
+    if framework or table.get("env.torch_version"):
+        return None
+    return OTHER_RUNTIME_FORMATS.get(table.get("oom.message_format") or "")
+
+
 def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]) -> list[Remediation]:
     table = ev.table
     stack = framework or _BACKEND_STACK.get(table.get("oom.backend") or "")
     installed = _installed_versions(table)
     zero = table.get("env.zero_stage") is not None
-    # a log that names no framework, failing in another framework's allocator
-    runtime = None if framework else OTHER_RUNTIME_FORMATS.get(table.get("oom.message_format") or "")
+    runtime = other_runtime(table, framework)
     applicable: list[tuple[int, int, Remediation]] = []
     rejected: list[Remediation] = []
     for pos, spec in enumerate(incident.remediations):
@@ -368,9 +387,11 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
             why = _version_refusal(spec, installed)
         if why is None and framework in OWN_KNOBS_ONLY and framework not in spec.knobs:
             # (a shell or Slurm line of another stack's fix sets that stack's variables)
-            why = f"no setting of it for {framework}: its knobs are other stacks' ({', '.join(sorted(spec.knobs))})"
-        if why is None and runtime and NEUTRAL_STACKS.isdisjoint(spec.knobs):
-            why = f"no setting of it for {runtime}, whose allocator failed: its knobs are other stacks' " \
+            why = f"{STACK_REFUSAL}{framework}: its knobs are other stacks' ({', '.join(sorted(spec.knobs))})"
+        if why is None and runtime:
+            # (as for JAX and TensorFlow: a shell, Slurm or Kubernetes line of a fix sets PyTorch's
+            # variables or installs its libraries)
+            why = f"{STACK_REFUSAL}{runtime}, whose allocator failed: its knobs are other stacks' " \
                   f"({', '.join(sorted(spec.knobs))})"
         knob, others = choose_knobs(spec, stack, zero)
         rem = Remediation(
@@ -542,7 +563,7 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
             score=round(score, 2), fallback=inc.fallback, memory_failure=inc.memory_failure, warning=lead,
             explanation=e.fill(inc.summary.strip()), because=because,
             evidence=_evidence(e, line_nos), remediations=remediations_for(inc, e, detected),
-            next_steps=[e.fill(s) for s in inc.next_steps], references=list(inc.references),
+            next_steps=_next_steps(inc, e, detected), references=list(inc.references),
         ))
     if notes is not None:
         for e in (ev, hyp) if hypothesis is not None else (ev,):

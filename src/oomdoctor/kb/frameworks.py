@@ -64,16 +64,16 @@ PREFERENCE = {
 # allocator's environment, DeepSpeed's JSON): a fix with no knob of theirs does not apply.
 OWN_KNOBS_ONLY = frozenset({"jax", "tensorflow"})
 # Failures reported by another framework's or runtime's allocator (its message format, as the
-# parsers name it): where the log names no framework, its users cannot apply PyTorch's code or
-# settings, nor those of the libraries built on PyTorch; only a stack-neutral knob (a shell,
-# Slurm or Kubernetes line) applies. (CUDA's own error strings are anyone's: not here.)
+# parsers name it): where the log names no framework and no PyTorch version, its users cannot
+# apply PyTorch's code or settings, nor those of the libraries built on PyTorch (their shell,
+# Slurm and Kubernetes lines set PyTorch's variables too). CUDA's own error strings are anyone's:
+# not here.
 OTHER_RUNTIME_FORMATS = {
     "paddle-allocator": "PaddlePaddle", "mindspore-memory-pool": "MindSpore", "jittor-memory-check": "Jittor",
     "nnabla-caching-allocator": "nnabla", "cupy-memory-pool": "CuPy", "catboost-memory-pool": "CatBoost",
     "onnxruntime-arena": "ONNX Runtime", "tensorrt": "TensorRT", "tt-metal-allocator": "tt-metal",
     "opencl-allocation": "an OpenCL runtime",
 }
-NEUTRAL_STACKS = frozenset({"shell", "slurm", "kubernetes"})
 DEFAULT_PREFERENCE = ("env", "hf", "deepspeed", "accelerate", "fsdp", "code", "shell", "slurm", "kubernetes")
 
 # Names a user may pass to --framework, mapped to the detector's names.

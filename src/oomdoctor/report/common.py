@@ -609,6 +609,17 @@ def split_fixes(d: Diagnosis) -> tuple[list[Remediation], list[Remediation]]:
     return ok, not_ok
 
 
+def no_fix_line(not_ok: list[Remediation]) -> str:
+    """What the summary says where no known fix applies: the reason where the log's stack is
+    what rules them out (JAX, TensorFlow, another framework's allocator), else only that none
+    fits this log."""
+    from ..kb.classify import STACK_REFUSAL
+    stack = [r for r in not_ok if (r.why_not or "").startswith(STACK_REFUSAL)]
+    if not stack:
+        return "No listed fix applies to this log (-v lists them, and why)."
+    return f"None applies as written ({len(stack)} written for other stacks, -v lists them): {stack[0].why_not}."
+
+
 def effect_line(rem: Remediation) -> Optional[str]:
     parts = []
     if rem.memory_effect:

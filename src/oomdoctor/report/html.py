@@ -16,6 +16,7 @@ from .common import (
     diagnosis_evidence,
     evidence_ref,
     knob_name,
+    no_fix_line,
     number_rows,
     pct,
     primary_event,
@@ -182,7 +183,9 @@ def render_html(report: "Report", *, top: Optional[int] = None) -> str:
         if d.explanation:
             out += ["<h2>Why</h2>", f"<p>{e(d.explanation)}</p>"]
             out.append("<ul>" + "".join(f"<li>{e(b)}</li>" for b in d.because) + "</ul>")
-        ok, _not_ok = split_fixes(d)
+        ok, not_ok = split_fixes(d)
+        if not ok and not_ok:
+            out += ["<h2>Fixes</h2>", f"<p>{e(no_fix_line(not_ok))}</p>"]
         if ok:
             out.append("<h2>Fixes, best first</h2>")
             for n, rem in enumerate(ok, 1):

@@ -27,6 +27,7 @@ from .common import (
     fit_line,
     knob_name,
     memory_section,
+    no_fix_line,
     number_rows,
     pct,
     primary_event,
@@ -198,10 +199,8 @@ def _summary(out: list[Block], report: Report, diagnoses: list[Diagnosis]) -> No
     if d is not None:
         ok, not_ok = split_fixes(d)
         if not ok and not_ok:
-            # fixes are known for the incident, none in a form this log's stack can apply
             out.append(Heading("First fix"))
-            out.append(Para(f"None applies as written ({len(not_ok)} known, -v lists them). {not_ok[0].title}: "
-                            f"{not_ok[0].why_not}", 2))
+            out.append(Para(no_fix_line(not_ok), 2))
         if ok:
             rem = ok[0]
             out.append(Heading("First fix"))

@@ -72,6 +72,8 @@ _FW_NEEDLES = (
     ("fsdp", "/torch/distributed/fsdp/", 2), ("fsdp", "fullyshardeddataparallel", 2),
     ("plain-pytorch", "packages/torch/", 2), ("plain-pytorch", "/torch/", 1), ("plain-pytorch", "outofmemoryerror", 1),
     ("plain-pytorch", "/torch_xla/", 2),
+    # TensorRT and ONNX Runtime driven from PyTorch (torch-tensorrt, ORTModule): PyTorch's job
+    ("plain-pytorch", "/torch_tensorrt/", 2), ("plain-pytorch", "/ortmodule/", 2),
 )
 _FW_REGEX = (
     # LLaMA-Factory's own log formats: >= 0.9.1 "[INFO|2025-01-01 12:00:00] x:12 >> " and

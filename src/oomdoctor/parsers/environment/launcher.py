@@ -32,10 +32,7 @@ _WORLD = lazy(
     # TRL's GRPO trainer refusing its batch: "The global train batch size (7 x 1) must be evenly
     # divisible by the number of generations", later "The effective train batch size (7 x 1 x 4)
     # must be ..." (processes x per-device batch [x accumulation])
-    r"|\bThe (?:global|effective) (?:train|eval) batch size \((?P<trl>\d{1,7}) x \d{1,7}(?: x \d{1,7})?(?: = \d{1,9})?\) must be"
-    # DeepSpeed refusing a ZeRO checkpoint saved at another size: "The checkpoint being loaded used
-    # a DP world size of 256 but the current world size is 2." (the first figure is the checkpoint's)
-    r"|\bbut the current world size is (?P<cur>\d{1,7})\b")
+    r"|\bThe (?:global|effective) (?:train|eval) batch size \((?P<trl>\d{1,7}) x \d{1,7}(?: x \d{1,7})?(?: = \d{1,9})?\) must be")
 _NCCL_CHANNEL = lazy(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
 
 
@@ -101,8 +98,6 @@ def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
             col.set("world_size", int(g["timm"] or 1), line, RUNTIME)
         elif g["trl"]:
             col.set("world_size", int(g["trl"]), line, RUNTIME)
-        elif g["cur"]:
-            col.set("world_size", int(g["cur"]), line, RUNTIME)
 
 
 # GPT-NeoX hands its DeepSpeed configuration to each worker as base64-encoded JSON on the
