@@ -32,6 +32,7 @@ from .frameworks import (
     OTHER_RUNTIME_FORMATS,
     OWN_KNOBS_ONLY,
     PREFERENCE,
+    STACK_REFUSAL,
     canonical_framework,
 )
 from .knowledge import Condition, Incident, KnowledgeBase, RemediationSpec
@@ -342,8 +343,12 @@ def _version_refusal(spec, installed: dict) -> Optional[str]:
 _BACKEND_STACK = {"XLA": "jax", "TF": "tensorflow"}
 
 
-# how a fix withheld for the stack begins its reason (the report tells those from the others)
-STACK_REFUSAL = "no setting of it for "
+def other_runtime(table: dict, framework: Optional[str]) -> Optional[str]:
+    """The framework or runtime whose allocator failed, where it is not PyTorch's and the log
+    names no framework and no PyTorch version (CuPy or TensorRT beside PyTorch is PyTorch's job)."""
+    if framework or table.get("env.torch_version"):
+        return None
+    return OTHER_RUNTIME_FORMATS.get(table.get("oom.message_format") or "")
 
 
 def _next_steps(inc: Incident, e: Evaluator, framework: Optional[str]) -> list[str]:
@@ -353,14 +358,6 @@ def _next_steps(inc: Incident, e: Evaluator, framework: Optional[str]) -> list[s
         steps.insert(0, f"The memory ran out in {runtime}'s allocator: where the steps below name PyTorch's "
                         f"tools, take the same measurement with {runtime}'s own.")
     return steps
-
-
-def other_runtime(table: dict, framework: Optional[str]) -> Optional[str]:
-    """The framework or runtime whose allocator failed, where it is not PyTorch's and the log
-    names no framework and no PyTorch version (CuPy or TensorRT beside PyTorch is PyTorch's job)."""
-    if framework or table.get("env.torch_version"):
-        return None
-    return OTHER_RUNTIME_FORMATS.get(table.get("oom.message_format") or "")
 
 
 def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]) -> list[Remediation]:

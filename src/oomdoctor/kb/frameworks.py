@@ -74,6 +74,8 @@ OTHER_RUNTIME_FORMATS = {
     "onnxruntime-arena": "ONNX Runtime", "tensorrt": "TensorRT", "tt-metal-allocator": "tt-metal",
     "opencl-allocation": "an OpenCL runtime",
 }
+# how the reason of a fix withheld for the stack begins (the report tells those from the others)
+STACK_REFUSAL = "no setting of it for "
 DEFAULT_PREFERENCE = ("env", "hf", "deepspeed", "accelerate", "fsdp", "code", "shell", "slurm", "kubernetes")
 
 # Names a user may pass to --framework, mapped to the detector's names.

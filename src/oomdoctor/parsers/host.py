@@ -814,6 +814,7 @@ def _resolve_launchers(s: _Scan) -> None:
             s.kill(j, _SIGKILL_ONLY, "deepspeed", "DeepSpeed launcher: a rank exited with return code -9 (SIGKILL)")
     # torchrun: survivors are sent SIGTERM *before* the "failed (exitcode: X)" line. With
     # no such line (a cut log) and no exception before, a rank died silently.
+    tracebacks = s.ctx.lines_with(("Traceback (most recent",)) if s.agent_signals else []
     for g in _groups(s.sigterms, 50):
         # a worker's exit the launcher reports after them, or reported before them (another
         # node's "Root Cause ... exitcode: -6"): these survivors were stopped because of it
@@ -822,7 +823,7 @@ def _resolve_launchers(s: _Scan) -> None:
         # it on: its SignalException ends the traceback that starts right after the SIGTERMs
         stopped = [j for j in s.death_signals if g[0] - 20 <= j <= g[-1]] + \
                   [j for j in s.agent_signals if g[0] - 20 <= j <= g[-1] + 60
-                   and any(g[-1] < t <= g[-1] + 3 and t < j for t in s.ctx.lines_with(("Traceback (most recent",)))]
+                   and any(g[-1] < t <= g[-1] + 3 and t < j for t in tracebacks)]
         if reported or stopped or s.oom_flushed_after(g) or (s.first_failure is not None and s.first_failure < g[0]):
             continue
         s.kill(g[0], "weak", "torchrun-survivors",

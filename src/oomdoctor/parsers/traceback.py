@@ -34,12 +34,6 @@ _RICH_CUT = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) 
 # (the code runs to the box's right edge: rich_code() strips the padding and the edge in Python,
 # where a lazy group before optional padding would backtrack over every space of a long line)
 RICH_CODE = lazy(r"^\s*[│┃|]\s*(?:❱\s*)?\d{1,6}\s*[│┃|]\s?(?P<code>.*)$")
-
-
-def rich_code(m) -> str:
-    """The code of a RICH_CODE match, without the padding and the box's right edge."""
-    code = m.group("code").strip()
-    return code[:-1].rstrip() if code.endswith(("│", "┃", "|")) else code
 _RICH_FUNC = lazy(r"^\s*[│┃|]\s+(?P<func>[\w.<>]+)\s*[│┃|]\s*$")
 # Colab: "[/usr/.../operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)"
 _COLAB = lazy(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
@@ -54,6 +48,12 @@ _CARET = lazy(r"^\s*[\^~\s]+$")
 # (most recent call first):"), innermost first: '  File "x.py", line 166 in train'
 _FAULT = lazy(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+) in (?P<func>[\w.<>]{1,200})\s*$")
 _RECORDER = lazy(r"^\s*#(?P<n>\d{1,3}) (?P<func>[\w.<>]{1,200}) from (?P<file>\S+?\.py):(?P<lineno>\d+)\s*$")
+
+
+def rich_code(m) -> str:
+    """The code of a RICH_CODE match, without the padding and the box's right edge."""
+    code = m.group("code").strip()
+    return code[:-1].rstrip() if code.endswith(("│", "┃", "|")) else code
 
 
 def parse(ctx: ParseContext) -> None:

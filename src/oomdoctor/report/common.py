@@ -28,7 +28,7 @@ from ..facts.derived import (
 from ..facts.models import Evidence, OomEvent
 from ..facts.sizes import format_size
 from ..kb.diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
-from ..kb.frameworks import STACKS
+from ..kb.frameworks import STACK_REFUSAL, STACKS
 from ..read.patterns import lazy
 
 if TYPE_CHECKING:  # renderers read a Report; the model offers them as methods
@@ -613,7 +613,6 @@ def no_fix_line(not_ok: list[Remediation]) -> str:
     """What the summary says where no known fix applies: the reason where the log's stack is
     what rules them out (JAX, TensorFlow, another framework's allocator), else only that none
     fits this log."""
-    from ..kb.classify import STACK_REFUSAL
     stack = [r for r in not_ok if (r.why_not or "").startswith(STACK_REFUSAL)]
     if not stack:
         return "No listed fix applies to this log (-v lists them, and why)."
