@@ -365,7 +365,12 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
     stack = framework or _BACKEND_STACK.get(table.get("oom.backend") or "")
     installed = _installed_versions(table)
     zero = table.get("env.zero_stage") is not None
+    # a stack whose users can apply only its own knobs: JAX's, TensorFlow's, or none (another
+    # framework's allocator failed, and no knob is written for it); a shell or Slurm line of
+    # another stack's fix sets that stack's variables
     runtime = other_runtime(table, framework)
+    own = (f"{runtime}, whose allocator failed", None) if runtime else \
+        (framework, framework) if framework in OWN_KNOBS_ONLY else None
     applicable: list[tuple[int, int, Remediation]] = []
     rejected: list[Remediation] = []
     for pos, spec in enumerate(incident.remediations):
@@ -382,14 +387,8 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
                     break
         if why is None:
             why = _version_refusal(spec, installed)
-        if why is None and framework in OWN_KNOBS_ONLY and framework not in spec.knobs:
-            # (a shell or Slurm line of another stack's fix sets that stack's variables)
-            why = f"{STACK_REFUSAL}{framework}: its knobs are other stacks' ({', '.join(sorted(spec.knobs))})"
-        if why is None and runtime:
-            # (as for JAX and TensorFlow: a shell, Slurm or Kubernetes line of a fix sets PyTorch's
-            # variables or installs its libraries)
-            why = f"{STACK_REFUSAL}{runtime}, whose allocator failed: its knobs are other stacks' " \
-                  f"({', '.join(sorted(spec.knobs))})"
+        if why is None and own and own[1] not in spec.knobs:
+            why = f"{STACK_REFUSAL}{own[0]}: its knobs are other stacks' ({', '.join(sorted(spec.knobs))})"
         knob, others = choose_knobs(spec, stack, zero)
         rem = Remediation(
             id=spec.id, rank=0, title=spec.title, knob=knob, other_knobs=others,

@@ -546,6 +546,11 @@ _CODE = (
 )
 
 
+def _phase_in(table, text: str, default: Optional[str] = None) -> Optional[str]:
+    """The phase of the first (phase, pattern) row of ``table`` whose pattern ``text`` holds."""
+    return next((phase for phase, rx in table if rx.search(text)), default)
+
+
 def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     """No frames at all, but the code line printed just above the error says enough."""
     # the error may be a later piece of its physical line (a code line glued before it)
@@ -560,18 +565,16 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
         if code is None and "❱" in text and (rich := RICH_CODE.match(text)):
             code = rich_code(rich)
         if code is not None:
-            for phase, rx in _CODE:
-                if rx.search(code):
-                    return phase, ctx.lines[j].no, f"code line: {text.strip()[:60]}"
-            # the marked line ran and says nothing; the context printed around it never ran
-            return None
+            # (the marked line ran; when it says nothing, the context printed around it never ran)
+            phase = _phase_in(_CODE, code)
+            return (phase, ctx.lines[j].no, f"code line: {text.strip()[:60]}") if phase else None
     for j in range(idx - 1, max(-1, idx - 4), -1):
         text = ctx.lines[j].text.strip().strip("`")
         if not text:
             continue
-        for phase, rx in _CODE:
-            if rx.search(text):
-                return phase, ctx.lines[j].no, f"code line: {text[:60]}"
+        phase = _phase_in(_CODE, text)
+        if phase:
+            return phase, ctx.lines[j].no, f"code line: {text[:60]}"
     return None
 
 
@@ -667,7 +670,7 @@ def _tf_node_hint(ctx: ParseContext, idx: int, within: int = 30) -> Optional[tup
     # (Keras prints it after the node's lines and their hints: "\n\n [Op:__inference_predict_function_9480]")
     for i in _after_first(ctx, ("[Op:",), idx, 8):
         m = ctx.search(_TF_OP, ctx.lines[i].text)
-        phase = next((ph for ph, rx in _TF_OPS if rx.search(m.group("name"))), None) if m else None
+        phase = _phase_in(_TF_OPS, m.group("name")) if m else None
         if phase:
             return phase, ctx.lines[i].no, f"TensorFlow op {m.group('name')[:60]}"
     for i in _after_first(ctx, ("[[Node", "[[node", "{{node"), idx, within):
@@ -675,7 +678,7 @@ def _tf_node_hint(ctx: ParseContext, idx: int, within: int = 30) -> Optional[tup
         if not m:
             continue
         name = m.group("name")
-        phase = next((ph for ph, rx in _TF_SCOPES if rx.search(name)), None)
+        phase = _phase_in(_TF_SCOPES, name)
         # (a node of the model's graph has a scope; "XRTExecute", "sub_2518" are the runtime's or
         # unnamed; an input iterator is the pipeline's whatever its name)
         if phase is None and "/" in name and not name.startswith("XRT"):
@@ -714,7 +717,7 @@ def _kernel_hint(ctx: ParseContext, idx: int, within: int = 8) -> Optional[tuple
         if not m:
             continue
         name = m.group("tf") or (m.group("kernel") or "").rsplit("::", 1)[-1]
-        phase = next((ph for ph, rx in _KERNEL_PHASE if name and rx.search(name)), None)
+        phase = _phase_in(_KERNEL_PHASE, name) if name else None
         if phase is None and m.group("file") in _LOSS_KERNEL_FILES:
             phase = "forward"
         if phase:
@@ -740,7 +743,7 @@ def _paddle_op_hint(ctx: ParseContext, idx: int, within: int = 12) -> Optional[t
         m = ctx.search(_PADDLE_OP, ctx.lines[i].text)
         if m:
             op = m.group("op")
-            phase = next((ph for ph, rx in _PADDLE_OPS if rx.search(op)), "forward")
+            phase = _phase_in(_PADDLE_OPS, op, "forward")
             return phase, ctx.lines[i].no, f"Paddle operator {op[:60]}"
     return None
 

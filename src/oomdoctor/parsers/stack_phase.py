@@ -306,16 +306,10 @@ _OPTIMIZER_STATE = lazy(r"\b(?:optim(?:izer)?s?|(?:lr_)?scheduler|(?:grad_)?scal
 _TENSOR_READ = lazy(r"serialization\.py:(?:load|_load)\b|safetensors/torch\.py:load_file|load_state_dict_from_file|safe_load_file")
 
 
-def _in_a_pass(texts: list[tuple[str, Frame]]) -> bool:
-    """Does one of these frames run a training step's pass (forward, backward, optimizer step)?"""
-    return any(rx.search(t) for t, _fr in texts for _phase, rx in _STEP)
-
-
-def _under_optimizer_step(outer: list[tuple[str, Frame]]) -> bool:
-    """Does one of these (outer, library) frames run the optimizer's step? (Library frames only:
-    a script's own folder may be named like an optimizer's, "llm-optim/train.py".)"""
-    rx = dict(_STEP)["optimizer_step"]
-    return any(rx.search(t) for t, _fr in outer)
+def _in_a_pass(texts: list[tuple[str, Frame]], only: Optional[str] = None) -> bool:
+    """Does one of these frames run a training step's pass (forward, backward, optimizer step),
+    or, with ``only``, that one?"""
+    return any(rx.search(t) for t, _fr in texts for phase, rx in _STEP if only in (None, phase))
 
 
 def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
@@ -383,9 +377,10 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
     if not training:
         for k, (text, fr) in enumerate(texts):
             if _MODEL_LOAD.search(text):
-                if _under_optimizer_step([(t, f) for t, f in texts[:k] if id(f) in in_library]):
+                if _in_a_pass([(t, f) for t, f in texts[:k] if id(f) in in_library], only="optimizer_step"):
                     # an optimizer step loads no model: what it calls under "with torch.device(...)"
-                    # or moves to the device is its own state
+                    # or moves to the device is its own state (its library frames: a script's own
+                    # folder may be named like an optimizer's, "llm-optim/train.py")
                     continue
                 # a script's own code below it creating the optimizer ("self.set_optimizers()"
                 # in a trainer's constructor): the optimizer's state, not the model
