@@ -376,3 +376,40 @@ def test_a_failure_that_is_not_memory_gets_no_memory_leads():
     text = ("[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
             "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800001 milliseconds before timing out.\n")
     assert not any(d.warning for d in oomdoctor.diagnose(text).diagnoses)
+
+
+# synthetic: TensorFlow's message names the tensor and nothing else (no frame, no figures)
+_UNPLACED_TF = ("2020-12-08 15:56:49.623677: W tensorflow/core/framework/op_kernel.cc:1767] OP_REQUIRES failed at "
+                "cwise_ops_common.cc:82 : Resource exhausted: OOM when allocating tensor with shape[32,193,512] and "
+                "type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n")
+
+
+def test_a_device_oom_the_log_does_not_place_lists_activations_as_a_lead():
+    diags = oomdoctor.diagnose(_UNPLACED_TF).diagnoses
+    assert [d.incident for d in diags[:2]] == ["unknown-oom", "activation-memory"]
+    assert not diags[0].warning
+    lead = diags[1]
+    assert lead.warning and lead.confidence <= LEAD_CONFIDENCE
+    assert any("a prior, not evidence" in b for b in lead.because)
+
+
+def test_a_lead_only_prior_never_makes_a_finding_even_where_the_sum_reaches_min_score():
+    # synthetic: own tensors hold most of the device (one weak signal) and no phase (the prior):
+    # together they reach activation-memory's min_score, and it is still a lead after the unknown cause
+    text = ("RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 0; 15.78 GiB total capacity; "
+            "13.19 GiB already allocated; 1.41 GiB free; 13.22 GiB reserved in total by PyTorch)\n")
+    diags = oomdoctor.diagnose(text).diagnoses
+    assert diags[0].incident == "unknown-oom"
+    [act] = [d for d in diags if d.incident == "activation-memory"]
+    assert act.warning and act.score >= 2
+
+
+def test_a_prior_is_no_lead_beside_a_finding():
+    # synthetic: a fragmented cache named, no phase: the unplaced prior does not list activations beside it
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "23.65 GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 22.10 GiB memory "
+            "in use. Of the allocated memory 12.00 GiB is allocated by PyTorch, and 9.50 GiB is reserved by "
+            "PyTorch but unallocated.\n")
+    diags = oomdoctor.diagnose(text).diagnoses
+    assert diags[0].incident == "alloc-fragmentation" and not diags[0].warning
+    assert not any("a prior, not evidence" in b for d in diags for b in d.because)

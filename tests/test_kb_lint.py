@@ -114,7 +114,7 @@ def _wrong_type(d):
 #  the reason the message must give)
 BROKEN = [
     ("unknown-field", _unknown_field, ("signals", 0, "wieght"), True,
-     r"^unknown key 'wieght' \(did you mean 'weight'\? allowed: id, weight, when, says\)$"),
+     r"^unknown key 'wieght' \(did you mean 'weight'\? allowed: id, weight, when, says, lead_only\)$"),
     ("bad-regex", _bad_regex, ("signals", 0, "when", "frame"), False, r"^invalid regular expression '\(unclosed'"),
     ("bad-version", _bad_version, ("signals", 0, "when", "version"), False, r"^invalid PEP 440 version specifier"),
     ("unknown-framework", _unknown_framework, ("remediations", 0, "knobs"), False,

@@ -408,7 +408,9 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
     return ordered
 
 
-def score_incident(incident: Incident, ev: Evaluator) -> Optional[tuple[float, list[str], list[int]]]:
+def score_incident(incident: Incident, ev: Evaluator) -> Optional[tuple[float, float, list[str], list[str], list[int]]]:
+    """(score, prior, reasons, the priors' reasons, evidence lines), or None where a requirement
+    fails. ``prior`` sums the lead-only signals that hold: it may make a lead, never a finding."""
     lines: list[int] = []
     ev.context = (incident.id, "a requirement")
     try:
@@ -420,20 +422,26 @@ def score_incident(incident: Incident, ev: Evaluator) -> Optional[tuple[float, l
         ev.context = None
 
 
-def _score_signals(incident: Incident, ev: Evaluator, lines: list[int]) -> tuple[float, list[str], list[int]]:
-    score = 0.0
+def _score_signals(incident: Incident, ev: Evaluator,
+                   lines: list[int]) -> tuple[float, float, list[str], list[str], list[int]]:
+    score = prior = 0.0
     because: list[str] = []
+    priors: list[str] = []
     for sig in incident.signals:
         sig_lines: list[int] = []
         ev.context = (incident.id, f"signal {sig.id}")
         if ev.holds(sig.when, sig_lines):
-            score += sig.weight
-            if sig.weight > 0:
+            if sig.lead_only:
+                prior += sig.weight
+                priors.append(ev.fill(sig.says))
+            elif sig.weight > 0:
+                score += sig.weight
                 because.append(ev.fill(sig.says))
                 lines.extend(sig_lines)
             else:
+                score += sig.weight
                 because.append("against: " + ev.fill(sig.says))
-    return score, because, lines
+    return score, prior, because, priors, lines
 
 
 def _evidence(ev: Evaluator, line_nos: Iterable[int]) -> list[Evidence]:
@@ -462,23 +470,30 @@ LEAD_CONFIDENCE = 0.3
 
 
 def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True,
-               other: bool = True) -> tuple[list[tuple], list[tuple]]:
-    """Every incident that scores its ``min_score``, and, scored in the same pass, the memory
-    incidents (the fallback aside) that score at least PARTIAL_SCORE but less than that."""
-    scored, partial = [], []
+               other: bool = True) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    """Every incident that scores its ``min_score``; and, scored in the same pass, the memory
+    incidents (the fallback aside) that score at least PARTIAL_SCORE but less than that,
+    without and (ranked) with their lead-only priors."""
+    scored, partial, leads = [], [], []
     for inc in kb:
         if (inc.memory_failure and not memory) or (not inc.memory_failure and not other):
             continue
         res = score_incident(inc, ev)
         if res is None:
             continue
-        score, because, line_nos = res
-        row = (score, inc.priority, inc.id, inc, because, line_nos)
+        score, prior, because, priors, line_nos = res
         if score >= inc.min_score:
-            scored.append(row)
-        elif score >= PARTIAL_SCORE and inc.memory_failure and not inc.fallback:
-            partial.append(row)
-    return scored, partial
+            # a finding: the evidence named it, and a prior adds nothing to that
+            scored.append((score, inc.priority, inc.id, inc, because, line_nos))
+        elif inc.memory_failure and not inc.fallback:
+            if score >= PARTIAL_SCORE:
+                partial.append((score, inc.priority, inc.id, inc, because, line_nos))
+            if score + prior >= PARTIAL_SCORE:
+                # with the priors counted: a lead after the fallback at most, whatever the sum
+                leads.append((score, (score + prior, inc.priority, inc.id, inc, because + priors, line_nos)))
+    # leads best first; at the same sum, the one more of whose score is evidence
+    leads.sort(key=lambda r: (-r[1][0], -r[0], -r[1][1], r[1][2]))
+    return scored, partial, [row for _evidence, row in leads]
 
 
 # Partial evidence: an incident scoring at least this much, below its min_score, is a lead
@@ -508,7 +523,7 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
     survived_only = bool(facts.oom_events) and not fatal_events(facts.oom_events)
     ev = Evaluator(facts, lines or [])
     detected = (canonical_framework(framework) or framework) if framework else ev.table.get("env.framework")
-    scored, partial = _score_all(kb, ev, memory=not survived_only)
+    scored, partial, leads = _score_all(kb, ev, memory=not survived_only)
     found = [(s, ev, False) for s in _ranked(scored)]
     stops = ev.table.get("phase.stops_early")
     no_failure = not survived_only and not ev.table.get("oom.any") and not ev.table.get("failure.any")
@@ -528,8 +543,9 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         found += [(s, hyp, True) for s in _ranked(warnings)]
     elif any(s[3].fallback for s, _e, _l in found) and all(s[3].fallback for s, _e, _l in found if s[3].memory_failure):
         # A certain OOM whose cause no incident reaches: the incidents that some of the
-        # evidence points to, short of what naming them needs, are listed as leads.
-        found += [(s, ev, True) for s in _ranked(partial)[:PARTIAL_LEADS]]
+        # evidence (or a lead-only prior) points to, short of what naming them needs, are
+        # listed as leads.
+        found += [(s, ev, True) for s in leads[:PARTIAL_LEADS]]
     elif hypothesis is None:
         # A finding with room beside it: what more of the evidence also points to follows it
         # as a lead (the forward pass of a job whose fragmented cache was named first; the

@@ -128,7 +128,8 @@ def incident_markdown(incident: Incident) -> str:
         out += ["Considered only when " + "; and ".join(condition_text(c) for c in incident.requires) + ".", ""]
     out += ["| weight | signal | condition |", "| ---: | --- | --- |"]
     for s in incident.signals:
-        out.append(f"| {s.weight:+g} | {_md_escape_cell(s.says)} | {_md_escape_cell(condition_text(s.when))} |")
+        weight = f"{s.weight:+g} (lead only)" if s.lead_only else f"{s.weight:+g}"
+        out.append(f"| {weight} | {_md_escape_cell(s.says)} | {_md_escape_cell(condition_text(s.when))} |")
     out += ["", "## Remediations (best first)", ""]
     for i, spec in enumerate(incident.remediations, 1):
         out += _remediation_md(i, spec)

@@ -223,6 +223,9 @@ class Signal(_Strict):
     weight: float = Field(description="added to the score when the condition holds; negative for counter-evidence")
     when: Condition
     says: str = Field(description="the reason in words; {fact.name} placeholders are filled in")
+    lead_only: bool = Field(default=False, description=(
+        "a prior, not evidence: its weight counts toward a lead (after an OOM whose cause nothing "
+        "names) and never toward the incident's min_score"))
 
 
 class Inapplicable(_Strict):
