@@ -419,15 +419,20 @@ def test_rays_old_memory_monitor_error_is_a_host_oom():
     assert not report("    except RayOutOfMemoryError as e:\n")["oom_events"]
 
 
-@pytest.mark.parametrize("word", ["已杀死", "強制終了", "Getötet", "Terminado (killed)"])
+@pytest.mark.parametrize("word", ["已杀死", "強制終了", "強制結束", "Getötet", "Terminado (killed)", "Processus arrêté",
+                                  "Ucciso", "Morto", "Убито", "Zabit (SIGKILL)", "Dödad", "죽었음", "Süreç durduruldu"])
 def test_the_shells_killed_in_the_users_language(word: str):
     d = report("  0%|          | 0/1 [00:00<?, ?it/s]" + word + "\n")
     assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
     assert d["diagnoses"][0]["incident"] == "host-oom"
+    # ... and alone on its line after the job's last words, as the shell prints it
+    d = report("Caching all 373 images.\n" + word + "\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
 
 
 def test_a_word_for_killed_inside_a_sentence_is_not_a_kill():
     assert not report("Der Prozess wurde nicht Getötet, alles gut\n")["oom_events"]
+    assert not report("Processus arrêté par l'utilisateur, relancé\n")["oom_events"]
 
 
 def test_a_script_reading_a_weight_file_when_it_is_killed_is_loading_the_model():
@@ -1316,6 +1321,40 @@ def test_a_cuda_driver_result_2_is_out_of_memory():
     # the later wording
     d = report("[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h func=cu_mem_create line=187\n")
     assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_runtime_error"]
+
+
+@pytest.mark.parametrize("line", ["/nvshmem/src/host/mem/mem_heap.cpp:1509: non-zero status: 2 cuMemCreate failed \n",
+                                  "cuMemAlloc failed with error 2\n", "cuMemMap returned 2\n"])
+def test_the_driver_call_that_allocates_device_memory_failing_with_status_2(line):
+    # (synthetic but for NVSHMEM's line) the driver call is named beside its status: 2 is
+    # CUDA_ERROR_OUT_OF_MEMORY
+    d = report(line)
+    assert [ev["kind"] for ev in d["oom_events"]] == ["cuda_runtime_error"]
+    assert d["diagnoses"][0]["incident"] == "unknown-oom"
+
+
+@pytest.mark.parametrize("line", ["non-zero status: 1 cuMemCreate failed\n", "cuMemAllocHost failed with error 2\n",
+                                  "cuMemCreate failed: 200 retries left\n"])
+def test_another_status_or_the_pinned_host_call_is_no_device_oom(line):
+    assert report(line)["oom_events"] == []
+
+
+@pytest.mark.parametrize("line", [
+    "  what():  std::bad_alloc: CNMEM error at: /opt/conda/envs/rapids/include/rmm/mr/device/cnmem_memory_resource.hpp168: "
+    "CNMEM_STATUS_OUT_OF_MEMORY\n",
+    # (synthetic, in the words of RMM's pool_memory_resource_impl.cpp)
+    "MemoryError: std::bad_alloc: out_of_memory: RMM failure at:/rmm/cpp/src/mr/detail/pool_memory_resource_impl.cpp:72: "
+    "Maximum pool size exceeded (failed to allocate 1.000000 GiB): CUDA error\n"])
+def test_the_rapids_memory_managers_pool_running_out(line):
+    d = report(line)
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("device_runtime", "rmm-memory-pool")
+    assert ev["tried_to_allocate_bytes"] in (None, 2**30)
+    assert d["diagnoses"][0]["incident"] == "unknown-oom"
+    # no PyTorch in the log: PyTorch's fixes are withheld
+    assert all(not r["applicable"] for r in d["diagnoses"][0]["remediations"])
+    assert "RAPIDS (RMM)" in d["diagnoses"][0]["remediations"][0]["why_not"]
+    assert not report("pool = rmm.mr.PoolMemoryResource(maximum_pool_size=2**34)  # Maximum pool size\n")["oom_events"]
 
 
 @pytest.mark.parametrize("code", ["result = torch.relu(input)", "x = F.conv2d(x, self.weight)", "h = F.layer_norm(h, shape)"])
@@ -4441,3 +4480,45 @@ def test_retyped_and_other_runtime_failures_are_read(line, kind):
 ])
 def test_their_neighbours_are_not_failures(line):
     assert report(line + "\n")["oom_events"] == []
+
+
+def test_a_trainer_setting_up_its_dataset_when_it_is_killed_is_loading_data():
+    d = report("Setting up training dataset...\nCaching all 373 images.\nKilled\n")
+    assert d["phase"] == "data_loading"
+    # the same words as a config key, or the dataset's own setup finished long before, say nothing
+    assert report("dataset: {setup: caching}\nKilled\n")["phase"] is None
+
+
+def test_a_scripts_own_wrapper_around_the_save_is_saving():
+    d = report('Traceback (most recent call last):\n'
+               '  File "/llm/FastChat/fastchat/train/train.py", line 269, in train\n'
+               '    safe_save_model_for_hf_trainer(trainer=trainer, output_dir=training_args.output_dir)\n'
+               '  File "/llm/FastChat/fastchat/train/train.py", line 73, in safe_save_model_for_hf_trainer\n'
+               '    cpu_state_dict = {key: value.cpu() for key, value in state_dict.items()}\n'
+               'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB.\n')
+    assert d["phase"] == "checkpoint_save"
+
+
+def test_a_pipeline_placed_on_the_device_is_the_model_being_loaded():
+    d = report('Traceback (most recent call last):\n'
+               '  File "/work/demo.py", line 9, in <module>\n'
+               '    pipe.to(device)\n'
+               'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity '
+               'of 23.59 GiB of which 2.06 MiB is free.\n')
+    assert d["phase"] == "model_load"
+
+
+def test_a_debuggers_report_lists_its_frames_innermost_first():
+    # VS Code's debugger: the exception, its message, then the frames from the innermost out
+    # (synthetic, in the shape of its reports)
+    d = report('Exception has occurred: OutOfMemoryError\n'
+               'CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 23.59 GiB of which '
+               '2.06 MiB is free.\n'
+               '  File "/home/user/proj/hubconf.py", line 129, in load_pipeline\n'
+               '    pipe.to(device)\n'
+               '  File "/home/user/proj/train.py", line 40, in train\n'
+               '    logits = model(batch)\n'
+               '  File "/home/user/proj/train.py", line 9, in <module>\n'
+               '    train()\n')
+    assert d["phase"] == "model_load"
+    assert [f["function"] for f in d["frames"]] == ["<module>", "train", "load_pipeline"]

@@ -73,6 +73,7 @@ OTHER_RUNTIME_FORMATS = {
     "nnabla-caching-allocator": "nnabla", "cupy-memory-pool": "CuPy", "catboost-memory-pool": "CatBoost",
     "onnxruntime-arena": "ONNX Runtime", "tensorrt": "TensorRT", "tt-metal-allocator": "tt-metal",
     "opencl-allocation": "an OpenCL runtime",
+    "rmm-memory-pool": "RAPIDS (RMM)",
 }
 # how the reason of a fix withheld for the stack begins (the report tells those from the others)
 STACK_REFUSAL = "no setting of it for "

@@ -23,6 +23,7 @@ from ..facts.derived import HOST_KINDS
 from ..facts.models import Failure, OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
+from ..read.prefilter import KILLED_LOCALISED
 from . import memory_words
 from .base import EXCEPTION_CLASS, ParseContext
 
@@ -167,8 +168,7 @@ _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7} ?:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\
                         # bar the job was drawing; the command may be cut off where the line was pasted
                         r"|(?:^\s*|(?<=[\]|%]))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{3,9}) killed(?: {2} *\S|\s*$)")
 # The shell's "Killed" alone on a line, or after a progress bar; in the user's locale it is
-# glibc's strsignal(SIGKILL) in that language (zh_CN, ja, de, es).
-KILLED_LOCALISED = ("已杀死", "強制終了", "Getötet", "Terminado (killed)")
+# glibc's strsignal(SIGKILL) in that language (read/prefilter.py KILLED_LOCALISED).
 _KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
 _BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$"
                     # ... or glued to the end of a status line the job printed without its newline

@@ -119,6 +119,9 @@ MARKERS = {
                                 r"|Converting examples to features"
                                 # tf.data filling a shuffle buffer, which holds that many elements in memory
                                 r"|Filling up shuffle buffer"
+                                # a trainer setting up its dataset and reading its images into memory
+                                # ("Setting up training dataset...", "Caching all 373 images.")
+                                r"|Setting up (?:\w+ ){0,2}datasets?\b|Caching (?:all )?\d+ (?:images|frames|samples)\b"
                                 # a dataset being mapped, unfinished: datasets' progress bars count
                                 # "examples" ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]")
                                 # (tqdm writes a slow rate inverted: "1.50s/examples]")
@@ -151,7 +154,8 @@ MARKER_GATES = {
                      "closed by remote host", "core dumped"),
     "preprocessing": ("running tokenizer", "preprocess", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
-                      "examples to features", "examples/s", "s/examples", "filling up shuffle buffer"),
+                      "examples to features", "examples/s", "s/examples", "filling up shuffle buffer", "setting up ",
+                      "caching "),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"

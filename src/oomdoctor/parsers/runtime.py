@@ -51,10 +51,17 @@ _CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: C
 # hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
 _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
+# the CUDA driver's calls that allocate device memory (its virtual-memory API: cuMemCreate, cuMemMap)
+_CU_MEM_CALL = r"cuMem(?:Create|Map|Alloc(?!Host)\w{0,20})"
 # a CUDA driver call's result printed as a number by a library that calls the driver itself
 # (torch_memory_saver: "CUresult error  result=2 ... func=cu_mem_create", later "CUresult
 # error: 2 (out of memory)"): 2 is CUDA_ERROR_OUT_OF_MEMORY, memory outside PyTorch's allocator
-_CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b")
+_CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b"
+                      # ... or by the driver's device-memory call it names (NVSHMEM's heap: "non-zero
+                      # status: 2 cuMemCreate failed"; "cuMemAlloc failed with error 2"); not the
+                      # pinned host memory of cuMemAllocHost
+                      r"|\bstatus:?\s*2\s{1,3}" + _CU_MEM_CALL + r"\s+failed\b"
+                      r"|\b" + _CU_MEM_CALL + r"\b[^\n]{0,30}?\b(?:failed|returned|error|status)\b[^\n]{0,12}?(?<![\w.])2(?![.\w])")
 # a CUDA call's status printed as a number by a library's own check ("cuda execution failed
 # with error 2", spconv; "CUDA error 2" without its name): 2 is cudaErrorMemoryAllocation
 _CUDA_CODE_2 = lazy(r"\bCUDA (?:error|Error):? 2(?![.\w])|\b(?:Cuda|cuda) Error:? 2(?![.\w])|\b(?:Cuda|cuda) error 2(?![.\w])"
@@ -273,7 +280,14 @@ _QUOTED_ADVICE = lazy(r"\b(?i:to avoid|avoid|if you (?:see|get|hit)|continuing w
                       r"|['\"`‘“](?:GPU|CPU|Executor creation|Device|Malloc)")
 # literals one of which every form below holds (the advice test runs only on such lines)
 _FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate again", "buffer of size",
-                    "insufficient GPU memory", "PinnedPlace")
+                    "insufficient GPU memory", "PinnedPlace", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY")
+# The RAPIDS Memory Manager (cuDF, cuML, XGBoost's and NVTabular's GPU data) refusing to grow its
+# pool: "out_of_memory: RMM failure at:.../pool_memory_resource_impl.cpp:72: Maximum pool size
+# exceeded (failed to allocate 1.000000 GiB): ..." (its pool and arena resources), and before
+# RMM 0.15 its cnmem pool: "std::bad_alloc: CNMEM error at: ...: CNMEM_STATUS_OUT_OF_MEMORY".
+# (Its CUDA calls' own failures name cudaErrorMemoryAllocation and are read as the runtime's.)
+_RMM_POOL = lazy(r"Maximum pool size exceeded(?: \(failed to allocate (?P<num>\d{1,12}(?:\.\d{1,9})?) (?P<unit>[KMGTPE]?i?B)\))?"
+                 r"|CNMEM_STATUS_OUT_OF_MEMORY")
 _JITTOR_TOTALS = lazy(r"^\s*Total: ?(?P<total>" + _NUM + r"\s*" + _UNIT + r") ?Used: ?(?P<used>" + _NUM + r"\s*" + _UNIT + r")")
 # MindSpore's device memory pool (GPU or Ascend): "Device(id:0) memory isn't enough and alloc
 # failed, kernel name: ..., alloc size: 1073741824B", "Malloc for kernel output failed, Memory
@@ -380,7 +394,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
           "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
-          "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "get_temporary_buffer failed",
+          "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "cuMem", "Maximum pool size exceeded", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
           "insufficient GPU memory", "dispatched on the CPU", "offloaded to the disk",
           "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model")
@@ -859,6 +873,14 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
         events.add(("device_runtime", "nnabla"), i, lambda: OomEvent(
             kind="device_runtime", exception=exc, line=0, message_format="nnabla-caching-allocator",
             detail="nnabla's caching allocator freed its cache and still could not allocate"))
+        return True
+    m = ctx.search(_RMM_POOL, text) if ("pool size" in text or "CNMEM" in text) else None
+    if m:
+        n = to_bytes(m.group("num"), m.group("unit")) if m.group("num") else None
+        events.add(("device_runtime", "rmm", n), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="rmm-memory-pool",
+            tried_to_allocate_bytes=n,
+            detail="the RAPIDS Memory Manager's pool (cuDF, cuML, XGBoost) could not allocate: " + m.group(0)))
         return True
     m = ctx.search(_GGML_BUFFER, text) if "buffer of size" in text else None
     if m:

@@ -48,6 +48,9 @@ _CARET = lazy(r"^\s*[\^~\s]+$")
 # (most recent call first):"), innermost first: '  File "x.py", line 166 in train'
 _FAULT = lazy(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+) in (?P<func>[\w.<>]{1,200})\s*$")
 _RECORDER = lazy(r"^\s*#(?P<n>\d{1,3}) (?P<func>[\w.<>]{1,200}) from (?P<file>\S+?\.py):(?P<lineno>\d+)\s*$")
+# VS Code's debugger (debugpy) reports an exception as "Exception has occurred: OutOfMemoryError",
+# its message, then the frames innermost first in the usual 'File "x.py", line N, in f' form
+_DEBUGGER = "Exception has occurred:"
 
 
 def rich_code(m) -> str:
@@ -61,8 +64,12 @@ def parse(ctx: ParseContext) -> None:
     headers: list[int] = []
     lines = ctx.lines
     stack: list[tuple[int, Frame]] = []   # a flight-recorder or faulthandler stack (innermost first)
+    debugger: Optional[int] = None        # where the frames of a debugger's report (innermost first) begin
     for i, ln in enumerate(lines):
         text = ln.text
+        if text.startswith(_DEBUGGER) or (debugger is not None and "Traceback" in text and _HEADER.search(text)):
+            _outermost_first(ctx, frames, debugger)
+            debugger = len(frames) if text.startswith(_DEBUGGER) else None
         m = _stack_line(text)
         if m is None:
             if stack:
@@ -155,8 +162,16 @@ def parse(ctx: ParseContext) -> None:
         # remember which logical line index this frame came from (for rank lookup)
         ctx.frame_index.append(i)
     _flush(ctx, frames, stack)
+    _outermost_first(ctx, frames, debugger)
     ctx.all_frames = frames
     ctx.tb_headers = headers
+
+
+def _outermost_first(ctx: ParseContext, frames: list[Frame], start: Optional[int]) -> None:
+    """The frames of a debugger's report from ``start`` on, turned outermost first."""
+    if start is not None and len(frames) - start > 1:
+        frames[start:] = frames[start:][::-1]
+        ctx.frame_index[start:] = ctx.frame_index[start:][::-1]
 
 
 def _stack_line(text: str):

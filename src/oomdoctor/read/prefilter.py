@@ -18,6 +18,16 @@ import re
 import threading
 from typing import Iterable, NamedTuple, Optional
 
+# The shell's "Killed" in the user's language: glibc's strsignal(SIGKILL) as its po/ files
+# translate it (bash prints that string; checked in glibc's po/*.po, January 2026), for the
+# languages of most of the world's ML users (zh_CN, zh_TW, ja, ko, de, fr, es, pt, ru, uk, it,
+# tr, vi, pl, cs, nl, sv, id). Read by parsers/host.py as the English word is.
+KILLED_LOCALISED = (
+    "已杀死", "強制結束", "強制終了", "죽었음", "Getötet", "Processus arrêté", "Terminado (killed)", "Morto",
+    "Убито", "Вбито", "Ucciso", "Süreç durduruldu", "Bị buộc kết thúc", "Unicestwiony", "Zabit (SIGKILL)",
+    "Geëlimineerd", "Dödad", "Terbunuh",
+)
+
 ANCHOR_LITERALS = (
     # "ut of memory" holds "out of memory" and "Out of memory", "ried to alloc" "Tried to
     # allocate", "Error" every "...Error" class name; "Kill" "Killed", "Killing", "OOMKilled"
@@ -58,7 +68,7 @@ ANCHOR_LITERALS = (
     # capacity", "me device"): the prefix-tree pattern stops at every byte that starts one
     "OUT_OF_", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATOR_FAILURE", "NOT_INITIALIZED", "unable to find an engine",
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
-    "Failed to CUDA", "Failed to cuMem", "CUresult", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
+    "Failed to CUDA", "Failed to cuMem", "CUresult", "cuMem", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "Exceeded job memory", "Exceeded step memory",
     # other frameworks' allocators: thrust's scratch buffer, Jittor's memory check, MindSpore's
     # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
@@ -125,8 +135,8 @@ ANCHOR_LITERALS = (
     # a traceback pasted without its first line, or cut before its error: its frames
     # (Python's, IPython's)
     "\", line ", "File ~", "File /", "Cell In", "Input In [", "│ /",   # rich's boxed frames
-    # the shell's "Killed" in the user's language (parsers/host.py KILLED_LOCALISED)
-    "已杀死", "強制終了", "Getötet", "Terminado (killed)",
+    # the shell's "Killed" in the user's language
+    *KILLED_LOCALISED,
 )
 
 CONTEXT_LITERALS = (
@@ -198,6 +208,8 @@ MARKER_LITERALS = (
     "examples/s", "s/examples",
     # tf.data filling a shuffle buffer, and full
     "Filling up shuffle buffer", "Shuffle buffer filled",
+    # a trainer setting up its dataset, reading its images into memory
+    "Setting up ", "Caching ",
     # a script reading its training data ("Loading prepared training docs from x.json")
     "data from", "dataset from", "datasets from", "docs from", "documents from", "corpus from", "samples from",
     "examples from",

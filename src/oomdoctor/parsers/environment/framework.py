@@ -133,6 +133,7 @@ _NOT_PYTORCH_FORMATS = frozenset({
     "cuda-error-string", "cuda-call", "cuda-driver-host-alloc", "library-allocator", "tensorrt",
     "jittor-memory-check", "paddle-allocator", "onnxruntime-arena", "nnabla-caching-allocator",
     "mindspore-memory-pool", "cupy-memory-pool", "catboost-memory-pool", "tt-metal-allocator", "opencl-allocation",
+    "rmm-memory-pool",
 })
 
 
