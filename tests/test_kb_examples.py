@@ -6,7 +6,8 @@ One parametrised test: adding an incident (or an example) is adding YAML, nothin
 * ``top``     - it is the first diagnosis;
 * ``ranked``  - it is among the first three;
 * ``absent``  - it is not diagnosed at all;
-* ``not-top`` - it may be listed, but not first.
+* ``not-top`` - it may be listed, but not first;
+* ``lead``    - it is listed, but only as a lead (a warning, never a finding).
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def test_example(incident_id, example):
         assert incident_id in ranked[:3], seen
     elif example.expect == "absent":
         assert incident_id not in ranked, seen
+    elif example.expect == "lead":
+        assert incident_id in ranked and all(d.warning for d in report.diagnoses if d.incident == incident_id), seen
     else:  # not-top
         assert ranked[:1] != [incident_id], seen
 

@@ -540,3 +540,19 @@ def test_shared_conditions_in_yml_files_and_use_only_where_a_condition_stands(tm
     inc = load_knowledge([tmp_path], include_shipped=False, strict=True).get("team-incident")
     assert inc.signals[0].when.fact == "oom.tried_to_allocate_bytes"
     assert inc.remediations[0].auto_env == {"use": "expandable"}
+
+
+@pytest.mark.parametrize("change,reason", [
+    (lambda d: d["signals"][0].update(lead_only=True, weight=-1), r"is lead_only with weight -1: a prior adds weight"),
+    (lambda d: (d["signals"][0].update(lead_only=True), d.update(memory_failure=False)),
+     r"leads are listed only for memory incidents other than the fallback"),
+])
+def test_a_lead_only_signal_that_could_never_make_a_lead_is_an_error(tmp_path, change, reason):
+    data = copy.deepcopy(_template())
+    data["id"] = "prior-misused"
+    change(data)
+    path = _write(tmp_path, "prior-misused", data)
+    errors = [p for p in check([tmp_path], include_shipped=False) if p.severity == "error"]
+    assert len(errors) == 1 and re.search(reason, errors[0].message), errors
+    with pytest.raises(KnowledgeError):
+        load_file(path)

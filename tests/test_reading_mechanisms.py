@@ -420,7 +420,7 @@ def test_rays_old_memory_monitor_error_is_a_host_oom():
 
 
 @pytest.mark.parametrize("word", ["已杀死", "強制終了", "強制結束", "Getötet", "Terminado (killed)", "Processus arrêté",
-                                  "Ucciso", "Morto", "Убито", "Zabit (SIGKILL)", "Dödad", "죽었음", "Süreç durduruldu"])
+                                  "Zabit (SIGKILL)", "죽었음", "Süreç durduruldu", "Geëlimineerd"])
 def test_the_shells_killed_in_the_users_language(word: str):
     d = report("  0%|          | 0/1 [00:00<?, ?it/s]" + word + "\n")
     assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
@@ -430,9 +430,17 @@ def test_the_shells_killed_in_the_users_language(word: str):
     assert [e["kind"] for e in d["oom_events"]] == ["host_oom_killer"]
 
 
+@pytest.mark.parametrize("word", ["Morto", "Ucciso", "Убито", "Вбито", "Dödad", "Terbunuh"])
+def test_a_translation_that_is_an_ordinary_word_is_a_kill_only_alone_on_its_line(word: str):
+    # ("dead", "killed": words a game's or an agent's log prints too)
+    assert [e["kind"] for e in report("Caching all 373 images.\n" + word + "\n")["oom_events"]] == ["host_oom_killer"]
+    assert not report("Giocatore (rosso) " + word + "\n")["oom_events"]
+    assert not report("[npc_12] (" + word + ")\n")["oom_events"]
+
+
 def test_a_word_for_killed_inside_a_sentence_is_not_a_kill():
     assert not report("Der Prozess wurde nicht Getötet, alles gut\n")["oom_events"]
-    assert not report("Processus arrêté par l'utilisateur, relancé\n")["oom_events"]
+    assert not report("Etat du job : Processus arrêté\n")["oom_events"]
 
 
 def test_a_script_reading_a_weight_file_when_it_is_killed_is_loading_the_model():
@@ -1334,27 +1342,30 @@ def test_the_driver_call_that_allocates_device_memory_failing_with_status_2(line
 
 
 @pytest.mark.parametrize("line", ["non-zero status: 1 cuMemCreate failed\n", "cuMemAllocHost failed with error 2\n",
-                                  "cuMemCreate failed: 200 retries left\n"])
+                                  "cuMemCreate failed: 200 retries left\n", "cuMemAlloc failed on device 2\n",
+                                  "cuMemMap returned 0 after 2 tries\n", "cuMemAlloc failed (size 2 GB)\n",
+                                  "cuMemAlloc returned -2\n"])
 def test_another_status_or_the_pinned_host_call_is_no_device_oom(line):
     assert report(line)["oom_events"] == []
 
 
-@pytest.mark.parametrize("line", [
-    "  what():  std::bad_alloc: CNMEM error at: /opt/conda/envs/rapids/include/rmm/mr/device/cnmem_memory_resource.hpp168: "
-    "CNMEM_STATUS_OUT_OF_MEMORY\n",
+@pytest.mark.parametrize("line,size", [
+    ("  what():  std::bad_alloc: CNMEM error at: /opt/conda/envs/rapids/include/rmm/mr/device/cnmem_memory_resource.hpp168: "
+     "CNMEM_STATUS_OUT_OF_MEMORY\n", None),
     # (synthetic, in the words of RMM's pool_memory_resource_impl.cpp)
-    "MemoryError: std::bad_alloc: out_of_memory: RMM failure at:/rmm/cpp/src/mr/detail/pool_memory_resource_impl.cpp:72: "
-    "Maximum pool size exceeded (failed to allocate 1.000000 GiB): CUDA error\n"])
-def test_the_rapids_memory_managers_pool_running_out(line):
+    ("MemoryError: std::bad_alloc: out_of_memory: RMM failure at:/rmm/cpp/src/mr/detail/pool_memory_resource_impl.cpp:72: "
+     "Maximum pool size exceeded (failed to allocate 1.000000 GiB): CUDA error\n", 2**30)])
+def test_the_rapids_memory_managers_pool_running_out(line, size):
     d = report(line)
     [ev] = d["oom_events"]
     assert (ev["kind"], ev["message_format"]) == ("device_runtime", "rmm-memory-pool")
-    assert ev["tried_to_allocate_bytes"] in (None, 2**30)
+    assert ev["tried_to_allocate_bytes"] == size
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
     # no PyTorch in the log: PyTorch's fixes are withheld
     assert all(not r["applicable"] for r in d["diagnoses"][0]["remediations"])
     assert "RAPIDS (RMM)" in d["diagnoses"][0]["remediations"][0]["why_not"]
-    assert not report("pool = rmm.mr.PoolMemoryResource(maximum_pool_size=2**34)  # Maximum pool size\n")["oom_events"]
+    # the words alone, with no RMM beside them, are anyone's
+    assert not report("ValueError: Maximum pool size exceeded\n")["oom_events"]
 
 
 @pytest.mark.parametrize("code", ["result = torch.relu(input)", "x = F.conv2d(x, self.weight)", "h = F.layer_norm(h, shape)"])
@@ -4485,8 +4496,9 @@ def test_their_neighbours_are_not_failures(line):
 def test_a_trainer_setting_up_its_dataset_when_it_is_killed_is_loading_data():
     d = report("Setting up training dataset...\nCaching all 373 images.\nKilled\n")
     assert d["phase"] == "data_loading"
-    # the same words as a config key, or the dataset's own setup finished long before, say nothing
-    assert report("dataset: {setup: caching}\nKilled\n")["phase"] is None
+    # an evaluation's set, or a set-up the line says is done, is no training data being loaded
+    assert report("Setting up the validation dataset\nKilled\n")["phase"] != "data_loading"
+    assert report("Setting up training dataset... done\nKilled\n")["phase"] != "data_loading"
 
 
 def test_a_scripts_own_wrapper_around_the_save_is_saving():
@@ -4497,6 +4509,16 @@ def test_a_scripts_own_wrapper_around_the_save_is_saving():
                '    cpu_state_dict = {key: value.cpu() for key, value in state_dict.items()}\n'
                'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB.\n')
     assert d["phase"] == "checkpoint_save"
+    # a function that trains and then saves is no save while its forward pass runs
+    d = report('Traceback (most recent call last):\n'
+               '  File "/work/run.py", line 20, in train_and_save_model\n'
+               '    trainer.train()\n'
+               '  File "/work/trainer.py", line 80, in train\n'
+               '    out = model(batch)\n'
+               '  File "/work/model.py", line 30, in forward\n'
+               '    h = self.attn(x)\n'
+               'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB.\n')
+    assert d["phase"] == "forward"
 
 
 def test_a_pipeline_placed_on_the_device_is_the_model_being_loaded():
@@ -4506,6 +4528,12 @@ def test_a_pipeline_placed_on_the_device_is_the_model_being_loaded():
                'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity '
                'of 23.59 GiB of which 2.06 MiB is free.\n')
     assert d["phase"] == "model_load"
+    # a pipeline's outputs moved to the device are tensors, not models
+    d = report('Traceback (most recent call last):\n'
+               '  File "/work/demo.py", line 9, in <module>\n'
+               '    pipe_out = pipe_outputs.to(device)\n'
+               'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n')
+    assert d["phase"] != "model_load"
 
 
 def test_a_debuggers_report_lists_its_frames_innermost_first():

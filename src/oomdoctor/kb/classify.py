@@ -408,6 +408,10 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
     return ordered
 
 
+# how a reason from counter-evidence, and one from a lead-only prior, begins
+AGAINST, PRIOR = "against: ", "prior: "
+
+
 def score_incident(incident: Incident, ev: Evaluator) -> Optional[tuple[float, float, list[str], list[str], list[int]]]:
     """(score, prior, reasons, the priors' reasons, evidence lines), or None where a requirement
     fails. ``prior`` sums the lead-only signals that hold: it may make a lead, never a finding."""
@@ -433,14 +437,14 @@ def _score_signals(incident: Incident, ev: Evaluator,
         if ev.holds(sig.when, sig_lines):
             if sig.lead_only:
                 prior += sig.weight
-                priors.append(ev.fill(sig.says))
+                priors.append(PRIOR + ev.fill(sig.says))
             elif sig.weight > 0:
                 score += sig.weight
                 because.append(ev.fill(sig.says))
                 lines.extend(sig_lines)
             else:
                 score += sig.weight
-                because.append("against: " + ev.fill(sig.says))
+                because.append(AGAINST + ev.fill(sig.says))
     return score, prior, because, priors, lines
 
 
@@ -491,8 +495,8 @@ def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True,
             if score + prior >= PARTIAL_SCORE:
                 # with the priors counted: a lead after the fallback at most, whatever the sum
                 leads.append((score, (score + prior, inc.priority, inc.id, inc, because + priors, line_nos)))
-    # leads best first; at the same sum, the one more of whose score is evidence
-    leads.sort(key=lambda r: (-r[1][0], -r[0], -r[1][1], r[1][2]))
+    # leads best first: by their evidence, a prior breaking ties (it is no evidence)
+    leads.sort(key=lambda r: (-r[0], -r[1][0], -r[1][1], r[1][2]))
     return scored, partial, [row for _evidence, row in leads]
 
 
@@ -565,7 +569,9 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
                        "this is the likeliest cause"] + because
         elif lead and hypothesis is None:
             confidence = min(confidence, LEAD_CONFIDENCE)
-            because = ["a lead, not a finding: some of the evidence points here, short of what naming it needs"] + because
+            because = ["a lead, not a finding: " + ("some of the evidence points here, short of what naming it needs"
+                                                    if any(not b.startswith((PRIOR, AGAINST)) for b in because) else
+                                                    "nothing in the log points here; it is the commonest cause")] + because
         elif lead:
             confidence = min(confidence, LEAD_CONFIDENCE)
             because = ["no failure: the run shows memory pressure; if it runs out of memory, this is the likeliest "

@@ -276,8 +276,9 @@ class RemediationSpec(_Strict):
 
 class Example(_Strict):
     name: str
-    expect: Literal["top", "ranked", "absent", "not-top"] = Field(
-        description="top: first diagnosis; ranked: in the top 3; absent: not diagnosed; not-top: not first")
+    expect: Literal["top", "ranked", "absent", "not-top", "lead"] = Field(
+        description="top: first diagnosis; ranked: in the top 3; absent: not diagnosed; not-top: not first; "
+                    "lead: listed, but only as a lead (never a finding)")
     log: str
     note: Optional[str] = None
 
@@ -308,6 +309,17 @@ class Incident(_Strict):
         rids = [r.id for r in self.remediations]
         if len(rids) != len(set(rids)):
             raise ValueError("remediations: ids must be unique")
+        return self
+
+    @model_validator(mode="after")
+    def _priors(self) -> "Incident":
+        for s in self.signals:
+            if s.lead_only and s.weight <= 0:
+                raise ValueError(f"signals: '{s.id}' is lead_only with weight {s.weight:g}: a prior adds weight "
+                                 "(counter-evidence is never lead-only)")
+            if s.lead_only and (self.fallback or not self.memory_failure):
+                raise ValueError(f"signals: '{s.id}' is lead_only, but leads are listed only for memory incidents "
+                                 "other than the fallback")
         return self
 
 

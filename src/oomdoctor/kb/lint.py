@@ -38,7 +38,7 @@ KNOWN_TOOLS = ("docker", "podman", "containerd", "kubernetes", "k8s", "kubectl",
 _VERSION = re.compile(r"\d+\.\d+|\b(?:" + "|".join(re.escape(t) for t in KNOWN_TOOLS) + r")[ \t]+v?\d+\b",
                       re.IGNORECASE)
 _POSITIVE = ("top", "ranked")
-_NEGATIVE = ("absent", "not-top")
+_NEGATIVE = ("absent", "not-top", "lead")
 
 
 def check(dirs: list[str | Path] | None = None, *, include_shipped: bool = True) -> list[Problem]:

@@ -23,7 +23,7 @@ from ..facts.derived import HOST_KINDS
 from ..facts.models import Failure, OomEvent
 from ..facts.sizes import to_bytes
 from ..read.patterns import lazy
-from ..read.prefilter import KILLED_LOCALISED
+from ..read.prefilter import KILLED_LOCALISED, KILLED_ORDINARY
 from . import memory_words
 from .base import EXCEPTION_CLASS, ParseContext
 
@@ -169,8 +169,9 @@ _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7} ?:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\
                         r"|(?:^\s*|(?<=[\]|%]))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{3,9}) killed(?: {2} *\S|\s*$)")
 # The shell's "Killed" alone on a line, or after a progress bar; in the user's locale it is
 # glibc's strsignal(SIGKILL) in that language (read/prefilter.py KILLED_LOCALISED).
-_KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED) + ")"
-_BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$"
+_KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED if w not in KILLED_ORDINARY) + ")"
+_ORDINARY = "|".join(re.escape(w) for w in KILLED_ORDINARY)
+_BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED}|{_ORDINARY})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$"
                     # ... or glued to the end of a status line the job printed without its newline
                     # (a spinner: "NerfAcc: Setting up CUDA (This may take a few minutes the first
                     # time)Killed"; "Loading data...Killed", "Loading data... Killed"): after the

@@ -119,9 +119,11 @@ MARKERS = {
                                 r"|Converting examples to features"
                                 # tf.data filling a shuffle buffer, which holds that many elements in memory
                                 r"|Filling up shuffle buffer"
-                                # a trainer setting up its dataset and reading its images into memory
-                                # ("Setting up training dataset...", "Caching all 373 images.")
-                                r"|Setting up (?:\w+ ){0,2}datasets?\b|Caching (?:all )?\d+ (?:images|frames|samples)\b"
+                                # a trainer setting up its training data and reading its images into memory
+                                # ("Setting up training dataset...", "Caching all 373 images."; not an
+                                # evaluation's set, nor one whose set-up says it is done)
+                                r"|Setting up (?:the )?(?:train(?:ing)? )?datasets?\b(?![^\n]{0,40}\b(?i:done|finished|complete))"
+                                r"|Caching (?:all )?\d+ (?:images|frames|samples)\b"
                                 # a dataset being mapped, unfinished: datasets' progress bars count
                                 # "examples" ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]")
                                 # (tqdm writes a slow rate inverted: "1.50s/examples]")

@@ -51,7 +51,8 @@ _CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: C
 # hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
 _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
-# the CUDA driver's calls that allocate device memory (its virtual-memory API: cuMemCreate, cuMemMap)
+# the CUDA driver's calls that allocate device memory (cuMemAlloc and its variants; the virtual-memory
+# API's cuMemCreate, and cuMemMap, which maps what cuMemCreate allocated)
 _CU_MEM_CALL = r"cuMem(?:Create|Map|Alloc(?!Host)\w{0,20})"
 # a CUDA driver call's result printed as a number by a library that calls the driver itself
 # (torch_memory_saver: "CUresult error  result=2 ... func=cu_mem_create", later "CUresult
@@ -61,7 +62,8 @@ _CU_RESULT_OOM = lazy(r"CUresult\b[^\n]{0,20}?(?:\bresult\s*=\s*|\berror:\s*)2\b
                       # status: 2 cuMemCreate failed"; "cuMemAlloc failed with error 2"); not the
                       # pinned host memory of cuMemAllocHost
                       r"|\bstatus:?\s*2\s{1,3}" + _CU_MEM_CALL + r"\s+failed\b"
-                      r"|\b" + _CU_MEM_CALL + r"\b[^\n]{0,30}?\b(?:failed|returned|error|status)\b[^\n]{0,12}?(?<![\w.])2(?![.\w])")
+                      r"|\b" + _CU_MEM_CALL + r"\b[^\n]{0,20}?\b(?:failed with (?:error|status|code)|returned|error|status|code)"
+                      r"\s*[:=]?\s*\(?2(?![.\w])")
 # a CUDA call's status printed as a number by a library's own check ("cuda execution failed
 # with error 2", spconv; "CUDA error 2" without its name): 2 is cudaErrorMemoryAllocation
 _CUDA_CODE_2 = lazy(r"\bCUDA (?:error|Error):? 2(?![.\w])|\b(?:Cuda|cuda) Error:? 2(?![.\w])|\b(?:Cuda|cuda) error 2(?![.\w])"
@@ -286,8 +288,10 @@ _FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate ag
 # exceeded (failed to allocate 1.000000 GiB): ..." (its pool and arena resources), and before
 # RMM 0.15 its cnmem pool: "std::bad_alloc: CNMEM error at: ...: CNMEM_STATUS_OUT_OF_MEMORY".
 # (Its CUDA calls' own failures name cudaErrorMemoryAllocation and are read as the runtime's.)
-_RMM_POOL = lazy(r"Maximum pool size exceeded(?: \(failed to allocate (?P<num>\d{1,12}(?:\.\d{1,9})?) (?P<unit>[KMGTPE]?i?B)\))?"
-                 r"|CNMEM_STATUS_OUT_OF_MEMORY")
+_RMM_SIZE = r" \(failed to allocate (?P<num>\d{1,12}(?:\.\d{1,9})?) (?P<unit>[KMGTPE]?i?B)\)"
+_RMM_POOL = lazy(r"(?:RMM|rmm|out_of_memory)[^\n]{0,300}?Maximum pool size exceeded(?:" + _RMM_SIZE + r")?"
+                 # (older releases name no size: then the line must name RMM or its exception)
+                 r"|Maximum pool size exceeded" + _RMM_SIZE + r"|CNMEM_STATUS_OUT_OF_MEMORY")
 _JITTOR_TOTALS = lazy(r"^\s*Total: ?(?P<total>" + _NUM + r"\s*" + _UNIT + r") ?Used: ?(?P<used>" + _NUM + r"\s*" + _UNIT + r")")
 # MindSpore's device memory pool (GPU or Ascend): "Device(id:0) memory isn't enough and alloc
 # failed, kernel name: ..., alloc size: 1073741824B", "Malloc for kernel output failed, Memory

@@ -19,8 +19,9 @@ _ANYWHERE = (
         r"|full_state_dict|_full_pre_state_dict_hook|_common_unshard_pre_state_dict_hook|_full_post_state_dict_hook|get_state_dict"
         r"|fsdp_save|save_fsdp_model|save_fsdp_optimizer|save_model_checkpoint|save_optimizer_checkpoint|save_state\b|_save_to_state_dict"
         r"|save_peft_model|torch/serialization\.py:save\b|_save_optimizer_and_scheduler|save_lora"
-        # a script's own wrapper around the save (the Alpaca-derived "safe_save_model_for_hf_trainer")
-        r"|:(?:\w+_)?save_model_\w+$|:\w+_save_model$"
+        # a script's own wrapper around the save (the Alpaca-derived "safe_save_model_for_hf_trainer";
+        # not a function that trains and then saves, "train_and_save_model")
+        r"|:\w*safe_save_model\w*$|:save_model_(?:for|to)_\w+$"
         # torch.save's native writer, in a crash's C++ frames
         r"|PyTorchStreamWriter::"
         # safetensors writing a file; a trainer's own save of its weights or checkpoint
@@ -238,7 +239,7 @@ _CALL = (("checkpoint_save", lazy(r"\b_{0,2}save(?!fig\b|_(?:image|img)s?(?:_\w*
                              # the model placed on the device: "model.cuda()", "self.model.to(device)",
                              # "model.to(self.args.device)"; a diffusers pipeline's models placed with it
                              # ("pipe.to(device)")
-                             r"|\b(?:model|net|module|pipe(?:line)?)\w*\.(?:cuda\(|to\((?:[\w.]{0,40}?\bdevice\b|['\"]cuda|torch\.device))")))
+                             r"|(?:\b(?:model|net|module)\w*|\bpipe(?:line)?)\.(?:cuda\(|to\((?:[\w.]{0,40}?\bdevice\b|['\"]cuda|torch\.device))")))
 # the step in progress named by the innermost code line of a cut or shallow traceback:
 # "loss.backward()", "optimizer.step()", "out = self.actor(seq, mask)" (a model called)
 _CALL_STEP = (("backward", lazy(r"\.backward\(|\bbackward\(")),

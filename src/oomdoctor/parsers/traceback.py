@@ -67,9 +67,14 @@ def parse(ctx: ParseContext) -> None:
     debugger: Optional[int] = None        # where the frames of a debugger's report (innermost first) begin
     for i, ln in enumerate(lines):
         text = ln.text
-        if text.startswith(_DEBUGGER) or (debugger is not None and "Traceback" in text and _HEADER.search(text)):
+        if debugger is not None and len(frames) > debugger and not _in_frame_block(lines, i):
+            # the report's frames end at the first line that is neither a frame nor its code
             _outermost_first(ctx, frames, debugger)
-            debugger = len(frames) if text.startswith(_DEBUGGER) else None
+            debugger = None
+        if "occurred:" in text and text.lstrip(" \t`>").startswith(_DEBUGGER):
+            _flush(ctx, frames, stack)
+            _outermost_first(ctx, frames, debugger)
+            debugger = len(frames)
         m = _stack_line(text)
         if m is None:
             if stack:
@@ -165,6 +170,15 @@ def parse(ctx: ParseContext) -> None:
     _outermost_first(ctx, frames, debugger)
     ctx.all_frames = frames
     ctx.tb_headers = headers
+
+
+def _in_frame_block(lines, i: int) -> bool:
+    """Line ``i`` is a 'File "..."' frame, or the code line or caret line under one."""
+    text = lines[i].text
+    if _PY.match(text):
+        return True
+    return i > 0 and bool(text[:1].isspace() and text.strip()) and (
+        bool(_PY.match(lines[i - 1].text)) or (i > 1 and bool(_PY.match(lines[i - 2].text)) and bool(_CARET.match(text))))
 
 
 def _outermost_first(ctx: ParseContext, frames: list[Frame], start: Optional[int]) -> None:

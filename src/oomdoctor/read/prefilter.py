@@ -27,6 +27,9 @@ KILLED_LOCALISED = (
     "Убито", "Вбито", "Ucciso", "Süreç durduruldu", "Bị buộc kết thúc", "Unicestwiony", "Zabit (SIGKILL)",
     "Geëlimineerd", "Dödad", "Terbunuh",
 )
+# ... of which these are ordinary words ("dead", "killed" in a game's or an agent's log): read
+# only alone on a line, as the shell prints them
+KILLED_ORDINARY = ("Morto", "Убито", "Вбито", "Ucciso", "Dödad", "Terbunuh")
 
 ANCHOR_LITERALS = (
     # "ut of memory" holds "out of memory" and "Out of memory", "ried to alloc" "Tried to

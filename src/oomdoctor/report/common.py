@@ -120,7 +120,7 @@ def candidate_note(d: Diagnosis) -> tuple[str, Optional[str]]:
     """What a runner-up diagnosis is shown with: its kind ("" for a real cause) and its
     first reason for (reasons against are left to the full report)."""
     kind = " (not a memory failure)" if not d.memory_failure else " (fallback)" if d.fallback else ""
-    first = next((b for b in d.because if not b.startswith("against:")), None)
+    first = next((b for b in d.because if not b.startswith(("against:", "prior:"))), None)
     return kind, first
 
 

@@ -231,7 +231,7 @@ def _why(out: list[Block], d: Diagnosis) -> None:
     if d.explanation:
         out.append(Para(d.explanation, 2))
     for reason in d.because:
-        out.append(Para(reason, 2, DIM if reason.startswith("against:") else "", first="- "))
+        out.append(Para(reason, 2, DIM if reason.startswith(("against:", "prior:")) else "", first="- "))
 
 
 def _fixes(out: list[Block], d: Diagnosis) -> None:
