@@ -358,12 +358,17 @@ def test_another_runtimes_device_allocation_failure_is_an_oom():
     assert any(d.memory_failure for d in rep.diagnoses)
 
 
+def _new_format_oom(request: str, total: str, free: str, in_use: str, allocated: str, unallocated: str) -> str:
+    """A synthetic message in the allocator's wording of torch 2.1 and later."""
+    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {request}. GPU 0 has a total capacity of "
+            f"{total} of which {free} is free. Including non-PyTorch memory, this process has {in_use} memory "
+            f"in use. Of the allocated memory {allocated} is allocated by PyTorch, and {unallocated} is reserved by "
+            "PyTorch but unallocated.\n")
+
+
 def test_a_certain_oom_with_partial_evidence_lists_leads_after_the_unknown_cause():
     # synthetic message: the process's own tensors fill the device, nothing else is known
-    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-            "79.15 GiB of which 10.00 MiB is free. Including non-PyTorch memory, this process has 79.13 GiB memory "
-            "in use. Of the allocated memory 77.50 GiB is allocated by PyTorch, and 100.10 MiB is reserved by "
-            "PyTorch but unallocated.\n")
+    text = _new_format_oom("2.00 GiB", "79.15 GiB", "10.00 MiB", "79.13 GiB", "77.50 GiB", "100.10 MiB")
     diags = oomdoctor.diagnose(text).diagnoses
     assert diags[0].incident == "unknown-oom" and not diags[0].warning
     leads = diags[1:]
@@ -407,10 +412,7 @@ def test_a_lead_only_prior_never_makes_a_finding_even_where_the_sum_reaches_min_
 
 def test_a_prior_is_no_lead_beside_a_finding():
     # synthetic: a fragmented cache named, no phase: the unplaced prior does not list activations beside it
-    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-            "23.65 GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 22.10 GiB memory "
-            "in use. Of the allocated memory 12.00 GiB is allocated by PyTorch, and 9.50 GiB is reserved by "
-            "PyTorch but unallocated.\n")
+    text = _new_format_oom("2.00 GiB", "23.65 GiB", "1.50 GiB", "22.10 GiB", "12.00 GiB", "9.50 GiB")
     diags = oomdoctor.diagnose(text).diagnoses
     assert diags[0].incident == "alloc-fragmentation" and not diags[0].warning
     assert "activation-memory" not in [d.incident for d in diags]
