@@ -4550,3 +4550,24 @@ def test_a_debuggers_report_lists_its_frames_innermost_first():
                '    train()\n')
     assert d["phase"] == "model_load"
     assert [f["function"] for f in d["frames"]] == ["<module>", "train", "load_pipeline"]
+
+
+def test_abseils_report_of_a_bus_error_in_rays_object_store_is_shared_memory():
+    d = report("(raylet) *** SIGBUS received at time=1749878572 on cpu 166 ***\n"
+               "(raylet) PC: @     0x7f65bf115c61  (unknown)  (unknown)\n"
+               "(raylet)     @     0x56423c3996c4       1200  ray::ObjectManager::ReceiveObjectChunk()\n")
+    assert d["diagnoses"][0]["incident"] == "shm-exhausted"
+    # another signal in the same handler's words is no bus error
+    d = report("(raylet) *** SIGSEGV received at time=1749878572 on cpu 166 ***\n")
+    assert not d["diagnoses"] or d["diagnoses"][0]["incident"] != "shm-exhausted"
+
+
+def test_a_cuda_check_printing_the_errors_string_before_the_call_on_the_next_line():
+    d = report("CUDA Runtime Error at: /home/user/cuTAGI/src/data_struct_cuda.cu:83\n"
+               "out of memory cudaMalloc(&this->d_jcb, size * sizeof(float))\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["detail"]) == ("cuda_runtime_error", "cudaMalloc failed: out of memory")
+    # the same words with no failure above them, or no call after them, are no CUDA failure
+    assert not report("All good so far\nout of memory cudaMalloc(&p, n)\n")["oom_events"]
+    assert not [e for e in report("CUDA Runtime Error at: /src/x.cu:83\nout of memory, retrying\n")["oom_events"]
+                if e["detail"] == "cudaMalloc failed: out of memory"]

@@ -270,8 +270,10 @@ _SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
 _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>"
                # a debugger's report: gdb's "Thread 787 "name" received signal SIGBUS, Bus error."
                r"|received signal SIGBUS\b"
-               # a native backtrace handler's report (UCX, NCCL's process): "Caught signal 7 (Bus error: ...)"
-               r"|[Cc]aught signal 7 \(Bus error"
+               # a native backtrace handler's report (UCX, NCCL's process): "Caught signal 7 (Bus error: ...)";
+               # Abseil's failure-signal handler (Ray's raylet and workers, TensorFlow, JAX): "*** SIGBUS
+               # received at time=1749878572 on cpu 166 ***"
+               r"|[Cc]aught signal 7 \(Bus error|\*\*\* SIGBUS received at time="
                # the shell's report of its job ended by SIGBUS ("Bus error (core dumped)", "line 3:
                # 4411 Bus error  python train.py")
                r"|^\s*Bus error(?: \(core dumped\))?\s*$|:\s*line \d{1,7}:\s*\d{1,9} Bus error\b")

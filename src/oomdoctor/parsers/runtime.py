@@ -248,6 +248,10 @@ _OOM_RETRY = lazy(r"OOM Detected, reducing batch/grad size to (?P<batch>\d{1,6})
 # print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
 # out of memory"): the call says which memory, page-locked host memory for the host allocators
 _CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b|cudaSuccess\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b[^\n]{0,80}?\bout of memory\b")
+# ... or a CUDA check that prints where it failed on one line, then the error's string and the call
+# on the next ("CUDA Runtime Error at: .../data_struct_cuda.cu:83" / "out of memory cudaMalloc(&p, n)")
+_STRING_THEN_CALL = lazy(r"^\W{0,3}out of memory\s+(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\s*\(")
+_ERROR_WORD = lazy(r"\b(?i:error|failed|failure)\b")
 # ... its message hard-wrapped mid-word: the next line starts with the rest of the cut word
 _WORD_REST_OOM = lazy(r"^[a-z]{1,12}\W{0,3}out of memory\b")
 # ... on a line that says something failed (not a notice that a call "will not run out of memory";
@@ -288,10 +292,10 @@ _FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate ag
 # exceeded (failed to allocate 1.000000 GiB): ..." (its pool and arena resources), and before
 # RMM 0.15 its cnmem pool: "std::bad_alloc: CNMEM error at: ...: CNMEM_STATUS_OUT_OF_MEMORY".
 # (Its CUDA calls' own failures name cudaErrorMemoryAllocation and are read as the runtime's.)
-_RMM_SIZE = r" \(failed to allocate (?P<num>\d{1,12}(?:\.\d{1,9})?) (?P<unit>[KMGTPE]?i?B)\)"
-_RMM_POOL = lazy(r"(?:RMM|rmm|out_of_memory)[^\n]{0,300}?Maximum pool size exceeded(?:" + _RMM_SIZE + r")?"
-                 # (older releases name no size: then the line must name RMM or its exception)
-                 r"|Maximum pool size exceeded" + _RMM_SIZE + r"|CNMEM_STATUS_OUT_OF_MEMORY")
+# (older releases name no size: then the line must name RMM or its exception, the "rmm" group)
+_RMM_POOL = lazy(r"(?P<rmm>(?:RMM|rmm|out_of_memory)[^\n]{0,300}?)?Maximum pool size exceeded"
+                 r"(?: \(failed to allocate (?P<num>\d{1,12}(?:\.\d{1,9})?) (?P<unit>[KMGTPE]?i?B)\))?"
+                 r"|CNMEM_STATUS_OUT_OF_MEMORY")
 _JITTOR_TOTALS = lazy(r"^\s*Total: ?(?P<total>" + _NUM + r"\s*" + _UNIT + r") ?Used: ?(?P<used>" + _NUM + r"\s*" + _UNIT + r")")
 # MindSpore's device memory pool (GPU or Ascend): "Device(id:0) memory isn't enough and alloc
 # failed, kernel name: ..., alloc size: 1073741824B", "Malloc for kernel output failed, Memory
@@ -729,6 +733,11 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         # (its own words hold "failed to": the failure must be the call's, after it)
         m = ctx.search(_ALLOC_CALL_FAILED, text)
         after = m.end("call") if m else 0
+    if not m and i and "rror" in ctx.lines[i - 1].text and text.lstrip(" `'\"").startswith("out of memory"):
+        s2 = ctx.search(_STRING_THEN_CALL, text)
+        if s2 and ctx.search(_ERROR_WORD, ctx.lines[i - 1].text):
+            _call_event(events, i, exc, s2.group("call"))
+            return
     # ("Failed to cudaMalloc N bytes" says its failure in its own words)
     if m and (sized or ctx.search(_FAILURE_WORD, call_text[after:])):
         call = m.group("call")
@@ -879,7 +888,7 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
             detail="nnabla's caching allocator freed its cache and still could not allocate"))
         return True
     m = ctx.search(_RMM_POOL, text) if ("pool size" in text or "CNMEM" in text) else None
-    if m:
+    if m and (m.group("rmm") or m.group("num") or m.group(0).startswith("CNMEM")):
         n = to_bytes(m.group("num"), m.group("unit")) if m.group("num") else None
         events.add(("device_runtime", "rmm", n), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="rmm-memory-pool",
