@@ -79,9 +79,10 @@ ANCHOR_LITERALS = (
     # ggml's backend buffers, TensorRT-LLM's executor (parsers/runtime.py)
     "buffer of size", "insufficient GPU memory",
     "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "total_region_allocated_bytes_", "raise_if_low_memory",
-    # an nvidia-smi process table (ranks sharing a GPU show in its rows) and tcmalloc's report of
-    # a large host allocation: memory pressure without a failure (parsers/allocator_stats.py)
-    "Processes:", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Your session crashed", "Your notebook",
+    # an nvidia-smi process table (ranks sharing a GPU show in its rows; a paste may hold the rows
+    # without the header, and each row ends in "MiB |") and tcmalloc's report of a large host
+    # allocation: memory pressure without a failure (parsers/allocator_stats.py)
+    "Processes:", "MiB |", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Your session crashed", "Your notebook",
     "The node was low", "killed by YARN", "physical memory limits", "Auslagerungsdatei", "页面文件", "KernelRestarter", "appears to have died", "Kernel crashed", "Root Cause", "received by PID", "Main process received",
     # (" killed" holds "zsh: killed", "job killed", "being killed", "Task was killed", "Ray killed this")
     "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", " killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
