@@ -26,7 +26,7 @@ from ..facts.sizes import format_size
 from ..read.literals import required_literals
 from ..read.normalise import Line, join_lines
 from ..read.patterns import lazy
-from .diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
+from .diagnosis import AGAINST, PRIOR, TIMED_OUT, Diagnosis, Knob, Remediation
 from .frameworks import (
     DEFAULT_PREFERENCE,
     OTHER_RUNTIME_FORMATS,
@@ -408,10 +408,6 @@ def remediations_for(incident: Incident, ev: Evaluator, framework: Optional[str]
     return ordered
 
 
-# how a reason from counter-evidence, and one from a lead-only prior, begins
-AGAINST, PRIOR = "against: ", "prior: "
-
-
 def score_incident(incident: Incident, ev: Evaluator) -> Optional[tuple[float, float, list[str], list[str], list[int]]]:
     """(score, prior, reasons, the priors' reasons, evidence lines), or None where a requirement
     fails. ``prior`` sums the lead-only signals that hold: it may make a lead, never a finding."""
@@ -486,12 +482,13 @@ def _score_all(kb: KnowledgeBase, ev: Evaluator, *, memory: bool = True,
         if res is None:
             continue
         score, prior, because, priors, line_nos = res
+        row = (score, inc.priority, inc.id, inc, because, line_nos)
         if score >= inc.min_score:
             # a finding: the evidence named it, and a prior adds nothing to that
-            scored.append((score, inc.priority, inc.id, inc, because, line_nos))
+            scored.append(row)
         elif inc.memory_failure and not inc.fallback:
             if score >= PARTIAL_SCORE:
-                partial.append((score, inc.priority, inc.id, inc, because, line_nos))
+                partial.append(row)
             if score + prior >= PARTIAL_SCORE:
                 # with the priors counted: a lead after the fallback at most, whatever the sum
                 leads.append((score, (score + prior, inc.priority, inc.id, inc, because + priors, line_nos)))

@@ -15,6 +15,9 @@ from ..memory.models import Fit
 # the words of a pattern's timeout note (kb/classify.py writes it); the report finds the note
 # by them (report/common.py) without importing the classifier
 TIMED_OUT = "timed out on this log"
+# how a diagnosis's reason from counter-evidence, and one from a lead-only prior, begins (the
+# report dims them and never quotes one as the diagnosis's first reason)
+AGAINST, PRIOR = "against: ", "prior: "
 
 
 class Knob(Model):

@@ -27,7 +27,7 @@ from ..facts.derived import (
 )
 from ..facts.models import Evidence, OomEvent
 from ..facts.sizes import format_size
-from ..kb.diagnosis import TIMED_OUT, Diagnosis, Knob, Remediation
+from ..kb.diagnosis import AGAINST, PRIOR, TIMED_OUT, Diagnosis, Knob, Remediation
 from ..kb.frameworks import STACK_REFUSAL, STACKS
 from ..read.patterns import lazy
 
@@ -120,7 +120,7 @@ def candidate_note(d: Diagnosis) -> tuple[str, Optional[str]]:
     """What a runner-up diagnosis is shown with: its kind ("" for a real cause) and its
     first reason for (reasons against are left to the full report)."""
     kind = " (not a memory failure)" if not d.memory_failure else " (fallback)" if d.fallback else ""
-    first = next((b for b in d.because if not b.startswith(("against:", "prior:"))), None)
+    first = next((b for b in d.because if not b.startswith((AGAINST, PRIOR))), None)
     return kind, first
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
+from ..kb.diagnosis import AGAINST, PRIOR
 from .common import (
     ALWAYS_SHOWN,
     Row,
@@ -231,7 +232,7 @@ def _why(out: list[Block], d: Diagnosis) -> None:
     if d.explanation:
         out.append(Para(d.explanation, 2))
     for reason in d.because:
-        out.append(Para(reason, 2, DIM if reason.startswith(("against:", "prior:")) else "", first="- "))
+        out.append(Para(reason, 2, DIM if reason.startswith((AGAINST, PRIOR)) else "", first="- "))
 
 
 def _fixes(out: list[Block], d: Diagnosis) -> None:
