@@ -402,7 +402,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
           "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
-          "failed with error 2", "to cudaMalloc", "to hipMalloc", "to cuMemAlloc", "cuMem", "Maximum pool size exceeded", "get_temporary_buffer failed",
+          "failed with error 2", "to cudaMalloc", "to hipMalloc", "cuMem", "Maximum pool size exceeded", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
           "insufficient GPU memory", "dispatched on the CPU", "offloaded to the disk",
           "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model")
@@ -505,7 +505,7 @@ def _trt_build_failed(ctx: ParseContext, i: int) -> bool:
     return False
 
 
-def _pool_event(events: _Events, i: int, exc: Optional[str], pool: str, fmt: str, n: int, **figures) -> None:
+def _pool_event(events: _Events, i: int, exc: Optional[str], pool: str, fmt: str, n: Optional[int], **figures) -> None:
     """A library's own GPU memory pool that could not serve a request of ``n`` bytes."""
     events.add(("device_runtime", fmt, n), i, lambda: OomEvent(
         kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format=fmt,
@@ -733,7 +733,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         # (its own words hold "failed to": the failure must be the call's, after it)
         m = ctx.search(_ALLOC_CALL_FAILED, text)
         after = m.end("call") if m else 0
-    if not m and i and "rror" in ctx.lines[i - 1].text and text.lstrip(" `'\"").startswith("out of memory"):
+    if not m and i and text.lstrip(" `'\"").startswith("out of memory"):
         s2 = ctx.search(_STRING_THEN_CALL, text)
         if s2 and ctx.search(_ERROR_WORD, ctx.lines[i - 1].text):
             _call_event(events, i, exc, s2.group("call"))
@@ -890,10 +890,7 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
     m = ctx.search(_RMM_POOL, text) if ("pool size" in text or "CNMEM" in text) else None
     if m and (m.group("rmm") or m.group("num") or m.group(0).startswith("CNMEM")):
         n = to_bytes(m.group("num"), m.group("unit")) if m.group("num") else None
-        events.add(("device_runtime", "rmm", n), i, lambda: OomEvent(
-            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="rmm-memory-pool",
-            tried_to_allocate_bytes=n,
-            detail="the RAPIDS Memory Manager's pool (cuDF, cuML, XGBoost) could not allocate: " + m.group(0)))
+        _pool_event(events, i, exc, "the RAPIDS Memory Manager's pool (cuDF, cuML, XGBoost)", "rmm-memory-pool", n)
         return True
     m = ctx.search(_GGML_BUFFER, text) if "buffer of size" in text else None
     if m:

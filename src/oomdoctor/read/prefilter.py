@@ -36,7 +36,7 @@ ANCHOR_LITERALS = (
     # allocate", "Error" every "...Error" class name; "Kill" "Killed", "Killing", "OOMKilled"
     "ut of memory", "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ried to alloc", "capacity of",
     "otal capacity", "RESOURCE_EXHAUSTED", "Resource exhausted", "ResourceExhausted", "OOM when allocating",
-    "to cudaMalloc", "to hipMalloc", "to cuMemAlloc",   # "Failed to cudaMalloc N bytes"
+    "to cudaMalloc", "to hipMalloc",   # "Failed to cudaMalloc N bytes" (and "cuMem", below, for cuMemAlloc)
     "MEM_OBJECT_ALLOCATION",   # OpenCL's CL_MEM_OBJECT_ALLOCATION_FAILURE
     "ran out-of-memory",                                 # a platform's replica status
     "memory budget", "OOM Detected",                     # Dask's nanny; a trainer's batch retry
@@ -71,7 +71,7 @@ ANCHOR_LITERALS = (
     # capacity", "me device"): the prefix-tree pattern stops at every byte that starts one
     "OUT_OF_", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATOR_FAILURE", "NOT_INITIALIZED", "unable to find an engine",
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
-    "Failed to CUDA", "Failed to cuMem", "CUresult", "cuMem", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
+    "Failed to CUDA", "CUresult", "cuMem", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY", "failed with OOM", "recover from OOM", "DEVICE memory", "device memory", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "Exceeded job memory", "Exceeded step memory",
     # other frameworks' allocators: thrust's scratch buffer, Jittor's memory check, MindSpore's
     # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
