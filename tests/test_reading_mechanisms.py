@@ -2580,6 +2580,9 @@ def test_a_resource_exhausted_error_about_something_else_is_no_oom():
     "The kernel appears to have died. It will restart automatically.\n",
     "The Kernel crashed while executing code in the current cell or a previous cell.\n",
     "[1]    2843557 killed\n",          # zsh's job report with its command cut off
+    # the notebook server's log of its restarter bringing a dead kernel back
+    "May 4, 2020, 5:02:35 PM | WARNING | WARNING:root:kernel 4222e7b2-aca5-4c53-972e-ea8892e41d74 restarted\n",
+    "[W 10:02:11.371 NotebookApp] kernel 0d3bd4a8-19a2-4c1f-9f0e-2b8f6c3d1a77 restarted\n",
 ])
 def test_a_notebook_kernel_or_a_shell_job_that_died_is_a_weak_host_kill(line):
     (ev,) = report(line)["oom_events"]
@@ -2621,6 +2624,9 @@ def test_host_deaths_in_other_tools_words(text, kind):
     "WARNING: failed to allocate memory for the cache, cudaMalloc retried later\n",   # no failure of the call
     "    except tf.errors.ResourceExhaustedError:  # out of memory, halve the batch\n",   # printed source
     "Check failed: error == cudaSuccess CUDA error invalid argument at memory.h:131\n",   # another CUDA error
+    # a restart that failed, or one a client logs at debug level after being asked for it
+    "[E 10:02:11.371 NotebookApp] kernel 0d3bd4a8-19a2-4c1f-9f0e-2b8f6c3d1a77 restarted failed!\n",
+    "DEBUG:jupyter_client:Kernel 0d3bd4a8-19a2-4c1f-9f0e-2b8f6c3d1a77 restarted by request\n",
 ])
 def test_what_only_looks_like_those_deaths(text):
     assert report(text)["oom_events"] == []
@@ -3302,6 +3308,24 @@ def test_a_dask_nanny_restarting_a_worker_over_its_memory_budget_is_a_host_kill(
         assert _incidents(d)[0] == "host-oom"
     # its pause below the limit kills nothing
     assert report("distributed.worker - WARNING - Worker is at 81% memory usage. Pausing worker.\n")["oom_events"] == []
+
+
+def test_a_dask_scheduler_refusing_a_task_over_its_workers_memory_limit_is_a_host_memory_failure():
+    line = ("2024-09-06 14:32:04,799 - distributed.scheduler - ERROR - Task 'lambda-6a34' has 30.61 GiB worth of "
+            "input dependencies, but worker tcp://127.0.0.1:57276 has memory_limit set to 14.90 GiB.\n")
+    # the client receives the same words as a MemoryError: one failure, not two
+    client = ("distributed.client - ERROR - MemoryError: Task 'lambda-6a34' has 30.61 GiB worth of input "
+              "dependencies, but worker tcp://127.0.0.1:57276 has memory_limit set to 14.90 GiB.\n")
+    for text in (line, line + client):
+        d = report(text)
+        assert [(e["kind"], e["message_format"], e["count"]) for e in d["oom_events"]] == [
+            ("cpu_allocator", "dask-memory-limit", text.count("worth of"))]
+        assert d["oom_events"][0]["tried_to_allocate_bytes"] == round(30.61 * 2**30)
+        assert _incidents(d)[0] == "host-oom"
+    # a worker's memory limit printed in its start-up banner is no refusal
+    assert report("distributed.worker - INFO -               Memory:                  14.90 GiB\n"
+                  "distributed.worker - INFO - memory_limit set to 14.90 GiB for worker tcp://127.0.0.1:57276\n"
+                  )["oom_events"] == []
 
 
 def test_catboosts_gpu_memory_pool_reports_its_request_and_free_memory_in_mb():

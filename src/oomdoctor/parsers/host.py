@@ -21,7 +21,7 @@ import regex as re
 
 from ..facts.derived import HOST_KINDS
 from ..facts.models import Failure, OomEvent
-from ..facts.sizes import to_bytes
+from ..facts.sizes import parse_size, to_bytes
 from ..read.patterns import lazy
 from ..read.prefilter import KILLED_LOCALISED, KILLED_ORDINARY
 from . import memory_words
@@ -99,7 +99,11 @@ _NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
 # to have died. It will restart automatically.", VS Code's "The Kernel crashed while executing
 # code in the current cell"): most often the OOM killer, but a crash in native code reads the same
 _KERNEL_DIED = lazy(r"KernelRestarter: restarting kernel \(\d{1,3}/\d{1,3}\)|The kernel appears to have died"
-                    r"|The Kernel crashed while executing code")
+                    r"|The Kernel crashed while executing code"
+                    # the notebook server's log of its restarter bringing a dead kernel back
+                    # (notebook's and jupyter_server's on_kernel_restarted: "kernel %s restarted";
+                    # a restart the user asked for is not logged so)
+                    r"|\bkernel [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} restarted\s*$")
 # the memory monitor's report of its top memory users ("PID\tMEM(GB)\tCOMMAND"), printed
 # only with the kill it explains: pasted alone, it still says the node ran out
 _RAY_TABLE = lazy(r"^\s*PID\s+MEM\(GB\)\s+COMMAND\s*$")
@@ -230,6 +234,12 @@ _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(
 _PYBIND11_ALLOC = lazy(r"\w+(?:Error|Exception):\s{0,3}Could not allocate (?P<what>bytes|string|bytearray|tuple|list|dict) object!?")
 # ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
 # memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
+# Dask's scheduler refusing a task whose inputs exceed its worker's memory limit, which it
+# raises to the client as MemoryError (distributed/scheduler.py: "Task 'x' has 30.61 GiB worth of
+# input dependencies, but worker tcp://10.0.0.1:40101 has memory_limit set to 14.90 GiB.")
+_DASK_REFUSED = lazy(r"worth of input dependencies, but worker \S{1,200} has memory_limit set to")
+_DASK_SIZES = lazy(r"has (?P<need>\d[\d.]{0,12} [kKMGTPE]?i?B) worth of input[^\n]{0,260}? memory_limit set to "
+                   r"(?P<limit>\d[\d.]{0,12} [kKMGTPE]?i?B)")
 _ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(12\)")
 _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
 # the Java virtual machine (a Spark or JVM data pipeline, DL4J's JavaCPP buffers): "java.lang.OutOfMemoryError:
@@ -293,7 +303,7 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
           "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers",
-          "KernelRestarter", "kernel appears to have died", "memory budget", "Kernel crashed", "YARN", "physical memory limits") \
+          "KernelRestarter", "kernel appears to have died", " restarted", "input dependencies", "memory budget", "Kernel crashed", "YARN", "physical memory limits") \
     + _PAGING_WORDS + KILLED_LOCALISED
 
 
@@ -527,6 +537,13 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
         msg = (m.group("msg") or "").strip()
         found = (("jvm", re.sub(r"\d+", "N", msg)[:80]), None, "jvm",
                  "the Java virtual machine ran out of memory" + (f": {msg[:160]}" if msg else ""))
+    elif "input dependencies" in text and ctx.search(_DASK_REFUSED, text):
+        # (one key for the scheduler's log line and the client's MemoryError that repeats it)
+        m = ctx.search(_DASK_SIZES, text)
+        n = parse_size(m.group("need")) if m else None
+        found = (("dask-refused",), n, "dask-memory-limit",
+                 "Dask refused a task whose inputs exceed its worker's memory limit"
+                 + (f": {m.group('need')} of inputs, limit {m.group('limit')}" if m else ""))
     elif "MemoryError" in text:
         m = ctx.search(_PY_MEMORY, text)
         msg = (m.group("msg") or "").strip() if m else ""

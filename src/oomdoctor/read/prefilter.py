@@ -83,7 +83,7 @@ ANCHOR_LITERALS = (
     # without the header, and each row ends in "MiB |") and tcmalloc's report of a large host
     # allocation: memory pressure without a failure (parsers/allocator_stats.py)
     "Processes:", "MiB |", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Your session crashed", "Your notebook",
-    "The node was low", "killed by YARN", "physical memory limits", "Auslagerungsdatei", "页面文件", "KernelRestarter", "appears to have died", "Kernel crashed", "Root Cause", "received by PID", "Main process received",
+    "The node was low", "killed by YARN", "physical memory limits", "Auslagerungsdatei", "页面文件", "KernelRestarter", "appears to have died", "Kernel crashed", " restarted", "worth of input", "Root Cause", "received by PID", "Main process received",
     # (" killed" holds "zsh: killed", "job killed", "being killed", "Task was killed", "Ray killed this")
     "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", " killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
