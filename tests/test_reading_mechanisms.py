@@ -4595,3 +4595,36 @@ def test_a_cuda_check_printing_the_errors_string_before_the_call_on_the_next_lin
     assert not report("All good so far\nout of memory cudaMalloc(&p, n)\n")["oom_events"]
     assert not [e for e in report("CUDA Runtime Error at: /src/x.cu:83\nout of memory, retrying\n")["oom_events"]
                 if e["detail"] == "cudaMalloc failed: out of memory"]
+
+
+_PAGING = "OSError: [WinError 1455] The paging file is too small for this operation to complete."
+
+
+@pytest.mark.parametrize("prefix", ["D:\\Anaconda\\envs\\yolo\\Lib\\", "C:/Python311/Lib/"])
+def test_a_windows_child_process_failing_as_it_starts_is_loading_data(prefix):
+    # spawn's child re-running the main script, which imports torch again: on Windows, a
+    # DataLoader worker starting
+    frames = [("<string>", "<module>", "from multiprocessing.spawn import spawn_main; spawn_main(parent_pid=1)"),
+              (prefix + "multiprocessing\\spawn.py", "spawn_main", "exitcode = _main(fd, parent_sentinel)"),
+              (prefix + "multiprocessing\\spawn.py", "_main", "prepare(preparation_data)"),
+              (prefix + "multiprocessing\\spawn.py", "prepare", "_fixup_main_from_path(data['init_main_from_path'])"),
+              (prefix + "multiprocessing\\spawn.py", "_fixup_main_from_path", "main_content = runpy.run_path(main_path,"),
+              ("E:\\yolov5\\train.py", "<module>", "import torch"),
+              (prefix + "site-packages\\torch\\__init__.py", "<module>", "raise err")]
+    assert report(_tb(*frames, error=_PAGING))["phase"] == "data_loading"
+
+
+def test_a_child_process_elsewhere_or_running_its_target_is_not_read_as_starting():
+    start = [("<string>", "<module>", "from multiprocessing.spawn import spawn_main; spawn_main(parent_pid=1)")]
+    # Linux's spawned children are as often a launcher's ranks (torch.multiprocessing.spawn)
+    linux = start + [("/usr/lib/python3.10/multiprocessing/spawn.py", "spawn_main", "exitcode = _main(fd, parent_sentinel)"),
+                     ("/usr/lib/python3.10/multiprocessing/spawn.py", "_main", "prepare(preparation_data)"),
+                     ("/home/user/train.py", "<module>", "import torch")]
+    assert report(_tb(*linux, error="MemoryError"))["phase"] != "data_loading"
+    # a Windows child that has started runs its target: that target's frames say the phase
+    running = start + [("C:\\Python\\lib\\multiprocessing\\spawn.py", "spawn_main", "exitcode = _main(fd, parent_sentinel)"),
+                       ("C:\\Python\\lib\\multiprocessing\\spawn.py", "_main", "return self._bootstrap(parent_sentinel)"),
+                       ("C:\\Python\\lib\\multiprocessing\\process.py", "_bootstrap", "self.run()"),
+                       ("C:\\Python\\lib\\multiprocessing\\process.py", "run", "self._target(*self._args, **self._kwargs)"),
+                       ("C:\\work\\render.py", "draw_frames", "canvas = np.zeros((n, h, w, 3))")]
+    assert report(_tb(*running, error="MemoryError"))["phase"] != "data_loading"

@@ -287,6 +287,13 @@ _LOADER_BUILDER = lazy(r":_{0,2}(?:build|get|make|create|setup|init)_\w{0,20}(?:
 _SPLIT_FUNCTION = lazy(r":_{0,2}(?:test|val)$")
 # multiprocessing starting a process (under a DataLoader starting its workers)
 _PROCESS_START = lazy(r"multiprocessing/(?:process|context|popen_\w+|spawn|reduction)\.py:")
+# a child process started by spawn (Windows' only start method) still preparing: unpickling its
+# process object or re-running the main script ("prepare(preparation_data)"), both of which
+# import torch again, before its target runs (multiprocessing/process.py's _bootstrap)
+_SPAWN_MAIN = lazy(r"multiprocessing/spawn\.py:spawn_main$")
+_SPAWN_PREPARING = lazy(r"multiprocessing/spawn\.py:(?:_main|prepare|_fixup_main_from_path)$")
+_SPAWN_TARGET = lazy(r"multiprocessing/process\.py:_bootstrap$")
+_WINDOWS_PATH = lazy(r"^[A-Za-z]:[\\/]|\\")
 # PyTorch's own code (torch/nn/modules is its layers' library, no model's own folder)
 _TORCH_OWN = lazy(r"(?:^|/)torch/")
 # a constructor, or a builder of a model's parts ("build_detector", "_make_layer", "init_weights")
@@ -417,6 +424,13 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
         below = texts[trains[-1] + 1:]
         if not _in_a_pass(below) and (setup := _layer_setup(below)) is not None:
             return "model_load", setup
+    # a Windows child process that fails while it starts, before its target runs (importing torch
+    # again on a full commit charge): on Windows every DataLoader worker is such a child, and a
+    # training script's children are its workers
+    if (any(_SPAWN_MAIN.search(t) for t, _fr in texts[:3]) and not any(_SPAWN_TARGET.search(t) for t, _fr in texts)
+            and (prep := next((fr for t, fr in reversed(texts) if _SPAWN_PREPARING.search(t)), None)) is not None
+            and _WINDOWS_PATH.search(prep.file)):
+        return "data_loading", prep
     # (a worker process being started lies under multiprocessing's own frames: those are skipped)
     near = [(t, fr) for t, fr in texts if not _PROCESS_START.search(t)][-6:]
     for text, fr in reversed(near):
