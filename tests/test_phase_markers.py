@@ -107,3 +107,42 @@ def test_a_saves_own_error_report_is_a_save():
 ])
 def test_evaluation_and_preprocessing_named_in_other_words(line, marker, found):
     assert bool(facts(line + "\n").markers.get(marker)) == found
+
+
+KILLED_AFTER = "{marker}\n{between}Killed\n"
+
+
+@pytest.mark.parametrize("marker", [
+    "building U-Net",                                            # kohya's sd-scripts
+    "2024-12-07 18:24:57.874 | INFO | hyvideo.inference:from_pretrained:188 - Building model...",
+    "=> creating model 'resnet50'",
+    "Instantiating model from config",
+    "Loading model from models/ldm/text2img-large/model.ckpt",
+])
+def test_a_script_building_or_loading_its_model_is_loading_the_model(marker):
+    f = facts(KILLED_AFTER.format(marker=marker, between=""))
+    assert f.markers.get("loading_checkpoint_shards") == [1]
+    assert f.phase.phase == "model_load"
+
+
+@pytest.mark.parametrize("marker", [
+    "Building model... done (12.3s)",                            # its own report that it finished
+    "Creating model took 3.1 s",
+    "Building wheel for flash-attn (setup.py) ... done",         # no model
+    "Loading model from output/checkpoint-500",                  # a resume: the resuming marker's
+])
+def test_what_is_not_a_model_being_built_or_loaded(marker):
+    assert "loading_checkpoint_shards" not in facts(KILLED_AFTER.format(marker=marker, between="")).markers
+
+
+def test_a_resume_by_its_path_is_still_a_checkpoint_load():
+    f = facts(KILLED_AFTER.format(marker="Loading model from output/checkpoint-500", between=""))
+    assert f.phase.phase == "checkpoint_load"
+
+
+@pytest.mark.parametrize("marker", ["Building model...", "Loading checkpoint shards: 100%|██| 2/2 [00:03<00:00]"])
+def test_training_losses_after_a_set_up_marker_end_its_phase(marker):
+    between = "".join(f"step {i} | loss: 2.{i} | lr 1e-4\n" for i in range(3))
+    assert facts(KILLED_AFTER.format(marker=marker, between=between)).phase.phase is None
+    # (lines that are no loss leave the marker where it was)
+    assert facts(KILLED_AFTER.format(marker=marker, between="Model config: 12 layers\n")).phase.phase == "model_load"

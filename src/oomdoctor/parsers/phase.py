@@ -50,6 +50,15 @@ MARKERS = {
                                       # a trainer quantizing the weights it loaded ("Quantizing Mistral",
                                       # "Quantizing transformer")
                                       r"|(?m:^)Quantizing\b"
+                                      # a script building or loading its model ("Building model...",
+                                      # kohya's "building U-Net", "Creating model from config", "Loading
+                                      # model from models/ldm/model.ckpt"; not a resume's "Loading model
+                                      # from checkpoint-500", which the resuming marker reads, nor a
+                                      # report that it is done)
+                                      r"|\b(?i:building|creating|initializing|instantiating|constructing) (?:the |a )?"
+                                      r"(?i:model|network|u-?net|vae|text encoders?)\b"
+                                      r"(?![^\n]{0,60}\b(?i:done|finished|completed?|took|succeeded|successfully)\b)"
+                                      r"|\bLoading (?:the )?(?:pretrained |base )?model from (?![^\n]{0,200}(?i:checkpoint))"
                                       # a conversion or loading script naming the weight file it reads
                                       r"|(?i:processing|reading|converting|loading)\s+\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
                                       # an error naming the weight file it was reading ("unable to mmap N
@@ -134,7 +143,8 @@ MARKERS = {
 # only the lines holding one are searched. Checked against MARKERS by a test.
 MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
-    "loading_checkpoint_shards": ("load", "instantiating", "processing", "reading", "converting", "mmap", "open",
+    "loading_checkpoint_shards": ("load", "instantiating", "building", "creating", "initializing", "constructing",
+                                  "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
                                   "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
@@ -178,6 +188,8 @@ _RESUME_ARG = lazy(r"resume_from_checkpoint\s*=\s*(?!True\b)[A-Za-z_][\w.]*\s*[,
 # 2.30"), "train loss is 0.0367")
 _LOSS = lazy(r"'loss':|\"loss\":|\b(?i:loss)(?:[=:]|\s+is)\s*-?\d|Loss \d")
 _FRAME_LINE = lazy(r"^\s*File \"")
+# the phases of setting a run up, which end once training prints its losses
+_SETUP_PHASES = ("model_load", "checkpoint_load")
 
 def _markers(ctx: ParseContext) -> None:
     hits: dict[int, list[str]] = {}
@@ -794,5 +806,9 @@ def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None
         return
     # a marker far above the failure says little: training went on after it
     if line - n > within:
+        return
+    # ... and so does a set-up marker (loading the model or a checkpoint, building the engine)
+    # with training's losses printed between it and the failure
+    if phase in _SETUP_PHASES and any(n < ctx.lines[j].no < line for j in ctx.grep(_LOSS, ("loss",))):
         return
     ph.phase, ph.line, ph.reason = phase, n, f"last marker before the failure: {name.replace('_', ' ')}"
