@@ -44,7 +44,16 @@ CASES = [
     # TensorFlow / XLA C++ logging
     ("2024-04-03 10:11:40.412113: W external/xla/xla/tsl/framework/bfc_allocator.cc:291] Allocator (GPU_0_bfc) ran",
      "Allocator (GPU_0_bfc) ran", None),
+    # vLLM's logger, before and from 0.8, and its multiprocessing executor's worker (a tensor-parallel
+    # worker, not a rank of the job)
+    ("(VllmWorkerProcess pid=2420) ERROR 10-14 12:32:47 multiproc_worker_utils.py:233]   File \"/a/aria.py\", line 404, in f",
+     "  File \"/a/aria.py\", line 404, in f", None),
+    ("(VllmWorker rank=1 pid=2420) ERROR 06-01 10:00:00 [multiproc_executor.py:487] torch.OutOfMemoryError: x",
+     "torch.OutOfMemoryError: x", None),
+    ("INFO 2024-06-01 10:00:00 run.py:12] step 3", "step 3", None),
     # not prefixes: exception names, code, plain text
+    ("INFO 12 files read", "INFO 12 files read", None),
+    ("ERROR 10-14 12:32:47 the job failed", "ERROR 10-14 12:32:47 the job failed", None),
     ("RuntimeError: Expected all tensors to be on the same device", "RuntimeError: Expected all tensors to be on the same device", None),
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.", None),
     ("    loss.backward()", "    loss.backward()", None),

@@ -91,8 +91,13 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
                 r"(?!\s*$|\s*(?:true|false|True|False|null|None|auto|yes|no|-?\d+(?:\.\d+)?(?:e-?\d+)?|\[.*\]|\{.*\})\s*$)"), "host"),
     # srun --label " 3: " (a traceback's indented lines keep their indentation after it)
     (lazy(r"^\s{0,4}(?P<rank>\d{1,5}): (?=\s*\S)"), "rank"),
-    # Ray / vLLM workers "(Worker pid=123) ", "(RayWorker pid=1, ip=10.0.0.1) "
-    (lazy(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
+    # Ray / vLLM workers "(Worker pid=123) ", "(RayWorker pid=1, ip=10.0.0.1) ", vLLM's
+    # multiprocessing executor "(VllmWorker rank=0 pid=2420) " (a tensor-parallel worker, not a rank
+    # of the job)
+    (lazy(r"^\((?:[\w.]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
+    # vLLM's logger (and OpenRLHF's, SkyPilot's, which copy it): "ERROR 10-14 12:32:47
+    # multiproc_worker_utils.py:233] ", from vLLM 0.8 "INFO 06-01 10:00:00 [core.py:58] "
+    (lazy(rf"^{_LEVEL} (?:\d{{2}}-\d{{2}}|{_DATE}) {_TIME} \[?[\w./-]+\.py:\d+\] "), "logger"),
     # DeepSpeed / python logging "[2024-..] [INFO] [file.py:12:func] " (time already gone)
     (lazy(rf"^\[{_LEVEL}\] \[[\w./-]+:\d+(?::[\w<>]+)?\]\s?"), "logger"),
     # LLaMA-Factory >= 0.9.1 "[INFO|2025-01-01 12:00:00] loader.py:143 >> "
@@ -130,7 +135,7 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
 
 # Cheap test: does this line possibly carry any prefix at all? (standard library: one call a line)
 _MAYBE_PREFIX = stdlib_re.compile(
-    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||\||: [IWEF] ))"
+    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||[A-Z]{4,8} \d|\||: [IWEF] ))"
 )
 
 
