@@ -146,3 +146,32 @@ def test_training_losses_after_a_set_up_marker_end_its_phase(marker):
     assert facts(KILLED_AFTER.format(marker=marker, between=between)).phase.phase is None
     # (lines that are no loss leave the marker where it was)
     assert facts(KILLED_AFTER.format(marker=marker, between="Model config: 12 layers\n")).phase.phase == "model_load"
+
+
+YOLO_BAR = ("               Class     Images     Labels          P          R     mAP@.5 mAP@.5:.95:  {pct}% "
+            "24/32 [01:09<00:22,  2.83s/it]")
+YOLO8_BAR = ("                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95):   {pct}%|          "
+             "| 0/21 [03:11<?, ?it/s]")
+
+
+@pytest.mark.parametrize("bar", [YOLO_BAR, YOLO8_BAR])
+def test_a_yolo_validation_bar_unfinished_is_the_evaluation(bar):
+    f = facts(bar.format(pct=75) + "\nKilled\n")
+    assert f.markers.get("running_evaluation") == [1]
+    assert f.phase.phase == "eval"
+    # finished, its stage is over
+    f = facts(bar.format(pct=100) + "\nKilled\n")
+    assert "running_evaluation" not in f.markers and f.markers.get("evaluation_finished") == [1]
+    # a table of results with the same columns is no bar
+    assert not facts("     Class     Images  Instances      Box(P          R      mAP50  mAP50-95)\n"
+                     "       all        128        929      0.672      0.591      0.661      0.445\n").markers
+
+
+def test_a_dataloader_worker_killed_while_the_evaluation_runs_is_the_evaluations():
+    killed = ("Traceback (most recent call last):\n"
+              '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1133, in _try_get_data\n'
+              "    data = self._data_queue.get(timeout=timeout)\n"
+              "RuntimeError: DataLoader worker (pid 40917) is killed by signal: Killed.\n")
+    assert facts(YOLO8_BAR.format(pct=0) + "\n" + killed).phase.phase == "eval"
+    # ... and a training bar's worker is loading training data
+    assert facts(DL_KILLED.format(e=1, n=1, pct=3)).phase.phase == "data_loading"

@@ -29,6 +29,11 @@ from .traceback import ARROW, RICH_CODE, frames_for, rich_code
 _EVAL_BAR_NAMES = ("Val", "Valid", "Validation", "Validating", "Eval", "Evaluation")
 _EVAL_BAR = r"(?m:^)(?:" + "|".join(_EVAL_BAR_NAMES) + r"):\s+"
 _EVAL_BAR_GATES = tuple(name.lower() + ":" for name in _EVAL_BAR_NAMES)
+# the YOLO trainers' validation bar, described by the metrics it will print ("Class  Images  Labels
+# P  R  mAP@.5 mAP@.5:.95:  75% 24/32", later "Class  Images  Instances  Box(P  R  mAP50  mAP50-95):")
+_DETECTION_VAL_BAR = (r"(?m:^)\s*Class\s+Images\s+(?:Labels|Instances|Targets)\b[^\n|]{0,160}?\bmAP[^\n|]{0,60}?"
+                      r":\s+")
+_DETECTION_VAL_GATES = ("map@", "map50")
 
 # llama.cpp's and its servers' own reports of a load that failed: the weights ("llama_model_load:
 # error loading model: unable to allocate backend buffer") or the context they are served with
@@ -101,9 +106,12 @@ MARKERS = {
                                # mmcv's task bar, which its test loops draw ("[>>>>    ] 6/15, 0.6 task/s")
                                # (it draws the bar for other work too, such as a data-preparation script's:
                                # read in a training log, it is the evaluation)
-                               r"|(?m:^)\[>*\s*\] (?!(?P<done>\d+)/(?P=done),)\d+/\d+, [\d.]+ task/s"),
+                               r"|(?m:^)\[>*\s*\] (?!(?P<done>\d+)/(?P=done),)\d+/\d+, [\d.]+ task/s"
+                               # the YOLO trainers' validation bar, not finished
+                               r"|" + _DETECTION_VAL_BAR + r"(?!100%)\d{1,3}%"),
     # ... and finished: its stage is over (a later marker than its own earlier updates)
-    "evaluation_finished": lazy(_EVAL_BAR + r"100%\||(?m:^)\[>+\] (?P<n>\d+)/(?P=n), [\d.]+ task/s"),
+    "evaluation_finished": lazy(_EVAL_BAR + r"100%\||(?m:^)\[>+\] (?P<n>\d+)/(?P=n), [\d.]+ task/s"
+                                + r"|" + _DETECTION_VAL_BAR + r"100%"),
     "running_prediction": lazy(r"\*{5} Running Prediction \*{5}|predict_with_generate\s*[:=]\s*[Tt]rue"),
     "ref_model_created": lazy(r"Created reference model|ref_model\b.*(?:loaded|created)|reference model", re.I),
     "optimizer_init": lazy(r"(?:Before|After) initializing optimizer states|initialize_optimizer_states|Creating .*ZeRO stage \d optimizer"),
@@ -153,8 +161,8 @@ MARKER_GATES = {
                          "shuffle buffer filled"),
     "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "task/s",
                            "(val", "(eval", "validating")
-                          + _EVAL_BAR_GATES,
-    "evaluation_finished": _EVAL_BAR_GATES + ("task/s",),
+                          + _EVAL_BAR_GATES + _DETECTION_VAL_GATES,
+    "evaluation_finished": _EVAL_BAR_GATES + ("task/s",) + _DETECTION_VAL_GATES,
     "running_prediction": ("running prediction", "predict_with_generate"),
     "ref_model_created": ("reference model", "ref_model"),
     "optimizer_init": ("initializing optimizer", "initialize_optimizer", "zero stage"),
@@ -466,8 +474,13 @@ def parse(ctx: ParseContext) -> None:
     elif ev is not None and ev.kind == "dataloader_killed" and phase not in ("checkpoint_save", "checkpoint_load", "eval",
                                                                                "model_load"):
         # the main process raises a worker's death from wherever it was (a forward frame):
-        # the worker was loading data
-        ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
+        # the worker was loading data, for the evaluation when its unfinished bar is the last
+        # stage before the kill
+        last = _last_stage_marker(ctx, ev.line)
+        if last is not None and last[1] == "running_evaluation":
+            ph.phase, ph.line, ph.reason = "eval", last[0], "a DataLoader worker was killed while the evaluation ran"
+        else:
+            ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif phase:
         ph.phase, ph.line = phase, frame.line
         ph.reason = f"frame {frame.function} in {frame.file.rsplit('/', 1)[-1]}"
@@ -784,6 +797,16 @@ _LOAD_FAILED = lazy(_LOAD_FAILED_WORDS)
 _LOAD_FAILED_BELOW = 6
 
 
+def _last_stage_marker(ctx: ParseContext, line: int) -> Optional[tuple[int, str]]:
+    """The last progress marker at or before ``line``: its line and name."""
+    best: Optional[tuple[int, str]] = None
+    for name in MARKER_PHASE:
+        for n in ctx.facts.markers.get(name, []):
+            if n <= line and (best is None or n > best[0]):
+                best = (n, name)
+    return best
+
+
 def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None:
     """No frames: the last progress marker before the failure decides (or a load's own report
     of its failure just under it)."""
@@ -793,11 +816,7 @@ def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None
         if line < n <= line + _LOAD_FAILED_BELOW and idx is not None and ctx.search(_LOAD_FAILED, ctx.lines[idx].text):
             ph.phase, ph.line, ph.reason = "model_load", n, "the load's own report of its failure, under the error"
             return
-    best: Optional[tuple[int, str]] = None
-    for name, phase in MARKER_PHASE.items():
-        for n in ctx.facts.markers.get(name, []):
-            if n <= line and (best is None or n > best[0]):
-                best = (n, name)
+    best = _last_stage_marker(ctx, line)
     if best is None:
         return
     n, name = best

@@ -201,6 +201,8 @@ MARKER_LITERALS = (
     "Val:", "Valid:", "Validation:", "Validating:", "Eval:", "Evaluation:", "Train:", "Training:",
     # mmcv's task bar, drawn by its test loops ("[>>>>    ] 6/15, 0.6 task/s")
     " task/s",
+    # the YOLO trainers' validation bar ("Class  Images  Labels  P  R  mAP@.5 mAP@.5:.95:  75%")
+    "mAP@", "mAP50",
     "predict_with_generate", "reference model", "Reference model", "ref_model", "initializing optimizer states",
     "initialize_optimizer_states", "ZeRO stage", "DeepSpeedZeRoOffload initialize", "Stage 3 initialize beginning", "Parameter Offload: Total",
     "creating fp16 partitions", "creating fp32 partitions", "Creating ZeRO Offload", "finished initializing model",
