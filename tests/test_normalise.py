@@ -51,7 +51,11 @@ CASES = [
     ("(VllmWorker rank=1 pid=2420) ERROR 06-01 10:00:00 [multiproc_executor.py:487] torch.OutOfMemoryError: x",
      "torch.OutOfMemoryError: x", None),
     ("INFO 2024-06-01 10:00:00 run.py:12] step 3", "step 3", None),
+    # Metaflow's task prefix (after its timestamp) and a run's id
+    ("2023-04-29 06:01:12.977 [177/train/578 (pid 28936)] [09c561ee-a44c-4795-967c-7183a83b3160] OSError: x",
+     "OSError: x", None),
     # not prefixes: exception names, code, plain text
+    ("[1/2/3 done] step", "[1/2/3 done] step", None),
     ("INFO 12 files read", "INFO 12 files read", None),
     ("ERROR 10-14 12:32:47 the job failed", "ERROR 10-14 12:32:47 the job failed", None),
     ("RuntimeError: Expected all tensors to be on the same device", "RuntimeError: Expected all tensors to be on the same device", None),

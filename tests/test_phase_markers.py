@@ -175,3 +175,13 @@ def test_a_dataloader_worker_killed_while_the_evaluation_runs_is_the_evaluations
     assert facts(YOLO8_BAR.format(pct=0) + "\n" + killed).phase.phase == "eval"
     # ... and a training bar's worker is loading training data
     assert facts(DL_KILLED.format(e=1, n=1, pct=3)).phase.phase == "data_loading"
+
+
+@pytest.mark.parametrize("line,saving", [
+    ("INFO:mmdet2trt:Saving TRT model to: weights/model.trt", True),
+    ("Saving best model to output/best.pth", True),
+    ("Saving the model to ./out", True),
+    ("Saving memory: model offloaded to CPU", False),
+])
+def test_a_save_of_a_named_model(line, saving):
+    assert bool(facts(line + "\nKilled\n").markers.get("saving_checkpoint")) is saving

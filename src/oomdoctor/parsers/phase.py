@@ -44,7 +44,7 @@ _LOAD_FAILED_WORDS = (r"(?<!\b[Nn]o )\berror loading model(?=\s*[:.]|\s*$)|\bexi
 
 MARKERS = {
     "saving_checkpoint": lazy(
-        r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?model (?:to|checkpoint)"
+        r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?(?:\w+ )?model (?:to|checkpoint)"
         r"|Saving (?:LoRA )?adapter|save_pretrained\(|Saving model weights|Saving current state|Saving DeepSpeed|"
         r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint"
         # a save's own error report ("Error saving model: CUDA out of memory ...")

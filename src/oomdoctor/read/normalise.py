@@ -95,6 +95,10 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     # multiprocessing executor "(VllmWorker rank=0 pid=2420) " (a tensor-parallel worker, not a rank
     # of the job)
     (lazy(r"^\((?:[\w.]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
+    # Metaflow's task prefix "[177/train/578 (pid 28936)] " (run/step/task, after its timestamp),
+    # and a bracketed UUID after it, a run's or a request's id
+    (lazy(r"^\[\d+/[\w.-]+/\d+ \(pid \d+\)\]\s?"), "host"),
+    (lazy(r"^\[[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\]\s?"), "host"),
     # vLLM's logger (and OpenRLHF's, SkyPilot's, which copy it): "ERROR 10-14 12:32:47
     # multiproc_worker_utils.py:233] ", from vLLM 0.8 "INFO 06-01 10:00:00 [core.py:58] "
     (lazy(rf"^{_LEVEL} (?:\d{{2}}-\d{{2}}|{_DATE}) {_TIME} \[?[\w./-]+\.py:\d+\] "), "logger"),
