@@ -31,7 +31,7 @@ _EVAL_BAR = r"(?m:^)(?:" + "|".join(_EVAL_BAR_NAMES) + r"):\s+"
 _EVAL_BAR_GATES = tuple(name.lower() + ":" for name in _EVAL_BAR_NAMES)
 # the YOLO trainers' validation bar, described by the metrics it will print ("Class  Images  Labels
 # P  R  mAP@.5 mAP@.5:.95:  75% 24/32", later "Class  Images  Instances  Box(P  R  mAP50  mAP50-95):")
-_DETECTION_VAL_BAR = (r"(?m:^)\s*Class\s+Images\s+(?:Labels|Instances|Targets)\b[^\n|]{0,160}?\bmAP[^\n|]{0,60}?"
+_DETECTION_VAL_BAR = (r"(?m:^)\s*Class\s+Images\s+(?:Labels|Instances|Targets)\b[^\n|]{0,160}?\bmAP(?:@|50)[^\n|]{0,60}?"
                       r":\s+")
 _DETECTION_VAL_GATES = ("map@", "map50")
 
@@ -60,10 +60,10 @@ MARKERS = {
                                       # model from models/ldm/model.ckpt"; not a resume's "Loading model
                                       # from checkpoint-500", which the resuming marker reads, nor a
                                       # report that it is done)
-                                      r"|\b(?i:building|creating|initializing|instantiating|constructing) (?:the |a )?"
+                                      r"|\b(?:[Bb]uilding|[Cc]reating|[Ii]nitializing|[Ii]nstantiating) (?=(?:the |a )?"
                                       r"(?i:model|network|u-?net|vae|text encoders?)\b"
-                                      r"(?![^\n]{0,60}\b(?i:done|finished|completed?|took|succeeded|successfully)\b)"
-                                      r"|\bLoading (?:the )?(?:pretrained |base )?model from (?![^\n]{0,200}(?i:checkpoint))"
+                                      r"(?![^\n]{0,60}\b(?i:done|finished|completed?|took|succeeded|successfully)\b))"
+                                      r"|\bLoading (?:the |pretrained |base )?model from (?![^\n]{0,200}(?i:checkpoint))"
                                       # a conversion or loading script naming the weight file it reads
                                       r"|(?i:processing|reading|converting|loading)\s+\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
                                       # an error naming the weight file it was reading ("unable to mmap N
@@ -151,7 +151,7 @@ MARKERS = {
 # only the lines holding one are searched. Checked against MARKERS by a test.
 MARKER_GATES = {
     "saving_checkpoint": ("sav", "failed to clone"),
-    "loading_checkpoint_shards": ("load", "instantiating", "building", "creating", "initializing", "constructing",
+    "loading_checkpoint_shards": ("load", "instantiating", "building", "creating", "initializing",
                                   "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
                                   "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),

@@ -180,7 +180,7 @@ FAILURE_LITERALS = (
 MARKER_LITERALS = (
     "Saving", "saving", "SAVING", "save_pretrained(", "Failed to clone() tensor", "failed to clone() tensor",
     "Loading checkpoint shards", "loading weights file", "Loading model weights", "model under default dtype",
-    "Loading base model", "load_model_and_tokenizer", "uilding ", "reating ", "nitializing ", "nstantiating ", "onstructing ", "Quantizing", "Continuing training from checkpoint", "Loading model from ",
+    "Loading base model", "load_model_and_tokenizer", "uilding ", "reating ", "nitializing ", "nstantiating ", "Loading the model from", "Loading pretrained model from", "Quantizing", "Continuing training from checkpoint", "Loading model from ",
     "Resuming ", "resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
     "Attempting to resume from", "ZeRO state_dicts",
     # a load's own error report ("Catch exception when loading model: ..."), vLLM's worker method
