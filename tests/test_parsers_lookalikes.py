@@ -91,3 +91,40 @@ def test_nothing_is_marked_secondary_here():
                                   "'loss': " * 20000, "ValueError" + ": x" * 30000, "Assertion `" * 10000])
 def test_hostile_input_never_raises(text):
     _lookalikes_only(text)
+
+
+@pytest.mark.parametrize("line", [
+    "Process finished with exit code -1073741819 (0xC0000005)",                  # an IDE's report
+    "Process finished with exit code -1073741795 (0xC000001D)",                  # illegal instruction
+    "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 3221225477.",
+    "Windows fatal exception: access violation",                                 # Python's faulthandler
+    "Exception code: 0xc0000005",
+])
+def test_a_windows_process_crash_is_a_crash(line):
+    assert "windows_crash" in _kinds(line)
+
+
+@pytest.mark.parametrize("line", [
+    "Process finished with exit code -1073741801 (0xC0000017)",   # STATUS_NO_MEMORY: memory, not a crash
+    "Process finished with exit code 0",
+    "loaded 32212254 samples from 0xC00000 offsets",              # other numbers holding those digits
+])
+def test_what_is_no_windows_crash(line):
+    assert "windows_crash" not in _kinds(line)
+
+
+def test_a_dataloader_worker_that_exited_beside_a_crash_crashed():
+    import oomdoctor
+    exited = ('Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+              "RuntimeError: DataLoader worker (pid(s) 12488) exited unexpectedly\n")
+    for crash in ("ERROR: Unexpected segmentation fault encountered in worker.\n",
+                  "ERROR: Unexpected floating-point exception encountered in worker.\n",
+                  "Process finished with exit code -1073741819 (0xC0000005)\n"):
+        d = oomdoctor.diagnose(crash + exited).model_dump(mode="json")
+        assert d["diagnoses"] == [] and d["oom_events"][0]["symptom"], crash
+    # alone, or beside a bus error (shared memory), it is still read as memory
+    d = oomdoctor.diagnose(exited).model_dump(mode="json")
+    assert d["diagnoses"][0]["incident"] == "dataloader-host-oom"
+    d = oomdoctor.diagnose("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
+                           "shared memory (shm).\n" + exited).model_dump(mode="json")
+    assert d["diagnoses"][0]["incident"] == "shm-exhausted"

@@ -69,14 +69,26 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
                 r"|exitcode\s*:\s*-15\b|\(exitcode: -15\)|received signal SIGTERM|Main process received SIGTERM")),
     # a worker that crashed (SIGABRT, SIGSEGV, ...): "Killed" and "Bus error" are the memory
     # families' (host RAM, shared memory)
-    ("dataloader_worker_crashed", ("killed by signal", "exited unexpectedly with exit code"),
+    ("dataloader_worker_crashed", ("killed by signal", "exited unexpectedly with exit code", "encountered in worker"),
      lazy(r"DataLoader worker \(pids?:? [^)\n]{1,80}\) (?:is )?killed by signal: (?!Killed|Bus error)[A-Z][\w ]{1,40}"
+          # the DataLoader's own signal handler in a worker (torch/csrc/DataLoader.cpp; its bus
+          # error is shared memory's)
+          r"|Unexpected (?:segmentation fault|floating-point exception) encountered in worker"
           # its own exit code: an exception in the worker (-9/137 and -7/135 are kills)
           r"|DataLoader worker \(pid(?:\(s\))? [\d, ]{1,200}\) exited unexpectedly with exit code "
           r"(?!" + "|".join(rf"{c}\b" for c in KILL_EXIT_CODES) + r")-?\d{1,4}")),
     ("segfault", ("Segmentation fault", "SIGSEGV", "-11", "core dumped"),
      lazy(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
                 r"|\(exitcode: -11\)|return code = -11\b|(?<!Aborted |Bus error )\(core dumped\)")),
+    # a Windows process ended by a crash, as its exit status says (an IDE's "Process finished with exit
+    # code -1073741819 (0xC0000005)", subprocess's unsigned "3221225477") or Python's faulthandler
+    # ("Windows fatal exception: access violation"): access violation, illegal instruction,
+    # stack overflow, heap corruption, a fail-fast stack buffer overrun. Not the memory statuses
+    # (0xC0000017 no memory, 0xC000012D commit limit)
+    ("windows_crash", ("0xC0000", "0xc0000", "-107374", "3221225", "3221226", "Windows fatal exception"),
+     lazy(r"\b0x[Cc]0000(?:005|01[Dd]|409|0[Ff][Dd]|374)\b|(?<![\d.])(?:-1073741819|-1073741795|-1073740791|-1073741571"
+          r"|-1073740940|3221225477|3221225501|3221226505|3221225725|3221226356)(?!\d|\.\d)"
+          r"|Windows fatal exception: (?:access violation|illegal instruction|stack overflow|code 0x[Cc]0000(?:005|01[Dd]|409|0[Ff][Dd]|374))")),
     # the interpreter aborting on its own report ("Fatal Python error: none_dealloc: deallocating
     # None", "... Aborted"): a crash of that process, not a silent death (a segfault's and a bus
     # error's reports are their own families'; "Cannot recover from MemoryErrors" is memory)
@@ -252,6 +264,9 @@ _BAD_INDEX = lazy(r"^IndexError\b|index out of range|out of bounds", re.I)
 # words about it ("I saw index out of range in self before but fixed the vocab")
 _TORCH_BAD_INDEX = ("index out of range in self",)
 _TORCH_BAD_INDEX_LINE = lazy(r"^\s*(?:IndexError: )?index out of range in self\s*$")
+# crashes of a process or of a DataLoader worker: a worker that exited unexpectedly beside one
+# crashed too
+_CRASHES = {"segfault", "windows_crash", "dataloader_worker_crashed"}
 # message-less CUDA failures that a corrupted context raises as readily as a full device
 _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 # a request this many times the device is a size bug, not pressure. Real computations ask for
@@ -317,6 +332,12 @@ def _symptoms(ctx: ParseContext) -> None:
             message, line = cause[0]
             ev.symptom = (f"a knock-on of {message[:120]!r} (line {line}): after a broken kernel or a bad index, "
                           "CUDA and cuBLAS calls fail whatever memory is free")
+        elif ev.kind == "dataloader_killed" and ev.strength == "likely" and (
+                f := next((f for f in ctx.facts.failures if f.kind in _CRASHES), None)):
+            # a worker that "exited unexpectedly" (no signal named) in a log whose process or
+            # workers crashed: the crash, not a kill for memory
+            ev.symptom = (f"the {f.kind.replace('_', ' ')} at line {f.line} ended the DataLoader's worker: a crash, "
+                          "not a kill for memory")
         elif ev.strength == "weak" and ev.message_format in SILENT_DEATH_FORMATS and (
                 f := next((f for f in own if f.line < ev.line), None)):
             ev.symptom = (f"the launcher stopped the ranks after the {f.kind.replace('_', ' ')} at line {f.line}, "
