@@ -2589,6 +2589,15 @@ def test_a_notebook_kernel_or_a_shell_job_that_died_is_a_weak_host_kill(line):
     assert (ev["kind"], ev["strength"]) == ("host_oom_killer", "weak")
 
 
+def test_detectron2s_retry_on_the_cpu_is_a_caught_device_oom():
+    for text in ("Attempting to copy inputs of <function paste_masks_in_image at 0x7f2b> to CPU due to CUDA OOM\n",
+                 # the function's repr over several lines: the notice's last line
+                 "      importance_sample_ratio: 0.75\n)> to CPU due to CUDA OOM\n"):
+        (ev,) = report(text)["oom_events"]
+        assert ev["message_format"] == "recovery notice (message not in the log)"
+    assert report("Copied the inputs to CPU due to a config setting\n")["oom_events"] == []
+
+
 def test_a_trainers_notice_that_it_skipped_a_batch_for_memory():
     (ev,) = report("| WARNING: ran out of memory, skipping batch\n")["oom_events"]
     assert ev["message_format"] == "recovery notice (message not in the log)"

@@ -167,7 +167,11 @@ def _continued_error(ctx: ParseContext, i: int):
 # OOM in forward/backward pass", after the error and a memory summary per device; or that it
 # skips the batch: "ran out of memory, skipping batch", fairseq's and the trainers that took its
 # words); a paste may hold the notice without the error it caught.
-_RECOVERING = lazy(r"\battempting to recover from OOM\b|\b[Rr]an out of memory, skipping (?:this )?batch\b")
+# detectron2's retry_if_cuda_oom moves an op's inputs to the CPU and runs it again ("Attempting to
+# copy inputs of <function paste_masks_in_image at 0x7f...> to CPU due to CUDA OOM", the function's
+# repr often over several lines)
+_RECOVERING = lazy(r"\battempting to recover from OOM\b|\b[Rr]an out of memory, skipping (?:this )?batch\b"
+                   r"|\bto CPU due to CUDA OOM\b")
 # ... or that it failed one item and goes on, in the allocator's own first words, as a report of
 # what happened: "Failed (CUDA out of memory) on sequence hipAB-900 of length 918." (ESMFold's),
 # "CUDA out of memory, skipping batch 12", "Skipping batch 12: CUDA out of memory when computing
@@ -196,11 +200,12 @@ def _recovery_notices(ctx: ParseContext) -> None:
     explained = ctx.explained_lines()
     read = sorted(explained)
     previous = 0
-    for i in ctx.lines_with(("recover from OOM", "ut of memory, skipping", " out of memory")):
+    for i in ctx.lines_with(("recover from OOM", "ut of memory, skipping", " out of memory", "due to CUDA OOM")):
         ln = ctx.lines[i]
         text = ln.text
         caught = None
-        if not (("recover from OOM" in text or "ut of memory, skipping" in text) and ctx.search(_RECOVERING, text)):
+        if not (("recover from OOM" in text or "ut of memory, skipping" in text or "due to CUDA OOM" in text)
+                and ctx.search(_RECOVERING, text)):
             # (the allocator's whole message is the allocator family's, whatever surrounds it)
             if ln.no in explained or "ried to allocate" in text:
                 continue
