@@ -2571,6 +2571,22 @@ def test_tensorflows_other_wordings_of_its_allocators_failure(text, size):
     assert ev["backend"] == "TF" and ev["tried_to_allocate_bytes"] == size
 
 
+_BFC_STATS = ("Stats: \nLimit:                 15922230068\nInUse:                 15585278208\n"
+              "MaxInUse:              15922230016\nNumAllocs:                     376\n\n")
+_TF_SHAPE_OOM = ("2018-06-18 12:27:48.890342: W tensorflow/core/framework/op_kernel.cc:1158] Resource exhausted: OOM when "
+                 "allocating tensor with shape[512,5555540]\n")
+
+
+def test_the_bfc_allocators_limit_above_its_error_is_the_capacity():
+    (ev,) = report(_BFC_STATS + _TF_SHAPE_OOM)["oom_events"]
+    assert ev["total_capacity_bytes"] == 15922230068
+    # a limit far above the error is another report's (or a setting's)
+    far = _BFC_STATS + "".join(f"step {i}\n" for i in range(40)) + _TF_SHAPE_OOM
+    assert report(far)["oom_events"][0]["total_capacity_bytes"] is None
+    # ... and one below it is no statistics of that failure
+    assert report(_TF_SHAPE_OOM + _BFC_STATS)["oom_events"][0]["total_capacity_bytes"] is None
+
+
 def test_a_resource_exhausted_error_about_something_else_is_no_oom():
     assert report("ResourceExhaustedError: Quota exceeded for the project\n")["oom_events"] == []
 

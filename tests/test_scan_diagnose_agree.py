@@ -252,10 +252,11 @@ DETAIL = {
                 "_TRTLLM_TOTAL", "_TRTLLM_FREE", "_QUOTED_ADVICE", "_ERROR_WORD"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
     # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint;
-    # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure
+    # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure;
+    # _BFC_LIMIT the BFC allocator's limit in the statistics above its error (the anchor)
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
                      "_TF_HINT", "_DEVICE_IN_NAME", "_NODE_DEVICE", "_HBM_CAPACITY", "_DISK_FULL", "_XLA_ASYNC_FREE",
-                     "_XLA_ASYNC_IN_USE"},
+                     "_XLA_ASYNC_IN_USE", "_BFC_LIMIT"},
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH
     # qualifies a "No space left on device" line; _ENOMEM_SIZE reads the size of an ENOMEM line,

@@ -297,6 +297,7 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         _bfc_event(ctx, events, i, m)
     for i in buffer_dumps:
         _buffer_assignment(ctx, events, i)
+    _bfc_limits(ctx)
     if not _tf_events(ctx):
         # the parts of such an error that are printed only with it, when its line is missing
         if not _hint_alone(ctx, events):
@@ -531,6 +532,28 @@ def _graph_execution_error(ctx: ParseContext, i: int) -> Optional[str]:
             m = ctx.search(_EXC_AT_START, t)
             return m.group(1) if m else None
     return None
+
+
+# the BFC allocator's statistics, printed with its memory dump right before the error ("Stats:",
+# "Limit:        15922230068", "InUse:        15585278208", ...): Limit is the memory the
+# allocator may hand out on that device, its capacity
+_BFC_LIMIT = lazy(r"^\s*Limit:\s+(?P<n>\d{1,20})\s*$")
+_BFC_STATS_REACH = 30
+
+
+def _bfc_limits(ctx: ParseContext) -> None:
+    """The capacity of each TensorFlow or XLA device OOM that gives none: the BFC allocator's
+    ``Limit`` printed just above its error (the nearest, within its statistics' reach)."""
+    limits = [i for i in ctx.lines_with(("Limit:",)) if ctx.search(_BFC_LIMIT, ctx.lines[i].text)]
+    if not limits:
+        return
+    for ev in _tf_events(ctx):
+        if ev.kind != "xla" or ev.total_capacity_bytes is not None:
+            continue
+        idx = ctx.index_of(ev.line)
+        above = [i for i in limits if idx is not None and idx - _BFC_STATS_REACH <= i < idx]
+        if above:
+            ev.total_capacity_bytes = int(ctx.search(_BFC_LIMIT, ctx.lines[above[-1]].text).group("n"))
 
 
 def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
