@@ -204,6 +204,12 @@ def test_deepspeed_creating_optimizer_wording_by_version():
     assert (new.zero_stage, new.mixed_precision) == (1, "fp32")
 
 
+def test_zero_to_fp32_names_the_stage_of_the_checkpoint_it_converts():
+    assert env_of("Detected checkpoint of type zero stage 3, world_size: 4\n").zero_stage == 3
+    assert env_of("Detected checkpoint of type zero stage ZeroStageEnum.gradients, world_size: 2\n").zero_stage == 2
+    assert env_of("Detected checkpoint of type zero stage ZeroStageEnum.disabled, world_size: 2\n").zero_stage is None
+
+
 def test_clean_version_keeps_only_real_versions():
     assert clean_version("2.1.2+cu121") == "2.1.2"
     assert clean_version("0.12.7+4d866bd5") == "0.12.7"

@@ -10,6 +10,11 @@ from .keys import h_distributed_type, h_mixed_precision
 # -- DeepSpeed engine, Trainer banner, other runtime lines -----------------------------
 
 _DS_CREATING = lazy(r"Creating (?:(?P<dt>torch\.\w+|fp16|bf16|fp32) )?ZeRO stage (?P<st>\d) optimizer")
+# DeepSpeed's zero_to_fp32.py (copied beside every checkpoint) naming the checkpoint it converts:
+# "Detected checkpoint of type zero stage 3, world_size: 4"
+# (its stage is an enum, printed by name where an interpreter formats it so)
+_DS_CHECKPOINT_TYPE = lazy(r"Detected checkpoint of type zero stage (?:(?P<st>\d)\b|ZeroStageEnum\.(?P<name>\w+))")
+_ZERO_STAGE_NAMES = {"optimizer_states": 1, "gradients": 2, "weights": 3}
 # Only ZeRO-3 runs these (DeepSpeedZeRoOffload is stage 3's parameter manager whether or not
 # anything is offloaded; "Creating ZeRO Offload" is stage 3 with no optimizer, e.g. a
 # DPO reference model), so they prove stage 3 but say nothing about offload.
@@ -69,6 +74,10 @@ def deepspeed(col: Collector, text: str, low: str, line: int, raw_low: str) -> N
             dt = m.group("dt") or ""
             if dt.startswith("torch."):  # stage 3 and DeepSpeed < 0.8 always say "fp16"
                 col.set("mixed_precision", _DTYPE.get(dt[6:]), line, RUNTIME - 2)
+        elif "checkpoint of type zero stage" in low and (m := _DS_CHECKPOINT_TYPE.search(text)):
+            stage = int(m.group("st")) if m.group("st") else _ZERO_STAGE_NAMES.get(m.group("name"))
+            if stage is not None:
+                col.set("zero_stage", stage, line, RUNTIME)
         if any(mark in low for mark in _ZERO3_MARKS):
             col.set("zero_stage", 3, line, EXECUTED)
         elif "/deepspeed/runtime/zero/stage_1_and_2.py" in low:
