@@ -108,6 +108,7 @@ def test_a_windows_process_crash_is_a_crash(line):
     "Process finished with exit code -1073741801 (0xC0000017)",   # STATUS_NO_MEMORY: memory, not a crash
     "Process finished with exit code 0",
     "loaded 32212254 samples from 0xC00000 offsets",              # other numbers holding those digits
+    "consumed tokens: 3221225477 | elapsed time per iteration (ms): 9691.1",
 ])
 def test_what_is_no_windows_crash(line):
     assert "windows_crash" not in _kinds(line)

@@ -85,8 +85,12 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     # ("Windows fatal exception: access violation"): access violation, illegal instruction,
     # stack overflow, heap corruption, a fail-fast stack buffer overrun. Not the memory statuses
     # (0xC0000017 no memory, 0xC000012D commit limit)
-    ("windows_crash", ("0xC0000", "0xc0000", "-107374", "3221225", "3221226", "Windows fatal exception"),
-     lazy(r"\b0x[Cc]0000(?:005|01[Dd]|409|0[Ff][Dd]|374)\b|(?<![\d.])(?:-1073741819|-1073741795|-1073740791|-1073741571"
+    ("windows_crash", ("0xC0000", "0xc0000", "exit code -107374", "exit code 3221", "exit status -107374",
+                       "exit status 3221", "exit code: -107374", "exit code: 3221", "exit status: -107374",
+                       "exit status: 3221", "Windows fatal exception"),
+     lazy(r"\b0x[Cc]0000(?:005|01[Dd]|409|0[Ff][Dd]|374)\b"
+          # the status in decimal, signed or not, only as an exit status (a counter may hold those digits)
+          r"|(?:exit code|exit status):? (?:-1073741819|-1073741795|-1073740791|-1073741571"
           r"|-1073740940|3221225477|3221225501|3221226505|3221225725|3221226356)(?!\d|\.\d)"
           r"|Windows fatal exception: (?:access violation|illegal instruction|stack overflow|code 0x[Cc]0000(?:005|01[Dd]|409|0[Ff][Dd]|374))")),
     # the interpreter aborting on its own report ("Fatal Python error: none_dealloc: deallocating

@@ -116,7 +116,7 @@ ANCHOR_LITERALS = (
     "allocate shared memory", "m_open", "map failed", "ailed to map", "ailed to mmap", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
     # a Windows process's crash status and Python's faulthandler on Windows; the DataLoader's
     # signal handler in a crashed worker
-    "0xC0000", "0xc0000", "-107374", "3221225", "3221226", "Windows fatal exception", "encountered in worker",
+    "0xC0000", "0xc0000", "exit status 3221", "exit code 3221", "exit status: 3221", "exit code: 3221", "Windows fatal exception", "encountered in worker",
     "me device", "IllegalAddress", "ILLEGAL_ADDRESS", "Memory access fault", "misaligned address",
     "MisalignedAddress", "MISALIGNED_ADDRESS", "ERROR_ASSERT", "Assertion `", "unspecified launch failure",
     "LaunchFailure", "LAUNCH_FAILED", "o kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",
