@@ -358,6 +358,19 @@ def test_another_runtimes_device_allocation_failure_is_an_oom():
     assert any(d.memory_failure for d in rep.diagnoses)
 
 
+@pytest.mark.parametrize("line, backend", [
+    ('RuntimeError: nrt_tensor_allocate status=4 message="Allocation Failure"', "Neuron"),
+    ('RuntimeError: nrt_load_collectives status=4 message="Allocation Failure"', "Neuron"),
+    ("2024-Jul-30 14:22:31.305961 65191:69012 ERROR   NRT:nrt_infodump      Failure: NRT_RESOURCE in nrt_load()", "Neuron"),
+    ("RuntimeError: Could not load the model status=4 message=Allocation Failure", None),
+])
+def test_the_neuron_runtimes_resource_status_is_a_device_allocation_failure(line, backend):
+    (ev,) = report(line).oom_events
+    assert (ev.kind, ev.backend) == ("device_runtime", backend)
+    # its other statuses are other failures
+    assert not report('RuntimeError: nrt_tensor_allocate status=1 message="Failure"').oom_events
+
+
 def _new_format_oom(request: str, total: str, free: str, in_use: str, allocated: str, unallocated: str) -> str:
     """A synthetic message in the allocator's wording of torch 2.1 and later."""
     return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {request}. GPU 0 has a total capacity of "

@@ -1965,6 +1965,11 @@ def test_an_engines_start_up_guard_reads_the_device_it_found():
      "        rtMalloc execute failed, reason=[driver error:out of memory][FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]\n"
      "        Task execute failed, device_id=7, stream_id=6, task_id=9035.[FUNC:GetError][FILE:stream.cc][LINE:1082]\n",
      "npu", 7),
+    # ... in later CANN releases' wording, the error's type before its code
+    ("[PID: 210907] 2026-04-09-21:56:40.384.694 Memory_Allocation_Failure(EL0004): Failed to allocate memory requested "
+     "by GE module.\n        Possible Cause: Available memory is insufficient.\n"
+     "        Call rtMalloc fail, purpose: page caching, type = 2, size:3221291008, device_id:0[FUNC:Alloc]"
+     "[FILE:device_allocator.cc][LINE:72]\n", "npu", 0),
     # Gaudi's graph workspace
     ("RuntimeError: SYNHELPER workspace Allocation of size ::14493510400 failed!\n", "device_runtime", None),
     # the class named without its message: an error report's field, Ray relaying a task's
@@ -2596,6 +2601,7 @@ def test_a_resource_exhausted_error_about_something_else_is_no_oom():
     "The kernel appears to have died. It will restart automatically.\n",
     "The Kernel crashed while executing code in the current cell or a previous cell.\n",
     "[1]    2843557 killed\n",          # zsh's job report with its command cut off
+    "MVM coalescing... [1]    51630 killed     ./vgg16.test\n",   # ... glued to a status line
     # the notebook server's log of its restarter bringing a dead kernel back
     "May 4, 2020, 5:02:35 PM | WARNING | WARNING:root:kernel 4222e7b2-aca5-4c53-972e-ea8892e41d74 restarted\n",
     "[W 10:02:11.371 NotebookApp] kernel 0d3bd4a8-19a2-4c1f-9f0e-2b8f6c3d1a77 restarted\n",
@@ -4653,3 +4659,18 @@ def test_a_child_process_elsewhere_or_running_its_target_is_not_read_as_starting
                        ("C:\\Python\\lib\\multiprocessing\\process.py", "run", "self._target(*self._args, **self._kwargs)"),
                        ("C:\\work\\render.py", "draw_frames", "canvas = np.zeros((n, h, w, 3))")]
     assert report(_tb(*running, error="MemoryError"))["phase"] != "data_loading"
+
+
+def _xpu_oom(request: str, allocated: str, backend: str = "XPU") -> str:
+    return (f"torch.OutOfMemoryError: {backend} out of memory. Tried to allocate {request}. GPU 0 has a total capacity of "
+            f"15.11 GiB. Of the allocated memory {allocated} is allocated by PyTorch, and 0 bytes is reserved by PyTorch "
+            "but unallocated. Please use `empty_cache` to release all unoccupied cached memory.\n")
+
+
+def test_an_xpu_request_over_its_single_allocation_limit_on_an_empty_device_is_that_limit():
+    (ev,) = report(_xpu_oom("8.00 GiB", "0 bytes"))["oom_events"]
+    assert "single allocation" in ev["symptom"]
+    assert report(_xpu_oom("8.00 GiB", "0 bytes"))["diagnoses"] == []
+    # memory in use, a request under the limit, or another backend: memory, as read before
+    for text in (_xpu_oom("8.00 GiB", "6.00 GiB"), _xpu_oom("2.00 GiB", "0 bytes"), _xpu_oom("8.00 GiB", "0 bytes", "CUDA")):
+        assert report(text)["oom_events"][0]["symptom"] is None, text

@@ -169,8 +169,11 @@ _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7} ?:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\
                         r"|^zsh: killed\s"
                         # zsh's report of a background job ("[1]  + 26478 killed     python train.py"),
                         # its status padded to a column; on a line of its own or glued to the progress
-                        # bar the job was drawing; the command may be cut off where the line was pasted
-                        r"|(?:^\s*|(?<=[\]|%]))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{3,9}) killed(?: {2} *\S|\s*$)")
+                        # bar the job was drawing or to a status line it printed without its newline
+                        # ("MVM coalescing... [1]    51630 killed     ./vgg16.test"); the command may be
+                        # cut off where the line was pasted
+                        r"|(?:^\s*|(?<=[\]|%])|(?<=\.\.\. ))\[\d{1,4}\]\s{0,6}[+-]?\s{1,6}(?P<zpid>\d{3,9}) killed"
+                        r"(?: {2} *\S|\s*$)")
 # The shell's "Killed" alone on a line, or after a progress bar; in the user's locale it is
 # glibc's strsignal(SIGKILL) in that language (read/prefilter.py KILLED_LOCALISED).
 _KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED if w not in KILLED_ORDINARY) + ")"

@@ -279,6 +279,9 @@ _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 # fix is the code that asks, and the threads that report them conclude so. Sizes computed from
 # a wrapped or garbage shape land millions of times over (2**56 bytes on a 24 GiB card)
 ABSURD_OVER_CAPACITY = 100_000
+# Intel's GPU runtime (Level Zero) refuses one allocation of 4 GiB or more by default: an XPU
+# request that large failing on a device with nothing allocated is that limit
+XPU_SINGLE_ALLOCATION_LIMIT = 4 * 2**30
 # ... and one this many times is memory, but not a setting's to fix: the report says so
 FAR_OVER_CAPACITY = 64
 # PyTorch's caching allocator frees its cache and retries before it reports the driver's free
@@ -332,6 +335,11 @@ def _symptoms(ctx: ParseContext) -> None:
             ev.symptom = (f"the device had {free // 2**20} MiB free for a request of {req // 2**20} MiB: something "
                           "other than the device's memory refused it (a memory pool or allocator of another library, "
                           "a process limit, a driver fault), not memory pressure")
+        elif (ev.backend == "XPU" and req and req >= XPU_SINGLE_ALLOCATION_LIMIT and cap and req < cap
+              and ev.allocated_by_pytorch_bytes == 0 and not ev.reserved_unallocated_bytes):
+            ev.symptom = (f"nothing was allocated and {req // 2**30} GiB of the {cap // 2**30} GiB device was asked for "
+                          "in one piece: Intel's GPU runtime refuses a single allocation of 4 GiB or more unless its "
+                          "relaxed allocation limits are on, whatever is free (the tensor must be made smaller)")
         elif ev.kind in _CONTEXT_ERRORS and (cause := [c for c in corrupting if _may_cause(ev, c[1])]):
             message, line = cause[0]
             ev.symptom = (f"a knock-on of {message[:120]!r} (line {line}): after a broken kernel or a bad index, "

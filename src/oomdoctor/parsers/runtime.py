@@ -138,7 +138,11 @@ _DEVICE_ALLOC = lazy(r"Failed to alloc(?:ate)? DEVICE memory(?::\s*(?P<n>\d{1,20
                            # (Theano's GPU arrays: "Error allocating 147865600 bytes of device memory (out of memory)")
                            r"|[Ee]rror allocating (?P<n4>\d{1,20}) bytes of device memory"
                            # (as Gaudi's bridge raises it: "FATAL ERROR :: MODULE:..." after an exception)
-                           r"|FATAL ERROR :: MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})")
+                           r"|FATAL ERROR :: MODULE:(?:PT_)?DEVMEM Allocation failed for size::(?P<n3>\d{1,20})"
+                           # the Neuron runtime's resource status (NRT_RESOURCE, 4) from any of its calls:
+                           # "nrt_tensor_allocate status=4 message="Allocation Failure"", "nrt_load_collectives
+                           # status=4 ...", its info dump's "Failure: NRT_RESOURCE in nrt_load()"
+                           r"|\bstatus=4 message=\"?Allocation Failure\b|\bFailure: NRT_RESOURCE in nrt_\w+")
 _NEURON = lazy(r"(?i)neuron|\bnrt[_.:]")
 # OpenCL's status for a buffer the device could not back with memory, from any runtime or binding
 # (pyopencl: "clEnqueueMapBuffer failed: MEM_OBJECT_ALLOCATION_FAILURE"; C: CL_MEM_OBJECT_ALLOCATION_FAILURE)
@@ -378,7 +382,9 @@ _NPU_ACL = lazy(r"ACL_ERROR_RT_MEMORY_ALLOCATION")
 # MindSpore): "EL0004: [time] Failed to allocate memory.", "rtMalloc execute failed,
 # reason=[driver error:out of memory]"; the report's lines name the device ("device_id=7",
 # "device_id:0", "deviceId=6") and often the size ("size:4110811136")
-_CANN_OOM = lazy(r"\bEL0004:(?:\s*[\d.:-]{10,30})?\s*Failed to allocate memory"
+# (later CANN releases name the error's type before its code: "Memory_Allocation_Failure(EL0004):
+# Failed to allocate memory requested by GE module.")
+_CANN_OOM = lazy(r"\bEL0004\)?:(?:\s*[\d.:-]{10,30})?\s*Failed to allocate memory"
                  r"|rtMalloc execute failed, reason=\[driver error:out of memory\]")
 _CANN_DEVICE = lazy(r"\bdevice_?[iI]d\s*[=:]\s*(?P<dev>\d{1,3})\b")
 _CANN_SIZE = lazy(r"\bsize\s*[=:]\s*(?P<n>\d{4,20})\b")
@@ -396,7 +402,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
-          "DEVICE memory", "device memory", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
+          "DEVICE memory", "device memory", "Allocation Failure", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
