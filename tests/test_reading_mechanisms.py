@@ -465,6 +465,18 @@ def test_a_rich_frame_whose_function_wrapped_onto_the_next_box_line():
     assert d["phase_detail"]["stops_early"] == "cut_traceback"
 
 
+def test_a_rich_frame_whose_line_number_wrapped_onto_the_next_box_line():
+    d = report("│ /data/user/anaconda3/envs/llama/lib/python3.9/site-packages/transformers/trainer.py:283 │\n"
+               "│ 0 in save_model                                                                                  │\n"
+               "│                                                                                                  │\n"
+               "│ ❱ 2830 │   │   │   self._save(output_dir)                                                        │\n")
+    assert [(f["function"], f["lineno"]) for f in d["frames"]] == [("save_model", 2830)]
+    assert d["phase"] == "checkpoint_save"
+    # a box line that only ends in a number, and prose under it, are no frame
+    d = report("│ see /docs/setup.py:12 │\n│ for the rest │\n")
+    assert d["frames"] == []
+
+
 def test_a_host_nearly_out_of_memory_in_a_run_that_stops_is_a_host_oom_warning():
     d = report("[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  "
                "used = 29.71 GB, percent = 95.3%\n"

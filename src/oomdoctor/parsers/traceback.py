@@ -34,6 +34,10 @@ _RICH_CUT = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) 
 # (the code runs to the box's right edge: rich_code() strips the padding and the edge in Python,
 # where a lazy group before optional padding would backtrack over every space of a long line)
 RICH_CODE = lazy(r"^\s*[│┃|]\s*(?:❱\s*)?\d{1,6}\s*[│┃|]\s?(?P<code>.*)$")
+# ... or the line number itself, its rest on the next box line with the function
+# ("│ /site-packages/transformers/trainer.py:283 │" then "│ 0 in save_model │")
+_RICH_CUT_NO = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+)\s*[│┃|]\s*$")
+_RICH_NO_REST = lazy(r"^\s*[│┃|]\s+(?P<rest>\d{0,6}) in (?P<func>[\w.<>]+)\s*[│┃|]\s*$")
 _RICH_FUNC = lazy(r"^\s*[│┃|]\s+(?P<func>[\w.<>]+)\s*[│┃|]\s*$")
 # Colab: "[/usr/.../operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)"
 _COLAB = lazy(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> :]*?)\(")
@@ -105,6 +109,12 @@ def parse(ctx: ParseContext) -> None:
                                     function=nxt.group("func")[:200], code=None, line=ln.no))
                 ctx.frame_index.append(i)
                 continue
+        if m is None and ".py:" in text and i + 1 < len(lines) and (cut := _RICH_CUT_NO.match(text)) \
+                and (nxt := _RICH_NO_REST.match(lines[i + 1].text)):
+            frames.append(Frame(file=cut.group("file"), lineno=int(cut.group("lineno") + nxt.group("rest")),
+                                function=nxt.group("func")[:200], code=None, line=ln.no))
+            ctx.frame_index.append(i)
+            continue
         if m is None and 'File "' in text and i + 1 < len(lines):
             # a frame hard-wrapped by the terminal (mid-word) or the issue tracker (at a
             # space it dropped): rejoin it
