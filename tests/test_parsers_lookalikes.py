@@ -99,6 +99,7 @@ def test_hostile_input_never_raises(text):
     "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 3221225477.",
     "Windows fatal exception: access violation",                                 # Python's faulthandler
     "Exception code: 0xc0000005",
+    "[default0]:  exitcode  : 3221225477 (pid: 4242)",                             # torchrun's summary
 ])
 def test_a_windows_process_crash_is_a_crash(line):
     assert "windows_crash" in _kinds(line)
@@ -123,6 +124,10 @@ def test_a_dataloader_worker_that_exited_beside_a_crash_crashed():
                   "Process finished with exit code -1073741819 (0xC0000005)\n"):
         d = oomdoctor.diagnose(crash + exited).model_dump(mode="json")
         assert d["diagnoses"] == [] and d["oom_events"][0]["symptom"], crash
+    # a crash far from it (thousands of steps earlier) is another failure's
+    far = "Segmentation fault (core dumped)\n" + "".join(f"step {i} loss 0.5\n" for i in range(200))
+    d = oomdoctor.diagnose(far + exited).model_dump(mode="json")
+    assert d["diagnoses"][0]["incident"] == "dataloader-host-oom"
     # alone, or beside a bus error (shared memory), it is still read as memory
     d = oomdoctor.diagnose(exited).model_dump(mode="json")
     assert d["diagnoses"][0]["incident"] == "dataloader-host-oom"

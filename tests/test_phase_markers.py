@@ -129,6 +129,10 @@ def test_a_script_building_or_loading_its_model_is_loading_the_model(marker):
     "Building model... done (12.3s)",                            # its own report that it finished
     "Creating model took 3.1 s",
     "Building wheel for flash-attn (setup.py) ... done",         # no model
+    "> initializing model parallel with size 1",                 # Megatron's parallel groups, no model
+    "Building a model-free baseline",
+    'Creating network "x_default" with the default driver',
+    "INFO: the model is ready; building model cards next",      # not at the start of the message
     "Loading model from output/checkpoint-500",                  # a resume: the resuming marker's
 ])
 def test_what_is_not_a_model_being_built_or_loaded(marker):
@@ -144,6 +148,9 @@ def test_a_resume_by_its_path_is_still_a_checkpoint_load():
 def test_training_losses_after_a_set_up_marker_end_its_phase(marker):
     between = "".join(f"step {i} | loss: 2.{i} | lr 1e-4\n" for i in range(3))
     assert facts(KILLED_AFTER.format(marker=marker, between=between)).phase.phase is None
+    # Lightning's bars name their loss ("train_loss=0.52")
+    lightning = "".join(f"Epoch 0:  {i}%|#   | {i}/100 [00:0{i}<00:10, v_num=0, train_loss=0.5{i}]\n" for i in range(3))
+    assert facts(KILLED_AFTER.format(marker=marker, between=lightning)).phase.phase is None
     # (lines that are no loss leave the marker where it was)
     assert facts(KILLED_AFTER.format(marker=marker, between="Model config: 12 layers\n")).phase.phase == "model_load"
 
@@ -175,6 +182,12 @@ def test_a_dataloader_worker_killed_while_the_evaluation_runs_is_the_evaluations
     assert facts(YOLO8_BAR.format(pct=0) + "\n" + killed).phase.phase == "eval"
     # ... and a training bar's worker is loading training data
     assert facts(DL_KILLED.format(e=1, n=1, pct=3)).phase.phase == "data_loading"
+    # an evaluation long over, or followed by training's losses, or drawn to its end, is not the one
+    losses = "".join(f"{{'loss': 0.{i}, 'learning_rate': 1e-05}}\n" for i in range(3))
+    assert facts(YOLO8_BAR.format(pct=0) + "\n" + losses + killed).phase.phase == "data_loading"
+    far = "".join(f"step {i}\n" for i in range(40))
+    assert facts(YOLO8_BAR.format(pct=0) + "\n" + far + killed).phase.phase == "data_loading"
+    assert facts(YOLO8_BAR.format(pct=100) + "\n" + killed).phase.phase == "data_loading"
 
 
 @pytest.mark.parametrize("line,saving", [

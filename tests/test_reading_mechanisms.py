@@ -2629,7 +2629,8 @@ def test_detectron2s_retry_on_the_cpu_is_a_caught_device_oom():
                  "      importance_sample_ratio: 0.75\n)> to CPU due to CUDA OOM\n"):
         (ev,) = report(text)["oom_events"]
         assert ev["message_format"] == "recovery notice (message not in the log)"
-    assert report("Copied the inputs to CPU due to a config setting\n")["oom_events"] == []
+    # the words in another order (documentation of the retry, not its notice)
+    assert report("retry_if_cuda_oom: on CUDA OOM, copies the inputs to CPU and runs again\n")["oom_events"] == []
 
 
 def test_a_trainers_notice_that_it_skipped_a_batch_for_memory():

@@ -337,6 +337,9 @@ def test_each_line_of_a_wrapped_allocator_message_holds_an_anchor():
     # lines of healthy runs: DeepSpeed's environment report, wandb's step warning
     "shared memory (/dev/shm) size .... 8.0 GB",
     "wandb: WARNING Step only supports monotonically increasing values, use define_metric to set a custom x axis.",
+    # the JVM's garbage collector (a Spark job beside training), a pool restarting its workers
+    "2024-01-01T10:00:00.123+0000: [GC (Allocation Failure) [PSYoungGen: 65536K->10720K(76288K)] 65536K->10736K(251392K)",
+    "Worker 3 restarted after 12 tasks",
 ])
 def test_lines_every_healthy_run_prints_are_not_anchors(line: str):
     # an anchor in a line that healthy runs print makes a scan parse every such log in full

@@ -99,11 +99,12 @@ _NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
 # to have died. It will restart automatically.", VS Code's "The Kernel crashed while executing
 # code in the current cell"): most often the OOM killer, but a crash in native code reads the same
 _KERNEL_DIED = lazy(r"KernelRestarter: restarting kernel \(\d{1,3}/\d{1,3}\)|The kernel appears to have died"
-                    r"|The Kernel crashed while executing code"
-                    # the notebook server's log of its restarter bringing a dead kernel back
-                    # (notebook's and jupyter_server's on_kernel_restarted: "kernel %s restarted";
-                    # a restart the user asked for is not logged so)
-                    r"|\bkernel [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} restarted\s*$")
+                    r"|The Kernel crashed while executing code")
+# ... and the notebook server's log of its restarter bringing a dead kernel back (notebook's and
+# jupyter_server's on_kernel_restarted: "kernel %s restarted", after the logger's fields, "[W
+# 10:02:11.371 NotebookApp] " or "WARNING:root:"; a restart the user asked for is not logged so).
+# Read on the line as printed: the normaliser takes "WARNING:root:" off
+_KERNEL_RESTARTED = lazy(r"(?::|\] )kernel [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} restarted\s*$")
 # the memory monitor's report of its top memory users ("PID\tMEM(GB)\tCOMMAND"), printed
 # only with the kill it explains: pasted alone, it still says the node ran out
 _RAY_TABLE = lazy(r"^\s*PID\s+MEM\(GB\)\s+COMMAND\s*$")
@@ -235,14 +236,14 @@ _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(
 # turning a storage into bytes, an exporter handing a serialised model to Python), raised as the
 # error's message: the host's memory, most often
 _PYBIND11_ALLOC = lazy(r"\w+(?:Error|Exception):\s{0,3}Could not allocate (?P<what>bytes|string|bytearray|tuple|list|dict) object!?")
-# ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
-# memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
 # Dask's scheduler refusing a task whose inputs exceed its worker's memory limit, which it
 # raises to the client as MemoryError (distributed/scheduler.py: "Task 'x' has 30.61 GiB worth of
 # input dependencies, but worker tcp://10.0.0.1:40101 has memory_limit set to 14.90 GiB.")
 _DASK_REFUSED = lazy(r"worth of input dependencies, but worker \S{1,200} has memory_limit set to")
 _DASK_SIZES = lazy(r"has (?P<need>\d[\d.]{0,12} [kKMGTPE]?i?B) worth of input[^\n]{0,260}? memory_limit set to "
                    r"(?P<limit>\d[\d.]{0,12} [kKMGTPE]?i?B)")
+# ENOMEM, as Python prints it and as C++ code formats strerror: "[Errno 12] Cannot allocate
+# memory", "unable to mmap 16060617592 bytes from file <x.pth>: Cannot allocate memory (12)"
 _ERRNO12 = lazy(r"\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(12\)")
 _ENOMEM_SIZE = lazy(r"(?:mmap|allocate|alloc) (?P<n>\d{1,20}) bytes")
 # the Java virtual machine (a Spark or JVM data pipeline, DL4J's JavaCPP buffers): "java.lang.OutOfMemoryError:
@@ -498,7 +499,8 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
         s.kill(i, "certain", "kubernetes" if "node was low" in text else "notebook",
                "the host or container ran out of memory: " + text.strip()[:120])
         return True
-    if "ernel" in text and ctx.search(_KERNEL_DIED, text):
+    if "ernel" in text and (ctx.search(_KERNEL_DIED, text)
+                            or ("restarted" in text and ctx.search(_KERNEL_RESTARTED, ctx.lines[i].raw or text))):
         s.weak_kill(i, "notebook-kernel", "the notebook's kernel died without an error and was restarted; the OOM "
                                           "killer is one possible cause")
         return True

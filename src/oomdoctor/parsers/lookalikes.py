@@ -24,6 +24,10 @@ _MAX_EVIDENCE = 12
 
 # (kind, literals of which one must be on the line, pattern). Order matters: the first
 # rule that matches a line names it.
+# a Windows crash status in decimal, signed (Python, an IDE) or not (subprocess): access violation,
+# illegal instruction, fail-fast stack buffer overrun, stack overflow, heap corruption
+_WINDOWS_CRASH_STATUS = (r"(?:-1073741819|-1073741795|-1073740791|-1073741571|-1073740940|3221225477|3221225501"
+                         r"|3221226505|3221225725|3221226356)(?!\d|\.\d)")
 _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     ("absurd_allocation", ("1EB",), lazy(r"Tried to allocate more than 1EB memory")),
     ("device_mismatch", ("same device",), lazy(r"Expected all tensors to be on the same device")),
@@ -87,12 +91,11 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     # (0xC0000017 no memory, 0xC000012D commit limit)
     ("windows_crash", ("0xC0000", "0xc0000", "exit code -107374", "exit code 3221", "exit status -107374",
                        "exit status 3221", "exit code: -107374", "exit code: 3221", "exit status: -107374",
-                       "exit status: 3221", "Windows fatal exception"),
+                       "exit status: 3221", "exitcode", "Windows fatal exception"),
      lazy(r"\b0x[Cc]0000(?:005|01[Dd]|409|0[Ff][Dd]|374)\b"
           # the status in decimal, signed or not, only as an exit status (a counter may hold those digits)
-          r"|(?:exit code|exit status):? (?:-1073741819|-1073741795|-1073740791|-1073741571"
-          r"|-1073740940|3221225477|3221225501|3221226505|3221225725|3221226356)(?!\d|\.\d)"
-          r"|Windows fatal exception: (?:access violation|illegal instruction|stack overflow|code 0x[Cc]0000(?:005|01[Dd]|409|0[Ff][Dd]|374))")),
+          r"|(?:exit code|exit status):? " + _WINDOWS_CRASH_STATUS + r"|exitcode\s{0,4}:?\s{0,4}" + _WINDOWS_CRASH_STATUS
+          + r"|Windows fatal exception: (?:access violation|illegal instruction|stack overflow|code 0x[Cc]0000(?:005|01[Dd]|409|0[Ff][Dd]|374))")),
     # the interpreter aborting on its own report ("Fatal Python error: none_dealloc: deallocating
     # None", "... Aborted"): a crash of that process, not a silent death (a segfault's and a bus
     # error's reports are their own families'; "Cannot recover from MemoryErrors" is memory)
@@ -271,6 +274,8 @@ _TORCH_BAD_INDEX_LINE = lazy(r"^\s*(?:IndexError: )?index out of range in self\s
 # crashes of a process or of a DataLoader worker: a worker that exited unexpectedly beside one
 # crashed too
 _CRASHES = {"segfault", "windows_crash", "dataloader_worker_crashed"}
+# ... within this many lines of it (a DataLoader's traceback between them)
+_CRASH_REACH = 60
 # message-less CUDA failures that a corrupted context raises as readily as a full device
 _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 # a request this many times the device is a size bug, not pressure. Real computations ask for
@@ -345,9 +350,11 @@ def _symptoms(ctx: ParseContext) -> None:
             ev.symptom = (f"a knock-on of {message[:120]!r} (line {line}): after a broken kernel or a bad index, "
                           "CUDA and cuBLAS calls fail whatever memory is free")
         elif ev.kind == "dataloader_killed" and ev.strength == "likely" and (
-                f := next((f for f in ctx.facts.failures if f.kind in _CRASHES), None)):
-            # a worker that "exited unexpectedly" (no signal named) in a log whose process or
-            # workers crashed: the crash, not a kill for memory
+                f := next((f for f in ctx.facts.failures
+                           if f.kind in _CRASHES and abs(f.line - ev.line) <= _CRASH_REACH), None)):
+            # a worker that "exited unexpectedly" (no signal named) beside a crash of its process or
+            # of a worker (its report above the main process's traceback, the process's exit
+            # status below it): the crash, not a kill for memory
             ev.symptom = (f"the {f.kind.replace('_', ' ')} at line {f.line} ended the DataLoader's worker: a crash, "
                           "not a kill for memory")
         elif ev.strength == "weak" and ev.message_format in SILENT_DEATH_FORMATS and (

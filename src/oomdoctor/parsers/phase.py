@@ -60,8 +60,10 @@ MARKERS = {
                                       # model from models/ldm/model.ckpt"; not a resume's "Loading model
                                       # from checkpoint-500", which the resuming marker reads, nor a
                                       # report that it is done)
-                                      r"|\b(?:[Bb]uilding|[Cc]reating|[Ii]nitializing|[Ii]nstantiating) (?=(?:the |a )?"
-                                      r"(?i:model|network|u-?net|vae|text encoders?)\b"
+                                      # (at the start of the message, after a bullet or an arrow: not "finished
+                                      # initializing model", nor Megatron's "initializing model parallel")
+                                      r"|(?m:^)[\s=>*#-]{0,4}(?:\[\w{1,4}\]\s{0,2})?(?:[Bb]uilding|[Cc]reating|[Ii]nitializing|[Ii]nstantiating) (?=(?:the |a )?"
+                                      r"(?i:model|u-?net|vae|text encoders?)(?![-\w])(?! parallel)"
                                       r"(?![^\n]{0,60}\b(?i:done|finished|completed?|took|succeeded|successfully)\b))"
                                       r"|\bLoading (?:the |pretrained |base )?model from (?![^\n]{0,200}(?i:checkpoint))"
                                       # a conversion or loading script naming the weight file it reads
@@ -195,6 +197,8 @@ _RESUME_ARG = lazy(r"resume_from_checkpoint\s*=\s*(?!True\b)[A-Za-z_][\w.]*\s*[,
 # (and hand-written loops' "Loss: 0.0367" (pytorch/examples' "Train Epoch: 1 [0/60000 (0%)]\tLoss:
 # 2.30"), "train loss is 0.0367")
 _LOSS = lazy(r"'loss':|\"loss\":|\b(?i:loss)(?:[=:]|\s+is)\s*-?\d|Loss \d")
+# ... and a loss named for its split or its part, as Lightning's bars print it ("train_loss=0.52")
+_NAMED_LOSS = lazy(r"\b\w{1,30}_loss\s*[=:]\s*-?\d")
 _FRAME_LINE = lazy(r"^\s*File \"")
 # the phases of setting a run up, which end once training prints its losses
 _SETUP_PHASES = ("model_load", "checkpoint_load")
@@ -476,9 +480,8 @@ def parse(ctx: ParseContext) -> None:
         # the main process raises a worker's death from wherever it was (a forward frame):
         # the worker was loading data, for the evaluation when its unfinished bar is the last
         # stage before the kill
-        last = _last_stage_marker(ctx, ev.line)
-        if last is not None and last[1] == "running_evaluation":
-            ph.phase, ph.line, ph.reason = "eval", last[0], "a DataLoader worker was killed while the evaluation ran"
+        if (n := _evaluation_running(ctx, ev.line)) is not None:
+            ph.phase, ph.line, ph.reason = "eval", n, "a DataLoader worker was killed while the evaluation ran"
         else:
             ph.phase, ph.line, ph.reason = "data_loading", ev.line, "a DataLoader worker was killed"
     elif phase:
@@ -807,6 +810,32 @@ def _last_stage_marker(ctx: ParseContext, line: int) -> Optional[tuple[int, str]
     return best
 
 
+# how far below an evaluation's unfinished bar a DataLoader worker's death is still its
+_EVAL_KILL_REACH = 30
+
+
+def _evaluation_running(ctx: ParseContext, line: int) -> Optional[int]:
+    """The line of an evaluation's unfinished bar (or stage) just above ``line``, when it is the
+    last stage marker there, its own line says the stage is not over (no finished bar drawn on
+    it), and training printed no loss between them: the evaluation the job was in."""
+    last = _last_stage_marker(ctx, line)
+    if last is None or last[1] != "running_evaluation" or line - last[0] > _EVAL_KILL_REACH:
+        return None
+    n = last[0]
+    if n in ctx.facts.markers.get("evaluation_finished", ()) or _losses_between(ctx, n, line):
+        return None
+    return n
+
+
+def _losses_between(ctx: ParseContext, after: int, before: int) -> bool:
+    """Did training print a loss between these two log lines?"""
+    lo, hi = ctx.index_of(after), ctx.index_of(before)
+    if lo is None or hi is None:
+        return False
+    return any("loss" in t.lower() and (ctx.search(_LOSS, t) or ctx.search(_NAMED_LOSS, t))
+               for t in (ctx.lines[j].text for j in range(lo + 1, hi)))
+
+
 def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None:
     """No frames: the last progress marker before the failure decides (or a load's own report
     of its failure just under it)."""
@@ -828,6 +857,6 @@ def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None
         return
     # ... and so does a set-up marker (loading the model or a checkpoint, building the engine)
     # with training's losses printed between it and the failure
-    if phase in _SETUP_PHASES and any(n < ctx.lines[j].no < line for j in ctx.grep(_LOSS, ("loss",))):
+    if phase in _SETUP_PHASES and _losses_between(ctx, n, line):
         return
     ph.phase, ph.line, ph.reason = phase, n, f"last marker before the failure: {name.replace('_', ' ')}"

@@ -402,7 +402,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
-          "DEVICE memory", "device memory", "Allocation Failure", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
+          "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",

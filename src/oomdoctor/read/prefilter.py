@@ -71,7 +71,7 @@ ANCHOR_LITERALS = (
     # capacity", "me device"): the prefix-tree pattern stops at every byte that starts one
     "OUT_OF_", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATOR_FAILURE", "NOT_INITIALIZED", "unable to find an engine",
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
-    "Failed to CUDA", "CUresult", "cuMem", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY", "failed with OOM", "recover from OOM", "due to CUDA OOM", "DEVICE memory", "device memory", "Allocation Failure", "NRT_RESOURCE", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
+    "Failed to CUDA", "CUresult", "cuMem", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY", "failed with OOM", "recover from OOM", "due to CUDA OOM", "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "Exceeded job memory", "Exceeded step memory",
     # other frameworks' allocators: thrust's scratch buffer, Jittor's memory check, MindSpore's
     # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
@@ -83,7 +83,7 @@ ANCHOR_LITERALS = (
     # without the header, and each row ends in "MiB |") and tcmalloc's report of a large host
     # allocation: memory pressure without a failure (parsers/allocator_stats.py)
     "Processes:", "MiB |", "tcmalloc: large alloc", "ressure (OOM)", "MEM(GB)", "usage threshold", "Your session crashed", "Your notebook",
-    "The node was low", "killed by YARN", "physical memory limits", "Auslagerungsdatei", "页面文件", "KernelRestarter", "appears to have died", "Kernel crashed", " restarted", "worth of input", "Root Cause", "received by PID", "Main process received",
+    "The node was low", "killed by YARN", "physical memory limits", "Auslagerungsdatei", "页面文件", "KernelRestarter", "appears to have died", "Kernel crashed", ":kernel ", "] kernel ", "worth of input", "Root Cause", "received by PID", "Main process received",
     # (" killed" holds "zsh: killed", "job killed", "being killed", "Task was killed", "Ray killed this")
     "death signal", "exited unexpectedly", "hipError_t(1002)", "hipError_t(2)", " killed", "ith signal SIG", "died with <Signals", "on-zero exit status",
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
