@@ -55,13 +55,13 @@ MARKERS = {
                                       # a trainer quantizing the weights it loaded ("Quantizing Mistral",
                                       # "Quantizing transformer")
                                       r"|(?m:^)Quantizing\b"
-                                      # a script building or loading its model ("Building model...",
-                                      # kohya's "building U-Net", "Creating model from config", "Loading
-                                      # model from models/ldm/model.ckpt"; not a resume's "Loading model
-                                      # from checkpoint-500", which the resuming marker reads, nor a
-                                      # report that it is done)
-                                      # (at the start of the message, after a bullet or an arrow: not "finished
-                                      # initializing model", nor Megatron's "initializing model parallel")
+                                      # a script building or loading its model, at the start of its message
+                                      # or after a bullet, an arrow or a tag ("Building model...", kohya's
+                                      # "building U-Net", "=> creating model", "[i] Creating the model...",
+                                      # "Loading model from models/ldm/model.ckpt"). Not "finished initializing
+                                      # model" nor another report that it is done, not Megatron's "initializing
+                                      # model parallel", not a resume's "Loading model from checkpoint-500"
+                                      # (the resuming marker's)
                                       r"|(?m:^)[\s=>*#-]{0,4}(?:\[\w{1,4}\]\s{0,2})?(?:[Bb]uilding|[Cc]reating|[Ii]nitializing|[Ii]nstantiating) (?=(?:the |a )?"
                                       r"(?i:model|u-?net|vae|text encoders?)(?![-\w])(?! parallel)"
                                       r"(?![^\n]{0,60}\b(?i:done|finished|completed?|took|succeeded|successfully)\b))"
@@ -478,8 +478,7 @@ def parse(ctx: ParseContext) -> None:
     elif ev is not None and ev.kind == "dataloader_killed" and phase not in ("checkpoint_save", "checkpoint_load", "eval",
                                                                                "model_load"):
         # the main process raises a worker's death from wherever it was (a forward frame):
-        # the worker was loading data, for the evaluation when its unfinished bar is the last
-        # stage before the kill
+        # the worker was loading data, for the evaluation when its unfinished bar is just above
         if (n := _evaluation_running(ctx, ev.line)) is not None:
             ph.phase, ph.line, ph.reason = "eval", n, "a DataLoader worker was killed while the evaluation ran"
         else:
