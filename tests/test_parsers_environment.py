@@ -210,6 +210,20 @@ def test_zero_to_fp32_names_the_stage_of_the_checkpoint_it_converts():
     assert env_of("Detected checkpoint of type zero stage ZeroStageEnum.disabled, world_size: 2\n").zero_stage is None
 
 
+def test_the_parallel_groups_fairscale_and_megatron_print_multiply_to_the_world():
+    llama = ("> initializing model parallel with size 2\n> initializing ddp with size 4\n"
+             "> initializing pipeline with size 1\n")
+    assert env_of(llama).world_size == 8
+    megatron = ("> initializing tensor model parallel with size 2\n> initializing pipeline model parallel with size 2\n"
+                "> initializing data parallel with size 2\n")
+    assert env_of(megatron).world_size == 8
+    # one group alone says nothing of the others
+    assert env_of("> initializing model parallel with size 8\n").world_size is None
+    # nor does a sentence that merely uses the words
+    assert env_of("initializing ddp with size 4 would need 4 GPUs, found 1\n> initializing model parallel with size 1\n"
+                  "> initializing pipeline with size 1\n").world_size is None
+
+
 def test_clean_version_keeps_only_real_versions():
     assert clean_version("2.1.2+cu121") == "2.1.2"
     assert clean_version("0.12.7+4d866bd5") == "0.12.7"

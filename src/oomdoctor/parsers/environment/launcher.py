@@ -33,6 +33,15 @@ _WORLD = lazy(
     # divisible by the number of generations", later "The effective train batch size (7 x 1 x 4)
     # must be ..." (processes x per-device batch [x accumulation])
     r"|\bThe (?:global|effective) (?:train|eval) batch size \((?P<trl>\d{1,7}) x \d{1,7}(?: x \d{1,7})?(?: = \d{1,9})?\) must be")
+# fairscale's initialize_model_parallel (Meta's llama reference code and its forks) and older
+# Megatron print the size of each parallel group as they set them up: "> initializing model
+# parallel with size 1", "> initializing ddp with size 1", "> initializing pipeline with size 1"
+# (Megatron: "tensor model parallel", "pipeline model parallel", "data parallel"); the job's
+# world is their product, once all three are printed
+_PARALLEL_GROUP = lazy(r"^[>\s]{0,4}initializing (?P<g>(?:tensor )?model parallel|ddp|data parallel"
+                       r"|pipeline(?: model parallel)?) with size (?P<n>\d{1,6})\s*$")
+_GROUP_PART = {"model parallel": "mp_size", "tensor model parallel": "mp_size", "ddp": "dp_size",
+               "data parallel": "dp_size", "pipeline": "pp_size", "pipeline model parallel": "pp_size"}
 _NCCL_CHANNEL = lazy(r"NCCL INFO Channel \d+(?:/\d+)? : (?P<a>\d{1,6})\[[0-9a-fA-Fx]+\] -> (?P<b>\d{1,6})\[")
 
 
@@ -44,6 +53,7 @@ def _hosts(col: Collector, mapping: dict, line: int, prio: int) -> None:
 
 # every line world() can use holds one of these (lower case): its two tests below
 NEEDS = ("nccl info channel", "world", "nnodes", "ranks", "num processes", "nproc_per_node", "barrier", "mpirun",
+         "initializing",
          "training with a single process", "training in distributed mode", "global train batch size",
          "global eval batch size", "effective train batch size", "effective eval batch size")
 
@@ -55,6 +65,11 @@ def world(col: Collector, text: str, low: str, line: int, nccl: list) -> None:
             top = max(int(m.group("a")), int(m.group("b")))
             if top + 1 > nccl[0]:
                 nccl[0], nccl[1] = top + 1, line
+        return
+    if "initializing" in low and "with size" in low:
+        m = _PARALLEL_GROUP.search(text)
+        if m:
+            col.part(_GROUP_PART[m.group("g")], int(m.group("n")), line, RUNTIME)
         return
     if not ("world" in low or "nnodes" in low or "ranks" in low or "num processes" in low or "nproc_per_node" in low
             or "barrier" in low or "mpirun" in low or low.startswith("training ") or "batch size (" in low):
