@@ -195,6 +195,9 @@ def test_a_dataloader_worker_killed_while_the_evaluation_runs_is_the_evaluations
     ("Saving best model to output/best.pth", True),
     ("Saving the model to ./out", True),
     ("Saving memory: model offloaded to CPU", False),
+    ("INFO - Saving latest checkpoint model trained for 3 complete epochs", True),
+    ("Saving best checkpoint to out/best.pt", True),
+    ("Saving latest metrics to wandb", False),
 ])
 def test_a_save_of_a_named_model(line, saving):
     assert bool(facts(line + "\nKilled\n").markers.get("saving_checkpoint")) is saving

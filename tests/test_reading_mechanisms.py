@@ -94,6 +94,10 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
 
 
 @pytest.mark.parametrize("frames,phase", [
+    # vLLM constructing its engine, which loads the model
+    ([("/workspace/vllm/vllm/engine/multiprocessing/engine.py", "run_mp_engine", "engine = MQLLMEngine.from_engine_args("),
+      ("/workspace/vllm/vllm/engine/multiprocessing/engine.py", "from_engine_args", "return cls(")],
+     "model_load"),
     # DDP's constructor broadcasting rank 0's weights
     ([("train.py", "main", "model = DDP(model, device_ids=[rank])"),
       ("/env/site-packages/torch/distributed/utils.py", "_sync_params_and_buffers", "dist._broadcast_coalesced(")],

@@ -47,6 +47,8 @@ MARKERS = {
         r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?(?:\w+ )?model (?:to|checkpoint)"
         r"|Saving (?:LoRA )?adapter|save_pretrained\(|Saving model weights|Saving current state|Saving DeepSpeed|"
         r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint"
+        # a checkpoint named for which it is ("Saving latest checkpoint model trained for 3 epochs")
+        r"|Saving (?:the )?(?:latest|best|last|final|current|new) (?:model )?checkpoint"
         # a save's own error report ("Error saving model: CUDA out of memory ...")
         r"|(?<!\bno )(?:error|fail\w{0,4}) (?:while |when )?saving (?:the )?(?:model|checkpoint|weights|adapter)"
         # FSDP warns per tensor it cannot copy while building the full state dict of a save

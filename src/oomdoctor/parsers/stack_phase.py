@@ -128,7 +128,9 @@ _MODEL_LOAD = lazy(
     # DeepSpeed building its ops as the engine or model is set up
     r"|deepspeed/ops/op_builder/"
     # an inference engine sizing its KV cache at start-up (vLLM's memory profile and cache check)
-    r"|vllm/[^:]{0,200}:(?:_check_enough_kv_cache_memory|determine_available_memory|profile_run|_initialize_kv_caches)$")
+    r"|vllm/[^:]{0,200}:(?:_check_enough_kv_cache_memory|determine_available_memory|profile_run|_initialize_kv_caches)$"
+    # ... and constructing its engine, which loads the model (MQLLMEngine, AsyncLLMEngine, LLMEngine)
+    r"|vllm/[^:]{0,200}:(?:\w+\.)?from_engine_args$")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
              # (tokenising the data; a function that sets up a tokenizer, "setup_model_and_tokenizer", loads)
              r"|tokeniz(?!er$)"
