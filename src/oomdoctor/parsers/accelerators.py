@@ -544,16 +544,17 @@ _BFC_STATS_REACH = 30
 def _bfc_limits(ctx: ParseContext) -> None:
     """The capacity of each TensorFlow or XLA device OOM that gives none: the BFC allocator's
     ``Limit`` printed just above its error (the nearest, within its statistics' reach)."""
-    limits = [i for i in ctx.lines_with(("Limit:",)) if ctx.search(_BFC_LIMIT, ctx.lines[i].text)]
+    limits = {i: int(m.group("n")) for i in ctx.lines_with(("Limit:",))
+              if (m := ctx.search(_BFC_LIMIT, ctx.lines[i].text))}
     if not limits:
         return
     for ev in _tf_events(ctx):
-        if ev.kind != "xla" or ev.total_capacity_bytes is not None:
-            continue
         idx = ctx.index_of(ev.line)
-        above = [i for i in limits if idx is not None and idx - _BFC_STATS_REACH <= i < idx]
+        if ev.kind != "xla" or ev.total_capacity_bytes is not None or idx is None:
+            continue
+        above = [i for i in limits if idx - _BFC_STATS_REACH <= i < idx]
         if above:
-            ev.total_capacity_bytes = int(ctx.search(_BFC_LIMIT, ctx.lines[above[-1]].text).group("n"))
+            ev.total_capacity_bytes = limits[max(above)]
 
 
 def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:

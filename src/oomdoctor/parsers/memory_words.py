@@ -172,6 +172,7 @@ def _continued_error(ctx: ParseContext, i: int):
 # repr often over several lines)
 _RECOVERING = lazy(r"\battempting to recover from OOM\b|\b[Rr]an out of memory, skipping (?:this )?batch\b"
                    r"|\bto CPU due to CUDA OOM\b")
+_RECOVERING_WORDS = ("recover from OOM", "ut of memory, skipping", "due to CUDA OOM")   # (one is in each)
 # ... or that it failed one item and goes on, in the allocator's own first words, as a report of
 # what happened: "Failed (CUDA out of memory) on sequence hipAB-900 of length 918." (ESMFold's),
 # "CUDA out of memory, skipping batch 12", "Skipping batch 12: CUDA out of memory when computing
@@ -200,12 +201,11 @@ def _recovery_notices(ctx: ParseContext) -> None:
     explained = ctx.explained_lines()
     read = sorted(explained)
     previous = 0
-    for i in ctx.lines_with(("recover from OOM", "ut of memory, skipping", " out of memory", "due to CUDA OOM")):
+    for i in ctx.lines_with(_RECOVERING_WORDS + (" out of memory",)):
         ln = ctx.lines[i]
         text = ln.text
         caught = None
-        if not (("recover from OOM" in text or "ut of memory, skipping" in text or "due to CUDA OOM" in text)
-                and ctx.search(_RECOVERING, text)):
+        if not (any(w in text for w in _RECOVERING_WORDS) and ctx.search(_RECOVERING, text)):
             # (the allocator's whole message is the allocator family's, whatever surrounds it)
             if ln.no in explained or "ried to allocate" in text:
                 continue

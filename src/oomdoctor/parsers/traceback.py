@@ -101,18 +101,9 @@ def parse(ctx: ParseContext) -> None:
         # IPython >= 8 ("File path:12, in f(x)") prints context lines: the arrow marks the code
         ipython8 = m is None and bool(m := _IPY.match(text))
         rich = m is None and bool(m := _RICH.match(text))
-        if m is None and " in" in text and i + 1 < len(lines):
-            cut = _RICH_CUT.match(text)
-            nxt = _RICH_FUNC.match(lines[i + 1].text) if cut else None
-            if nxt:
-                frames.append(Frame(file=cut.group("file"), lineno=int(cut.group("lineno")),
-                                    function=nxt.group("func")[:200], code=None, line=ln.no))
-                ctx.frame_index.append(i)
-                continue
-        if m is None and ".py:" in text and i + 1 < len(lines) and (cut := _RICH_CUT_NO.match(text)) \
-                and (nxt := _RICH_NO_REST.match(lines[i + 1].text)):
-            frames.append(Frame(file=cut.group("file"), lineno=int(cut.group("lineno") + nxt.group("rest")),
-                                function=nxt.group("func")[:200], code=None, line=ln.no))
+        if m is None and ".py:" in text and i + 1 < len(lines) and (wrapped := _rich_wrapped(text, lines[i + 1].text)):
+            file, lineno, func = wrapped
+            frames.append(Frame(file=file, lineno=lineno, function=func[:200], code=None, line=ln.no))
             ctx.frame_index.append(i)
             continue
         if m is None and 'File "' in text and i + 1 < len(lines):
@@ -180,6 +171,19 @@ def parse(ctx: ParseContext) -> None:
     _outermost_first(ctx, frames, debugger)
     ctx.all_frames = frames
     ctx.tb_headers = headers
+
+
+def _rich_wrapped(text: str, nxt: str) -> Optional[tuple[str, int, str]]:
+    """A rich frame that rich wrapped onto the next box line when the path filled the box:
+    (file, line number, function), the function alone or with the line number's last digits
+    on the next line."""
+    cut = _RICH_CUT.match(text) if " in" in text else None
+    if cut and (rest := _RICH_FUNC.match(nxt)):
+        return cut.group("file"), int(cut.group("lineno")), rest.group("func")
+    cut = _RICH_CUT_NO.match(text)
+    if cut and (rest := _RICH_NO_REST.match(nxt)):
+        return cut.group("file"), int(cut.group("lineno") + rest.group("rest")), rest.group("func")
+    return None
 
 
 def _in_frame_block(lines, i: int) -> bool:

@@ -14,6 +14,7 @@ Trainer banner, launcher lines) and decides the framework.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from ...read.patterns import lazy
@@ -240,7 +241,7 @@ def _finish(ctx: ParseContext, col: Collector, gpu_ids: dict, banner: dict, nccl
     # the parallel groups' sizes as fairscale and older Megatron print them: the world is their product
     groups = [parts.get(k) for k in ("mp_size", "dp_size", "pp_size")]
     if all(groups):
-        col.set("world_size", groups[0][0] * groups[1][0] * groups[2][0], max(g[1] for g in groups), RUNTIME - 1)
+        col.set("world_size", math.prod(g[0] for g in groups), max(g[1] for g in groups), RUNTIME - 1)
     # HF banner: total = per-device batch x accumulation x world size
     t, b, g = banner.get("t"), banner.get("dp") or banner.get("b"), banner.get("g")
     if t and b and g and t % (b * g) == 0:
