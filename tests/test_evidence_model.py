@@ -87,6 +87,32 @@ def test_leads_do_not_branch_on_the_phase():
     assert all(d.warning for d in rep.diagnoses)
 
 
+FRAGMENTED = ("RuntimeError: CUDA out of memory. Tried to allocate 1.25 GiB (GPU 0; 31.75 GiB total capacity; "
+              "24.62 GiB already allocated; 1.06 GiB free; 27.97 GiB reserved in total by PyTorch)\n")
+
+
+def test_a_finding_that_does_not_place_the_oom_keeps_the_commonest_cause_as_a_lead():
+    """A fragmented cache is named, but nothing says where the job was: the step's
+    activations follow it as a lead (low confidence), not as a second finding."""
+    rep = report(FRAGMENTED)
+    assert incidents(rep) == ["alloc-fragmentation", "activation-memory"]
+    assert not rep.diagnoses[0].warning
+    lead = rep.diagnoses[1]
+    assert lead.warning and lead.confidence <= LEAD_CONFIDENCE
+    assert lead.because[0].startswith("a lead, not a finding")
+
+
+def test_a_placed_oom_gets_no_commonest_cause_lead():
+    """The same message in a model's load: the log places the OOM, so no prior lead."""
+    rep = report("""
+    Traceback (most recent call last):
+      File "/opt/conda/lib/python3.10/site-packages/transformers/modeling_utils.py", line 3531, in from_pretrained
+        model = cls(config, *model_args, **model_kwargs)
+    """ + "    " + FRAGMENTED)
+    assert rep.phase == "model_load"
+    assert "activation-memory" not in incidents(rep)
+
+
 # -- OOM lines that are not memory pressure ------------------------------------------------
 
 def test_a_cublas_failure_after_a_bad_index_is_a_symptom():

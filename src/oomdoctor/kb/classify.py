@@ -556,6 +556,12 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
         beside = [s for s in partial if s[0] >= LEAD_BESIDE_FINDING]
         if 0 < named < LISTED:
             found += [(s, ev, True) for s in _ranked(beside)[:LISTED - named]]
+            # ... and where room is left, the commonest cause of an OOM the log does not place
+            # (a lead-only prior: the finding does not say where the memory went)
+            have = {s[2] for s, _e, _l in found}
+            room = LISTED - sum(1 for s, _e, _l in found if s[3].memory_failure)
+            prior = [s for s in leads if s[2] not in have and any(b.startswith(PRIOR) for b in s[4])]
+            found += [(s, ev, True) for s in prior[:max(0, room)]]
     out: list[Diagnosis] = []
     for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)
