@@ -134,6 +134,39 @@ def test_a_request_no_device_could_hold_is_a_symptom():
     assert not any(d.memory_failure for d in rep.diagnoses)
 
 
+IMPORT_BAD_ALLOC = """
+    Traceback (most recent call last):
+      File "/opt/app/bin/infer.py", line 18, in <module>
+        from app.nets.search import BatchSearch
+      File "/opt/app/nets/search.py", line 17, in <module>
+        class Hypothesis(NamedTuple):
+      File "/opt/app/nets/search.py", line 20, in Hypothesis
+        yseq: torch.Tensor = torch.tensor([])
+    RuntimeError: std::bad_alloc
+"""
+
+
+def test_a_bad_alloc_thrown_while_a_module_is_imported_is_a_symptom():
+    rep = report(IMPORT_BAD_ALLOC)
+    (ev,) = rep.oom_events
+    assert ev.symptom and "imported" in ev.symptom
+    assert not any(d.memory_failure for d in rep.diagnoses)
+
+
+@pytest.mark.parametrize("change", [
+    # the same error from a function a training loop called: the host's memory
+    ("      File \"/opt/app/nets/search.py\", line 20, in Hypothesis", "      File \"/opt/app/nets/search.py\", line 20, in collate"),
+    # a script's own top-level code, no import above it: the data it loads
+    ("        from app.nets.search import BatchSearch", "        data = load_all(args.path)"),
+    # another error at the same place
+    ("RuntimeError: std::bad_alloc", "MemoryError"),
+])
+def test_a_host_allocation_failure_outside_an_import_stays_memory(change):
+    rep = report(IMPORT_BAD_ALLOC.replace(*change))
+    assert rep.oom_events and not any(ev.symptom for ev in rep.oom_events)
+    assert any(d.memory_failure for d in rep.diagnoses)
+
+
 def test_a_cublas_failure_on_its_own_is_still_memory():
     rep = report("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n")
     (ev,) = rep.oom_events

@@ -114,12 +114,23 @@ def test_exit_codes_are_unique_and_in_order():
     ("RuntimeError: DataLoader worker (pid(s) 1817, 1818) exited unexpectedly", "dataloader_killed"),
     ("OSError: [Errno 12] Cannot allocate memory", "cpu_allocator"),
     ("OSError: [WinError 1455] The paging file is too small for this operation to complete", "cpu_allocator"),
+    # Rust's allocation-failure hook (polars, tokenizers), printed before the process aborts
+    ("memory allocation of 2097152 bytes failed", "cpu_allocator"),
     ("numpy._core._exceptions._ArrayMemoryError: Unable to allocate 1.49 TiB for an array with shape (400000, 512000) and data type float64",
      "cpu_allocator"),
 ])
 def test_host_memory_messages(line, kind):
     (ev,) = _host_only(line).facts.oom_events
     assert ev.kind == kind
+
+
+def test_rusts_allocation_failure_states_its_request():
+    (ev,) = _host_only("memory allocation of 2097152 bytes failed\nAborted (core dumped)\n").facts.oom_events
+    assert (ev.message_format, ev.tried_to_allocate_bytes) == ("rust-alloc-error", 2097152)
+    # two threads' messages interleaved on one line: one event, no garbled size
+    (ev,) = _host_only("memory allocation of memory allocation of 20971522097152 bytes failed\n bytes failed\n"
+                       "memory allocation of 2097152 bytes failed\n").facts.oom_events
+    assert ev.count == 2 and ev.tried_to_allocate_bytes is None
 
 
 def test_numpy_size_is_binary():
@@ -155,6 +166,8 @@ def test_shared_memory_is_not_a_host_oom(text):
     "Training finished. Killed 3 stale checkpoints.",
     "kill -9 is never used by this script",
     "Out of memory: nothing to see here",
+    # a sentence about allocations, not Rust's hook
+    "memory allocation of tensors failed to fit the plan, retrying with 2 bytes per weight",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
     "INFO: process exited with code 0",
     # zsh's report of another signal, and "killed" in prose after a job number

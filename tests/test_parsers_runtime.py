@@ -61,6 +61,8 @@ def test_c10_abort_without_python_exception():
     ("RuntimeError: level_zero backend failed with error: 40 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)", "xpu", "certain"),
     ("RuntimeError: PI_ERROR_OUT_OF_RESOURCES", "xpu", "likely"),
     ("jax.errors.JaxRuntimeError: INTERNAL: CUDA_ERROR_OUT_OF_MEMORY: out of memory", "cuda_runtime_error", "certain"),
+    # a program's own CUDA check naming its source first (COLMAP's CudaSafeCall)
+    ("CUDA error at /home/code/colmap/src/mvs/gpu_mat.h:167 - out of memory", "cuda_runtime_error", "certain"),
 ])
 def test_message_variants(line, kind, strength):
     (ev,) = _runtime_only(line).facts.oom_events
@@ -110,6 +112,7 @@ def test_lines_already_explained_by_the_allocator_are_left_alone():
     "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
     "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3",
     "node1:1:1 [0] NCCL WARN NET/IB : No device found.",
+    "CUDA error at /home/user/colmap/src/mvs/gpu_mat.h:348 - an illegal memory access was encountered",
 ])
 def test_look_alikes_are_not_runtime_ooms(text):
     assert _runtime_only(text).facts.oom_events == []

@@ -93,6 +93,11 @@ def test_a_saves_own_error_report_is_a_save():
     ("Preprocessing done", "preprocessing", False),
     ("Preprocessing took 3.1s", "preprocessing", False),
     ("Preprocessing: 100%|####| 500/500 [00:03<00:00, 150.2it/s]", "preprocessing", False),
+    # data loaded or cached under an unfinished progress bar; not a finished one, nor the model's shards
+    ("preloading images (train):  65%|██████▌   | 65/100", "preprocessing", True),
+    ("Reading audio files:   3%|3         | 300/10000 [00:02<01:10, 137.2it/s]", "preprocessing", True),
+    ("preloading images (train): 100%|██████████| 100/100", "preprocessing", False),
+    ("Loading checkpoint shards:  50%|█████     | 1/2 [00:03<00:03,  3.20s/it]", "preprocessing", False),
     # ... nor a data split's name on a data bar
     ("Tokenizing (test): 45%|###  | 45/100 [00:01<00:01, 40.1it/s]", "running_evaluation", False),
     # tf.data filling its shuffle buffer (elements held in memory until it is full)

@@ -377,6 +377,12 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... while one that only places the model is loading it
     ([("train.py", "main", "trainer = SingleTrainer(model, data, params)"),
       ("/src/xlm/trainer.py", "__init__", "self.model = model.cuda()")], "model_load"),
+    # pandas reading a file (its Cython parser innermost), a script that prepares the data
+    ([("prep.ipynb", "<module>", "df = pd.read_csv('data/full.tsv', sep='\\t')"),
+      ("pandas/_libs/parsers.pyx", "pandas._libs.parsers.TextReader._string_convert", "")], "data_loading"),
+    ([("fcm/preprocess.py", "_shuffle_lines", "lines = f.read().splitlines()")], "data_loading"),
+    # ... and a training step's frames name neither
+    ([("train.py", "train", "out = model(batch)"), ("/src/models/net.py", "forward", "x = self.conv(x)")], "forward"),
 ])
 def test_phase_from_function_names_and_code_lines(frames, phase):
     assert report(_tb(*frames))["phase"] == phase

@@ -226,6 +226,9 @@ _TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12
 # (torch 1.x translated a C++ std::bad_alloc as "MemoryError -- std::bad_alloc")
 _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\b(?:(?::|\s+--)\s*(?P<msg>[^\n]{0,400}))?\s*$")
 _ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
+# Rust's allocation-failure hook, printed by any Rust extension (polars, tokenizers, a Rust
+# data loader) before the process aborts: "memory allocation of 2097152 bytes failed"
+_RUST_ALLOC = lazy(r"\bmemory allocation of (?P<n>\d{1,20}) bytes failed\b")
 # how far below a bare "MemoryError" (no message) the error report it introduces may name the
 # memory that ran out (PaddlePaddle raises MemoryError, then prints its C++ traceback and an
 # error summary: "ResourceExhaustedError: Out of memory error on GPU 0 ...")
@@ -565,6 +568,11 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
             fmt = "numpy" if ("Array" in m.group("exc") or size) else "python"
             found = (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, fmt,
                      ("numpy could not allocate an array" if fmt == "numpy" else "Python MemoryError") + (f": {msg[:160]}" if msg else ""))
+    elif "memory allocation of" in text and (m := ctx.search(_RUST_ALLOC, text)):
+        # (two threads' messages interleaved on one line garble the figure: no size then)
+        n = int(m.group("n")) if text.count("memory allocation of") == 1 else None
+        found = (("rust",), n, "rust-alloc-error", "a Rust library could not allocate host memory and aborted"
+                 + (f": {n} bytes" if n else ""))
     elif "Cannot allocate memory" in text and ctx.search(_ERRNO12, text):
         m = ctx.search(_ENOMEM_SIZE, text)
         n = int(m.group("n")) if m else None

@@ -11,6 +11,7 @@ Nothing is marked secondary here; the ranks family decides that.
 from __future__ import annotations
 
 import bisect
+from typing import Optional
 
 import regex as re
 
@@ -19,6 +20,7 @@ from ..facts.models import Failure
 from ..read.patterns import lazy
 from .base import EXCEPTION_CLASS, ParseContext
 from .host import KILL_EXIT_CODES, SILENT_DEATH_FORMATS
+from .traceback import frames_for
 
 _MAX_EVIDENCE = 12
 
@@ -316,6 +318,28 @@ def _may_cause(ev, line: int) -> bool:
     return ev.kind != "cuda_runtime_error" or line <= ev.line
 
 
+# an import statement, the code line of the frame that imports a module
+_IMPORT_CODE = lazy(r"^\s*(?:from\s+[\w.]+\s+import\b|import\s+[\w.]+)")
+
+
+def _importing(ctx: ParseContext, ev) -> Optional[int]:
+    """The line of the import under which a host std::bad_alloc was thrown, when the frames
+    inside that import are all module or class-body code (what runs as a module is imported;
+    importlib's own frames aside), or None."""
+    idx = ctx.index_of(ev.line)
+    if idx is None or "bad_alloc" not in ctx.lines[idx].text:
+        return None
+    frames = frames_for(ctx, ev.line)
+    for k in range(len(frames) - 1, -1, -1):
+        fr = frames[k]
+        if fr.code and ctx.search(_IMPORT_CODE, fr.code):
+            return fr.line if k < len(frames) - 1 else None
+        if not (fr.function == "<module>" or fr.file.startswith("<frozen importlib")
+                or (fr.function[:1].isupper() and fr.function.isidentifier())):
+            return None
+    return None
+
+
 def _symptoms(ctx: ParseContext) -> None:
     """Mark the OOM events that are not memory pressure: a request no device could hold (a
     corrupted size), a message-less CUDA error in a log whose failure is a broken kernel
@@ -345,6 +369,10 @@ def _symptoms(ctx: ParseContext) -> None:
             ev.symptom = (f"nothing was allocated and {req // 2**30} GiB of the {cap // 2**30} GiB device was asked for "
                           "in one piece: Intel's GPU runtime refuses a single allocation of 4 GiB or more unless its "
                           "relaxed allocation limits are on, whatever is free (the tensor must be made smaller)")
+        elif ev.kind == "cpu_allocator" and (imp := _importing(ctx, ev)) is not None:
+            ev.symptom = (f"std::bad_alloc while a module was being imported (line {imp}): a native library "
+                          "that is broken or built for other versions throws it on a garbled size before anything "
+                          "has used the host's memory; reinstall the packages the import names")
         elif ev.kind in _CONTEXT_ERRORS and (cause := [c for c in corrupting if _may_cause(ev, c[1])]):
             message, line = cause[0]
             ev.symptom = (f"a knock-on of {message[:120]!r} (line {line}): after a broken kernel or a bad index, "

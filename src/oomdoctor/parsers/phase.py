@@ -145,6 +145,10 @@ MARKERS = {
                                 # evaluation's set, nor one whose set-up says it is done)
                                 r"|Setting up (?:the )?(?:train(?:ing)? )?datasets?\b(?![^\n]{0,40}\b(?i:done|finished|complete))"
                                 r"|Caching (?:all )?\d+ (?:images|frames|samples)\b"
+                                # ... or loading them under a progress bar, not finished ("preloading
+                                # images (train):  65%|")
+                                r"|(?m:^)[^\n|]{0,40}\b(?i:pre)?(?i:loading|caching|reading|decoding) (?:\w+ )?(?i:images|frames"
+                                r"|data|dataset|samples|audio|videos|features|files)\b[^\n|%]{0,40}:\s+(?!100%)\d{1,3}%\|"
                                 # a dataset being mapped, unfinished: datasets' progress bars count
                                 # "examples" ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]")
                                 # (tqdm writes a slow rate inverted: "1.50s/examples]")
@@ -179,7 +183,7 @@ MARKER_GATES = {
     "preprocessing": ("running tokenizer", "preprocess", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
                       "examples to features", "examples/s", "s/examples", "filling up shuffle buffer", "setting up ",
-                      "caching "),
+                      "caching ", "reading ", "decoding "),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"

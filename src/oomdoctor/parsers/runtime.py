@@ -36,7 +36,10 @@ _CUDA_ERROR = lazy(r"(?:CUDA|Cuda) (?:runtime )?[Ee]rror: out of memory|cuda run
                    # (MXNet's mshadow: "Check failed: e == cudaSuccess CUDA: out of memory"; GraphVite's:
                    # "Check failed: error == cudaSuccess CUDA error out of memory at .../memory.h:131")
                    r"|Check failed: \w{1,20} == cudaSuccess:? CUDA(?::| error:?) out of memory"
-                         r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory")
+                         r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory"
+                   # (a program's own CUDA check naming its source first, COLMAP's CudaSafeCall:
+                   # "CUDA error at /colmap/src/mvs/gpu_mat.h:167 - out of memory")
+                   r"|CUDA error at \S{1,300}?:\d{1,7} - out of memory")
 # TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
 _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"
 _CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r")?CUDA_ERROR_OUT_OF_MEMORY")

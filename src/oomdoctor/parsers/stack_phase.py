@@ -155,8 +155,11 @@ _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_M
              # a project or an environment kept under a folder of that name, nor any other function)
              r"|(?:^|/)datasets?/(?:[\w.-]{1,60}/){0,2}[\w.-]{1,60}\.py:"
              r"(?:__getitem__|__iter__|__next__|_?(?:load|prepare|read|fetch|get_item|getitem)\w*)$"
-             # data-loading libraries: NVIDIA DALI's pipelines, MXNet's data iterators
-             r"|(?:^|/)nvidia/dali/|(?:^|/)mxnet/io/"
+             # data-loading libraries: NVIDIA DALI's pipelines, MXNet's data iterators; pandas reading
+             # a file (its readers' modules and their Cython parser)
+             r"|(?:^|/)nvidia/dali/|(?:^|/)mxnet/io/|(?:^|/)pandas/io/|(?:^|/)pandas/_libs/parsers\.pyx:"
+             # a script that prepares the data, named for it ("preprocess.py", "tools/preprocess_data.py")
+             r"|(?:^|/)preprocess\w{0,40}\.py:"
              # the DataLoader's pin-memory thread; a worker's batch shared through file descriptors
              # (not a CUDA tensor shared with another process, as RL trainers hand weights to vLLM)
              r"|data/_utils/pin_memory\.py:|torch/multiprocessing/reductions\.py:reduce_storage$"
