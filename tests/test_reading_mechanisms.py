@@ -2300,6 +2300,9 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
     # CuPy 8 and later
     ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 8,589,934,592 bytes (allocated so far: "
      "77,309,411,328 bytes).\n", "device_runtime", "cupy-memory-pool", 8589934592),
+    # ... re-raised by a trainer that names no exception class (Chainer's "Exception in main training loop")
+    ("Exception in main training loop: Out of memory allocating 255,688,704 bytes (allocated so far: "
+     "3,670,475,776 bytes).\n", "device_runtime", "cupy-memory-pool", 255688704),
     # a library's check that memory could not be allocated, naming the device call (its error's words cut)
     ("ERROR    Uncaught exception: Could not allocate memory: gpu_memory.h:112 cudaMalloc(&rawptr, n_bytes) failed "
      "with error out of memor\n", "cuda_runtime_error", "cuda-call", None),
@@ -4697,3 +4700,97 @@ def test_an_xpu_request_over_its_single_allocation_limit_on_an_empty_device_is_t
     # memory in use, a request under the limit, or another backend: memory, as read before
     for text in (_xpu_oom("8.00 GiB", "6.00 GiB"), _xpu_oom("2.00 GiB", "0 bytes"), _xpu_oom("8.00 GiB", "0 bytes", "CUDA")):
         assert report(text)["oom_events"][0]["symptom"] is None, text
+
+
+def test_paddles_first_gpu_chunk_refused_is_a_device_oom_with_its_figures():
+    d = report("paddle.fluid.core.EnforceNotMet: enforce allocating <= available failed, 1829703254 > 1604058880\n"
+               " at [/paddle/paddle/fluid/platform/gpu_info.cc:118]\n")
+    (ev,) = d["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("cuda_runtime_error", "paddle-gpu-chunk")
+    assert (ev["tried_to_allocate_bytes"], ev["free_bytes"]) == (1829703254, 1604058880)
+    # another enforcement that failed is no memory
+    assert report("paddle.fluid.core.EnforceNotMet: enforce x_dims.size() <= 6 failed, 7 > 6\n")["oom_events"] == []
+
+
+def test_rmms_out_of_memory_cut_before_its_runtime_error_is_a_device_oom():
+    d = report("MemoryError: std::bad_alloc: out_of_memory: CUDA error at: "
+               "/home/user/miniforge3/envs/rapids/include/rmm/mr/device/cuda_memory_resource.hpp\n")
+    assert [e["kind"] for e in d["oom_events"]] == ["cuda_runtime_error"]
+    # RMM's other failures are not this one
+    assert report("RuntimeError: RMM failure at: /rmm/mr/device/cuda_memory_resource.hpp:53: "
+                  "invalid argument\n")["oom_events"] == []
+
+
+def test_torch7s_failed_reallocation_is_a_host_oom():
+    d = report("THNN.lua:109: $ Torch: not enough memory: you tried to reallocate 11GB. Buy new RAM! at "
+               "/tmp/luarocks_torch-scm-1-2936/torch7/lib/TH/THGeneral.c:251\n")
+    (ev,) = d["oom_events"]
+    assert (ev["kind"], ev["host_bytes"]) == ("cpu_allocator", 11 * 2**30)
+
+
+@pytest.mark.parametrize("line, kill", [
+    ("RuntimeError: neuronx-cc failed with -9", True),
+    ("RuntimeError: neuronx-cc failed with -6", False),
+    ("RuntimeError: neuronx-cc failed with status 1", False),
+])
+def test_a_tool_that_reports_its_childs_status_bare(line, kill):
+    d = report(line + "\n")
+    assert bool([e for e in d["oom_events"] if e["kind"] == "host_oom_killer"]) == kill
+
+
+_CAFFE = ("F0209 17:15:06.000000 30298 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory\n"
+          "*** Check failure stack trace: ***\n"
+          "    @     0x7f6b5afcfcb2  google::LogMessage::Flush()\n"
+          "    @           0x4be592  caffe::SyncedMemory::mutable_gpu_data()\n")
+
+
+@pytest.mark.parametrize("frames, phase", [
+    (["caffe::ConvolutionLayer<>::Backward_gpu()", "caffe::Net<>::BackwardFromTo()", "caffe::Solver<>::Solve()"], "backward"),
+    (["caffe::ConvolutionLayer<>::Forward_gpu()", "caffe::Net<>::ForwardFromTo()", "caffe::Solver<>::Step()"], "forward"),
+    # the solver's test pass, wherever in the stack: evaluation
+    (["caffe::CuDNNConvolutionLayer<>::Forward_gpu()", "caffe::Net<>::Forward()", "caffe::Solver<>::Test()",
+      "caffe::Solver<>::TestAll()"], "eval"),
+    # a stack that names no pass
+    (["caffe::Blob<>::Reshape()", "main"], None),
+])
+def test_phase_from_the_native_stack_under_a_failed_check(frames, phase):
+    text = _CAFFE + "".join(f"    @           0x48825f  {f}\n" for f in frames)
+    assert report(text)["phase"] == phase
+
+
+def test_phase_from_a_caffe2_gradient_operator_in_c10s_frames():
+    text = ("[enforce fail at context_gpu.cu:524] error == cudaSuccess. 2 vs 0. Error at: context_gpu.cu:524: out of memory\n"
+            "frame #0: c10::ThrowEnforceNotMet(char const*, int, char const*) + 0x67 (0x7f65c798aee7 in libc10.so)\n"
+            "frame #3: caffe2::UpsampleNearestGradientOp<float, caffe2::CUDAContext>::RunOnDevice() + 0x2b5 "
+            "(0x7f64fb2e0a65 in libcaffe2_detectron_ops_gpu.so)\n")
+    assert report(text)["phase"] == "backward"
+
+
+def test_a_packages_inference_module_is_evaluation():
+    tb = _tb(("/env/site-packages/nnunetv2/inference/predict_from_raw_data.py", "predict_sliding_window_return_logits",
+              "predicted_logits = self._internal_predict_sliding_window_return_logits(data, slicers,"),
+             ("/env/site-packages/nnunetv2/inference/predict_from_raw_data.py", "_internal_predict_sliding_window_return_logits",
+              "prediction = self._internal_maybe_mirror_and_predict(workon)"))
+    assert report(tb)["phase"] == "eval"
+    # ... not a training step whose own folder is named so
+    assert report(_tb(("/src/inference/train.py", "train_step", "loss.backward()"),
+                      ("/env/site-packages/torch/_tensor.py", "backward", "torch.autograd.backward(")))["phase"] == "backward"
+
+
+def test_xgboosts_figures_under_its_allocation_error():
+    d = report("xgboost.core.XGBoostError: [13:55:26] /workspace/xgboost/src/common/device_helpers.cuh:414: Memory "
+               "allocation error on worker 0: std::bad_alloc: cudaErrorMemoryAllocation: out of memory\n"
+               "- Free memory: 11310923776\n- Requested memory: 47996\n")
+    (ev,) = d["oom_events"]
+    assert (ev["tried_to_allocate_bytes"], ev["free_bytes"]) == (47996, 11310923776)
+    # the same figures under another error are not its
+    d = report("RuntimeError: CUDA error: out of memory\n- Free memory: 11310923776\n- Requested memory: 47996\n")
+    assert d["oom_events"][0]["tried_to_allocate_bytes"] is None
+
+
+def test_tensorrts_request_inside_its_error():
+    d = report("[08/11/2024-06:10:36] [TRT] [E] [globWriter.cpp::makeResizableGpuMemory::435] Error Code 2: OutOfMemory "
+               "(Requested size was 16654532608 bytes.)\n"
+               "[08/11/2024-06:10:36] [TRT] [E] 4: [builder.cpp::buildSerializedNetwork::751] Error Code 4: Internal "
+               "Error (Engine build failed)\n")
+    assert [e["tried_to_allocate_bytes"] for e in d["oom_events"]] == [16654532608]

@@ -206,7 +206,9 @@ _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)?(?: unexpected
                           r"|ExitCode(?=\s+\d)"
                           # "ERROR: error code -9" (launchers that report the child's status as an error code):
                           # a negative one is the signal that ended it
-                          r"|error code(?= -\d))"
+                          r"|error code(?= -\d)"
+                          # a tool reporting its child's status bare ("neuronx-cc failed with -9")
+                          r"|failed with(?= -\d))"
                           r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
 
 # -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------
@@ -221,7 +223,8 @@ _CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough mem
 # ... cut where the line ends, before its size ("DefaultCPUAllocator: can't allocate memory")
 _CPU_ALLOC_CUT = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)\s*$")
 _CPU_LEGACY = lazy(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
-_TH_RAM = lazy(r"Torch: not enough memory: you tried to allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
+# (torch7's THRealloc says "reallocate")
+_TH_RAM = lazy(r"Torch: not enough memory: you tried to (?:re)?allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
 # (Apache Arrow's is pyarrow.lib.ArrowMemoryError: "malloc of size 64 failed", a datasets map)
 # (torch 1.x translated a C++ std::bad_alloc as "MemoryError -- std::bad_alloc")
 _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\b(?:(?::|\s+--)\s*(?P<msg>[^\n]{0,400}))?\s*$")
@@ -308,7 +311,7 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
-          "rror code -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
+          "rror code -", "failed with -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
           "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers",
           "KernelRestarter", "kernel appears to have died", " restarted", "input dependencies", "memory budget", "Kernel crashed", "YARN", "physical memory limits") \
     + _PAGING_WORDS + KILLED_LOCALISED
@@ -780,7 +783,7 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if ("Killed" in text or any(w in text for w in KILLED_LOCALISED)) and ctx.search(_BARE_KILLED, text):
         s.kill(i, _SIGKILL_ONLY, "shell", "the shell reports the job was Killed (SIGKILL)")
         return
-    if "DataLoader" not in text and ("xit" in text or "status" in text or "rror code -" in text):
+    if "DataLoader" not in text and ("xit" in text or "status" in text or "rror code -" in text or "failed with -" in text):
         m = ctx.search(_EXIT_STATUS, text)
         if m:
             code = int(m.group("code"))

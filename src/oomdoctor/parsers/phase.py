@@ -147,7 +147,7 @@ MARKERS = {
                                 r"|Caching (?:all )?\d+ (?:images|frames|samples)\b"
                                 # ... or loading them under a progress bar, not finished ("preloading
                                 # images (train):  65%|")
-                                r"|(?m:^)[^\n|]{0,40}\b(?i:pre)?(?i:loading|caching|reading|decoding) (?:\w+ )?(?i:images|frames"
+                                r"|(?m:^)[^\n|]{0,40}?(?:[Ll]oading|[Cc]aching|[Rr]eading|[Dd]ecoding)\s(?:\w+\s)?(?i:images|frames"
                                 r"|data|dataset|samples|audio|videos|features|files)\b[^\n|%]{0,40}:\s+(?!100%)\d{1,3}%\|"
                                 # a dataset being mapped, unfinished: datasets' progress bars count
                                 # "examples" ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]")
@@ -183,7 +183,7 @@ MARKER_GATES = {
     "preprocessing": ("running tokenizer", "preprocess", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
                       "examples to features", "examples/s", "s/examples", "filling up shuffle buffer", "setting up ",
-                      "caching ", "reading ", "decoding "),
+                      "caching", "reading", "decoding"),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
@@ -499,6 +499,7 @@ def parse(ctx: ParseContext) -> None:
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
         ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
     elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx) or _tf_node_hint(ctx, idx)
+          or _native_stack_hint(ctx, idx)
           or _keras_layer_hint(ctx, idx)):
         ph.phase, ph.line, ph.reason = hint
     else:
@@ -762,6 +763,45 @@ def _kernel_hint(ctx: ParseContext, idx: int, within: int = 8) -> Optional[tuple
         if phase:
             what = f"TensorFlow tuning {name}" if m.group("tf") else f"CUDA kernel {name or m.group('file') + '.cu'}"
             return phase, ctx.lines[i].no, f"{what} was running"
+    return None
+
+
+# A native stack printed under a C++ failure, innermost first: glog's under a failed CHECK (Caffe,
+# and any program built on glog: "*** Check failure stack trace: ***", then "    @ 0x48825f
+# caffe::Net<>::ForwardFromTo()") and c10's under an enforce ("frame #3: caffe2::
+# UpsampleNearestGradientOp<float, caffe2::CUDAContext>::RunOnDevice() + 0x2b5 (...)"). A solver's
+# test pass, snapshot or restore anywhere in it names the phase; else the innermost frame of a
+# pass: a layer's or operator's backward (Caffe2's gradient operators), its forward, the update.
+_NATIVE_FRAME = lazy(r"^\s*(?:@\s+(?:0x[0-9a-fA-F]{1,16}|\(nil\))|frame #\d{1,4}:)\s+(?P<sym>[^\n]{1,400})")
+_NATIVE_ANYWHERE = (
+    ("eval", lazy(r"::Test(?:All)?\(")),
+    ("checkpoint_save", lazy(r"::Snapshot\w{0,40}\(")),
+    ("checkpoint_load", lazy(r"::Restore\w{0,40}\(|::CopyTrainedLayersFrom\w{0,40}\(")),
+)
+_NATIVE_STEP = (
+    ("backward", lazy(r"Backward\w{0,40}\(|GradientOp\b")),
+    ("forward", lazy(r"::Forward\w{0,40}\(")),
+    ("optimizer_step", lazy(r"::(?:ApplyUpdate|ComputeUpdateValue)\(")),
+)
+
+
+def _native_stack_hint(ctx: ParseContext, idx: int, within: int = 12) -> Optional[tuple[str, int, str]]:
+    """No frames name the pass: the native stack that starts within reach below the error."""
+    end = min(len(ctx.lines), idx + 1 + within)
+    start = next((j for j in range(idx + 1, end) if ctx.search(_NATIVE_FRAME, ctx.lines[j].text)), None)
+    if start is None:
+        return None
+    stack: list[tuple[str, int]] = []
+    for ln in ctx.lines[start:start + 80]:
+        m = ctx.search(_NATIVE_FRAME, ln.text)
+        if m is None:
+            break
+        stack.append((m.group("sym"), ln.no))
+    for table in (_NATIVE_ANYWHERE, _NATIVE_STEP):
+        for sym, no in stack:
+            phase = _phase_in(table, sym)
+            if phase:
+                return phase, no, f"native frame {sym.split('(')[0][:60]}"
     return None
 
 

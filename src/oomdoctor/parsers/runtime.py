@@ -15,7 +15,7 @@ from typing import Callable, Optional
 import regex as re
 
 from ..facts.models import OomEvent
-from ..facts.sizes import to_bytes
+from ..facts.sizes import parse_size, to_bytes
 from ..read.patterns import lazy
 from .base import EXC_AT_START as _EXC_AT_START, ParseContext
 
@@ -39,7 +39,11 @@ _CUDA_ERROR = lazy(r"(?:CUDA|Cuda) (?:runtime )?[Ee]rror: out of memory|cuda run
                          r"|CUDA driver error: out of memory|THCudaCheck FAIL [^\n]{0,300}?error=2 : out of memory"
                    # (a program's own CUDA check naming its source first, COLMAP's CudaSafeCall:
                    # "CUDA error at /colmap/src/mvs/gpu_mat.h:167 - out of memory")
-                   r"|CUDA error at \S{1,300}?:\d{1,7} - out of memory")
+                   r"|CUDA error at \S{1,300}?:\d{1,7} - out of memory"
+                   # RMM's out_of_memory exception, which it throws for a failed device allocation
+                   # only ("std::bad_alloc: out_of_memory: CUDA error at: .../cuda_memory_resource.hpp"),
+                   # its runtime error's name cut off
+                   r"|\bout_of_memory: CUDA error at:")
 # TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
 _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"
 _CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r")?CUDA_ERROR_OUT_OF_MEMORY")
@@ -222,6 +226,10 @@ _ENGINE_GATES = ("memory for the cache blocks", "stored in KV cache", "available
 _PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r") memory"
                    r"(?: on GPU \d{1,3})?(?:,\s*(?P<alloc>" + _NUM + r"\s*" + _UNIT + r") memory has been allocated)?"
                    r"(?:,?\s*(?:and )?available memory is only (?P<free>" + _NUM + r"\s*" + _UNIT + r"))?")
+# ... and its releases before 1.5 refusing the first chunk of GPU memory the allocator asks
+# for (a fraction of the device) when less is free (platform/gpu_info.cc, GpuMaxChunkSize):
+# "EnforceNotMet: enforce allocating <= available failed, 1829703254 > 1604058880"
+_PADDLE_CHUNK = lazy(r"enforce allocating <= available failed, (?P<req>\d{1,20}) > (?P<free>\d{1,20})")
 # CuPy's memory pool (under Chainer, and any CuPy code): "cupy.cuda.memory.OutOfMemoryError: out of
 # memory to allocate 205520896 bytes (total 16068929536 bytes)"; the total is what the pool
 # already holds
@@ -354,7 +362,9 @@ _TRT_OOM = lazy(r"\bCuda Error in [\w:<>`'(). -]{1,160}?: 2 \(out of memory\)|\b
                 # TensorRT 8 and later growing its builder's memory: "[virtualMemoryBuffer.cpp::resizePhysical::140]
                 # Error Code 2: OutOfMemory (no further information)"
                 r"|\bOutOfMemory Error in \S|\bError Code \d{1,2}: OutOfMemory\b")
-_TRT_SIZE = lazy(r"Requested amount of (?:GPU )?memory \((?P<n>\d{1,20}) bytes\)|allocating (?P<n2>\d{1,20})-byte buffer")
+_TRT_SIZE = lazy(r"Requested amount of (?:GPU )?memory \((?P<n>\d{1,20}) bytes\)|allocating (?P<n2>\d{1,20})-byte buffer"
+                 # (TensorRT 10 puts it in the error: "Error Code 2: OutOfMemory (Requested size was 16654532608 bytes.)")
+                 r"|Requested size was (?P<n3>\d{1,20}) bytes")
 
 # -- NCCL ----------------------------------------------------------------------------------
 _NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"
@@ -405,7 +415,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
-          "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU",
+          "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU", "allocating <= available", "ut of memory allocating",
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
@@ -595,7 +605,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         for j in range(max(0, i - 3), min(len(ctx.lines), i + 4)):
             size = ctx.search(_TRT_SIZE, ctx.lines[j].text) if "byte" in ctx.lines[j].text else None
             if size:
-                n = int(size.group("n") or size.group("n2"))
+                n = int(size.group("n") or size.group("n2") or size.group("n3"))
                 break
         ev = events.add(("cuda_runtime_error", "tensorrt"), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="tensorrt",
@@ -796,6 +806,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
             already_allocated_bytes=_size(m.group("alloc")), free_bytes=_size(m.group("free")),
             detail="PaddlePaddle's GPU allocator could not allocate the request"))
+        return
+    m = ctx.search(_PADDLE_CHUNK, text) if "allocating <= available" in text else None
+    if m:
+        events.add(("cuda_runtime_error", "Paddle-chunk", m.group("req")), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="paddle-gpu-chunk",
+            tried_to_allocate_bytes=int(m.group("req")), free_bytes=int(m.group("free")),
+            detail="PaddlePaddle's GPU allocator asked for its first chunk of device memory and less was free"))
         return
     m = ctx.search(_ENGINE_BUDGET, text) if any(g in text for g in _ENGINE_GATES) else None
     if m:
@@ -1106,9 +1123,33 @@ def _pin_thread(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None
         ev.device_index = dev
 
 
+# XGBoost's report of a failed device allocation, under its "Memory allocation error on worker 0:
+# std::bad_alloc: ..." (common/device_helpers.cuh): "- Free memory: 11310923776" and "- Requested
+# memory: 47996" (bytes, or a size with its unit in releases that format them: "1.95398GB")
+_XGB_FIGURE = lazy(r"^\s*- (?P<what>Free|Requested) memory: (?P<size>\d[\d.]{0,24}\s*(?:[KMGTP]i?B)?)\s*$")
+
+
+def _xgboost_figures(ctx: ParseContext, events: _Events) -> None:
+    for ev in events.by_key.values():
+        idx = ctx.index_of(ev.line)
+        if idx is None or "Memory allocation error on worker" not in ctx.lines[idx].text:
+            continue
+        for ln in ctx.lines[idx + 1:idx + 3]:
+            m = ctx.search(_XGB_FIGURE, ln.text)
+            if m is None:
+                break
+            size = m.group("size").strip()
+            n = int(size) if size.isdigit() else parse_size(size)
+            if m.group("what") == "Free" and ev.free_bytes is None:
+                ev.free_bytes = n
+            elif m.group("what") == "Requested" and ev.tried_to_allocate_bytes is None:
+                ev.tried_to_allocate_bytes = n
+
+
 def parse(ctx: ParseContext) -> None:
     events = _Events(ctx)
     for i in ctx.lines_with(_QUICK):
         _line_events(ctx, events, i)
+    _xgboost_figures(ctx, events)
     _fold_nccl_errors(ctx, events)
     _wrappers(ctx, events)

@@ -209,8 +209,9 @@ _STEP = (
 _IMAGE_LIB = lazy(r"(?:^|[/\\])(?:PIL|imageio|matplotlib)[/\\]")
 _NO_GRAD = lazy(r"(?:autograd/grad_mode|utils/_contextlib)\.py:decorate_(?:no_grad|context)$")
 _WEIGHT_UPDATE = lazy(r"(?i:update|averag|step)|(?:^|_)(?i:ema|swa)(?:_|$|[A-Z])|EMA|Ema|SWA|Swa")
-# the code of a package's evaluation module ("rfdetr/evaluation/matching.py", "detectron2/evaluation/")
-_EVAL_PACKAGE = lazy(r"(?:^|/)(?:eval|evaluation|evaluators?)/[^/:]{1,200}:")
+# the code of a package's evaluation or inference module ("rfdetr/evaluation/matching.py",
+# "detectron2/evaluation/", "nnunetv2/inference/predict_from_raw_data.py")
+_EVAL_PACKAGE = lazy(r"(?:^|/)(?:eval|evaluation|evaluators?|inference)/[^/:]{1,200}:")
 _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
 
 

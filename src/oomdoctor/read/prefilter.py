@@ -60,7 +60,7 @@ ANCHOR_LITERALS = (
     # "exit code" alone ends every Slurm epilogue ("exit code 0"): only signal-like codes
     # (-9, 137, 134, 135, 139, 253) say something died.
     "exit code -", "exit code 13", "exit code 25", "exit code: -", "exit code: 13",
-    "exit status -", "exit status 13", "exit status: -", "exit status: 13", "rror code -",
+    "exit status -", "exit status 13", "exit status: -", "exit status: 13", "rror code -", "failed with -",
     "CPUAllocator", "Unable to allocate", "Traceback (most recent call last)", "DataLoader worker",
     "Bfloat16", "bf16/gpu", "Ampere", "compute capability", "illegal memory access", "device-side assert",
     "Error", "Exception", "Failed to clone", "memory monitor", "Segmentation fault", "Bus error",
@@ -76,6 +76,7 @@ ANCHOR_LITERALS = (
     # other frameworks' allocators: thrust's scratch buffer, Jittor's memory check, MindSpore's
     # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
     "get_temporary_buffer failed", "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace",
+    "allocating <= available",
     # ggml's backend buffers, TensorRT-LLM's executor (parsers/runtime.py)
     "buffer of size", "insufficient GPU memory",
     "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "total_region_allocated_bytes_", "raise_if_low_memory",
@@ -219,6 +220,8 @@ MARKER_LITERALS = (
     "Filling up shuffle buffer", "Shuffle buffer filled",
     # a trainer setting up its dataset, reading its images into memory
     "Setting up ", "Caching ",
+    # ... or loading, caching, reading or decoding it under a progress bar ("preloading images (train):  65%|")
+    "loading", "Loading", "caching", "Caching", "reading", "Reading", "decoding", "Decoding",
     # a script reading its training data ("Loading prepared training docs from x.json")
     "data from", "dataset from", "datasets from", "docs from", "documents from", "corpus from", "samples from",
     "examples from",
