@@ -4794,3 +4794,45 @@ def test_tensorrts_request_inside_its_error():
                "[08/11/2024-06:10:36] [TRT] [E] 4: [builder.cpp::buildSerializedNetwork::751] Error Code 4: Internal "
                "Error (Engine build failed)\n")
     assert [e["tried_to_allocate_bytes"] for e in d["oom_events"]] == [16654532608]
+
+
+def test_julias_cuda_pool_failure_with_its_figures():
+    d = report("ERROR: Out of GPU memory trying to allocate 146.250 MiB\n"
+               "Effective GPU memory usage: 99.50% (3.792 GiB/3.810 GiB)\n"
+               "Memory pool usage: 960.548 MiB (2.688 GiB reserved)\n"
+               "Stacktrace:\n")
+    (ev,) = d["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("device_runtime", "cuda-jl-pool")
+    assert ev["tried_to_allocate_bytes"] == int(146.25 * 2**20)
+    assert abs(ev["total_capacity_bytes"] - 3.81 * 2**30) < 2 and abs(ev["reserved_total_bytes"] - 2.688 * 2**30) < 2
+
+
+@pytest.mark.parametrize("line, found", [
+    # a bare level word the normaliser takes off is an error record, as a bracketed one is
+    ("ERROR: could not allocate 2147483648 bytes of GPU memory", True),
+    ("FATAL: failed to allocate device memory for the cache", True),
+    # ... not a warning's
+    ("WARNING: could not allocate 2147483648 bytes of GPU memory", False),
+])
+def test_a_memory_failure_under_a_bare_level_word(line, found):
+    assert bool(report(line + "\n")["oom_events"]) == found
+
+
+def test_an_xla_runtimes_allocation_failure_in_words_is_xlas_kind():
+    (ev,) = report("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate 98697216 bytes for new "
+                   "constant\n")["oom_events"]
+    assert (ev["kind"], ev["backend"]) == ("xla", "XLA")
+
+
+def test_ipythons_header_names_a_memory_error_whose_message_the_paste_lacks():
+    tb = ("---------------------------------------------------------------------------\n"
+          "MemoryError                               Traceback (most recent call last)\n"
+          "<ipython-input-6-416281258c80> in <module>\n")
+    (ev,) = report(tb)["oom_events"]
+    assert ev["kind"] == "cpu_allocator" and ev["line"] == 2
+    # with its message line below: one event, the message's
+    (ev,) = report(tb + "MemoryError: Unable to allocate 1.00 GiB for an array with shape (1024, 1024, 256) and "
+                        "data type float32\n")["oom_events"]
+    assert ev["line"] == 4
+    # another exception's header is no memory error
+    assert report(tb.replace("MemoryError", "ValueError   "))["oom_events"] == []

@@ -228,6 +228,10 @@ _TH_RAM = lazy(r"Torch: not enough memory: you tried to (?:re)?allocate (?P<num>
 # (Apache Arrow's is pyarrow.lib.ArrowMemoryError: "malloc of size 64 failed", a datasets map)
 # (torch 1.x translated a C++ std::bad_alloc as "MemoryError -- std::bad_alloc")
 _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\b(?:(?::|\s+--)\s*(?P<msg>[^\n]{0,400}))?\s*$")
+# IPython's traceback header names the exception before its frames ("MemoryError
+# Traceback (most recent call last)"): the class, where the pasted log ends before its message
+_IPY_MEMORY_HEADER = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\s{2,}"
+                          r"Traceback \(most recent call last\)(?P<msg>)")
 _ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
 # Rust's allocation-failure hook, printed by any Rust extension (polars, tokenizers, a Rust
 # data loader) before the process aborts: "memory allocation of 2097152 bytes failed"
@@ -236,6 +240,8 @@ _RUST_ALLOC = lazy(r"\bmemory allocation of (?P<n>\d{1,20}) bytes failed\b")
 # memory that ran out (PaddlePaddle raises MemoryError, then prints its C++ traceback and an
 # error summary: "ResourceExhaustedError: Out of memory error on GPU 0 ...")
 _REPORT_REACH = 30
+# how far below IPython's header its exception's own line may be (the frames of a traceback)
+_IPY_REACH = 400
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
 _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
 # pybind11's own check when Python could not make an object it hands over (torch.save's zip writer
@@ -557,6 +563,10 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
                  + (f": {m.group('need')} of inputs, limit {m.group('limit')}" if m else ""))
     elif "MemoryError" in text:
         m = ctx.search(_PY_MEMORY, text)
+        if m is None and (h := ctx.search(_IPY_MEMORY_HEADER, text)) is not None and not any(
+                ctx.search(_PY_MEMORY, ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + _IPY_REACH))
+                if "MemoryError" in ctx.lines[j].text):
+            m = h   # (its message line, where the paste has it, is the event instead)
         msg = (m.group("msg") or "").strip() if m else ""
         if m and _device_memory_error(s, i, msg):
             return False

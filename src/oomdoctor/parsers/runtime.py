@@ -236,6 +236,15 @@ _PADDLE_CHUNK = lazy(r"enforce allocating <= available failed, (?P<req>\d{1,20})
 _CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<held>\d{1,20}) bytes\)"
                   # CuPy 8 and later: "Out of memory allocating 8,589,934,592 bytes (allocated so far: 77,309,411,328 bytes)."
                   r"|Out of memory allocating (?P<n2>\d{1,3}(?:,\d{3}){0,6}) bytes \(allocated so far: (?P<held2>\d{1,3}(?:,\d{3}){0,6}) bytes\)")
+# Julia's CUDA.jl (Flux and every Julia GPU code) when its pool cannot allocate even after a
+# garbage collection (OutOfGPUMemoryError): "Out of GPU memory trying to allocate 146.250 MiB",
+# then "Effective GPU memory usage: 99.50% (3.792 GiB/3.810 GiB)" and "Memory pool usage:
+# 960.548 MiB (2.688 GiB reserved)"
+_CUDA_JL = lazy(r"Out of GPU memory trying to allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r")")
+_CUDA_JL_USAGE = lazy(r"^\s*Effective GPU memory usage: [\d.]{1,6}% \((?P<used>" + _NUM + r"\s*" + _UNIT + r")/(?P<total>"
+                      + _NUM + r"\s*" + _UNIT + r")\)")
+_CUDA_JL_POOL = lazy(r"^\s*Memory pool usage: (?P<alloc>" + _NUM + r"\s*" + _UNIT + r") \((?P<res>" + _NUM + r"\s*" + _UNIT
+                     + r") reserved\)")
 # CatBoost's GPU memory pool (NCudaLib::TOutOfMemoryError): "Error: Out of memory. Requested
 # 1070.546387; Free 1010.952393", sizes in MB (its stack-like pool divides by MB; later releases
 # print the unit)
@@ -415,7 +424,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
-          "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU", "allocating <= available", "ut of memory allocating",
+          "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU", "allocating <= available", "ut of memory allocating", "Out of GPU memory trying",
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
@@ -771,6 +780,19 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         n = int((m.group("n") or m.group("n2")).replace(",", ""))
         held = int((m.group("held") or m.group("held2")).replace(",", ""))
         _pool_event(events, i, exc, "CuPy's memory pool", "cupy-memory-pool", n, reserved_total_bytes=held)
+        return
+    m = ctx.search(_CUDA_JL, text) if "Out of GPU memory trying" in text else None
+    if m:
+        usage, pool = ctx.below(i, _CUDA_JL_USAGE, 1), ctx.below(i, _CUDA_JL_POOL, 2)
+        ev = events.add(("device_runtime", "cuda-jl", m.group("req")), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="cuda-jl-pool",
+            tried_to_allocate_bytes=_size(m.group("req")), total_capacity_bytes=_size(usage.group("total")) if usage else None,
+            allocated_by_pytorch_bytes=_size(pool.group("alloc")) if pool else None,
+            reserved_total_bytes=_size(pool.group("res")) if pool else None,
+            detail="Julia's CUDA.jl could not allocate the request from its memory pool"))
+        for j in range(i + 1, min(len(ctx.lines), i + 3)):
+            if any(ctx.search(rx, ctx.lines[j].text) for rx in (_CUDA_JL_USAGE, _CUDA_JL_POOL)):
+                events.cover(ev, j)
         return
     m = ctx.search(_CATBOOST_POOL, text) if "Out of memory. Requested" in text else None
     if m:
