@@ -245,11 +245,14 @@ DETAIL = {
     # line (its "out of memory" is the anchor), _TRTLLM_TOTAL and _TRTLLM_FREE the figures under
     # TensorRT-LLM's executor error (their messages are the anchors); _QUOTED_ADVICE only rules out
     # advice that quotes those frameworks' messages; _ERROR_WORD qualifies the line above a CUDA
-    # check's "out of memory cudaMalloc(...)" (the anchor)
+    # check's "out of memory cudaMalloc(...)" (the anchor); _XGB_FIGURE the figures under XGBoost's
+    # allocation error, _CUDA_JL_USAGE and _CUDA_JL_POOL those under CUDA.jl's (their messages are
+    # the anchors)
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",
                 "_PYTORCH_SOURCE", "_LIBRARY_SOURCE_BEFORE", "_LIBRARY_SOURCE_BARE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE", "_GGML_WHERE",
                 "_ORT_NOT_USED", "_ORT_CPU_ONLY", "_JITTOR_TOTALS", "_MINDSPORE_SIZE", "_GGML_ALLOCATING",
-                "_TRTLLM_TOTAL", "_TRTLLM_FREE", "_QUOTED_ADVICE", "_ERROR_WORD"},
+                "_TRTLLM_TOTAL", "_TRTLLM_FREE", "_QUOTED_ADVICE", "_ERROR_WORD", "_XGB_FIGURE", "_CUDA_JL_USAGE",
+                "_CUDA_JL_POOL"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
     # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint;
     # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure;
