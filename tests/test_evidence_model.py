@@ -151,6 +151,16 @@ def test_a_bad_alloc_thrown_while_a_module_is_imported_is_a_symptom():
     (ev,) = rep.oom_events
     assert ev.symptom and "imported" in ev.symptom
     assert not any(d.memory_failure for d in rep.diagnoses)
+    # ... and a native module's own initialisation, the import innermost
+    rep = report("""
+    Traceback (most recent call last):
+      File "/opt/app/run.py", line 3, in <module>
+        import faiss
+      File "/env/site-packages/faiss/__init__.py", line 10, in <module>
+        from .swigfaiss import *
+    MemoryError: std::bad_alloc
+    """)
+    assert rep.oom_events and all(ev.symptom for ev in rep.oom_events)
 
 
 @pytest.mark.parametrize("change", [
@@ -160,6 +170,8 @@ def test_a_bad_alloc_thrown_while_a_module_is_imported_is_a_symptom():
     ("        from app.nets.search import BatchSearch", "        data = load_all(args.path)"),
     # another error at the same place
     ("RuntimeError: std::bad_alloc", "MemoryError"),
+    # an imported module's own code that computes (loads its data) at import time
+    ("        class Hypothesis(NamedTuple):", "        INDEX = build_index(np.load('/data/all_vectors.npy'))"),
 ])
 def test_a_host_allocation_failure_outside_an_import_stays_memory(change):
     rep = report(IMPORT_BAD_ALLOC.replace(*change))

@@ -98,6 +98,9 @@ def test_a_saves_own_error_report_is_a_save():
     ("Reading audio files:   3%|3         | 300/10000 [00:02<01:10, 137.2it/s]", "preprocessing", True),
     ("preloading images (train): 100%|██████████| 100/100", "preprocessing", False),
     ("Loading checkpoint shards:  50%|█████     | 1/2 [00:03<00:03,  3.20s/it]", "preprocessing", False),
+    ("Loading checkpoint files:  50%|█████     | 1/2 [00:03<00:03,  3.20s/it]", "preprocessing", False),
+    ("Reading safetensors files:  50%|█████     | 1/2", "preprocessing", False),
+    ("Loading test data:  50%|█████     | 1/2", "preprocessing", False),
     # ... nor a data split's name on a data bar
     ("Tokenizing (test): 45%|###  | 45/100 [00:01<00:01, 40.1it/s]", "running_evaluation", False),
     # tf.data filling its shuffle buffer (elements held in memory until it is full)

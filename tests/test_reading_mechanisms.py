@@ -381,6 +381,11 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("prep.ipynb", "<module>", "df = pd.read_csv('data/full.tsv', sep='\\t')"),
       ("pandas/_libs/parsers.pyx", "pandas._libs.parsers.TextReader._string_convert", "")], "data_loading"),
     ([("fcm/preprocess.py", "_shuffle_lines", "lines = f.read().splitlines()")], "data_loading"),
+    # ... not pandas writing one, nor a preparation script that runs a model on its data
+    ([("export.py", "main", "df.to_parquet(out)"), ("/env/site-packages/pandas/io/parquet.py", "write", "table = self.api.Table")],
+     None),
+    ([("tools/preprocess.py", "<module>", "feats = encoder(batch.cuda())"), ("/src/models/net.py", "forward", "x = self.conv(x)")],
+     "forward"),
     # ... and a training step's frames name neither
     ([("train.py", "train", "out = model(batch)"), ("/src/models/net.py", "forward", "x = self.conv(x)")], "forward"),
 ])
@@ -552,8 +557,9 @@ def test_a_backward_call_outside_a_training_step_sets_no_phase_from_the_code_lin
      "cpu_allocator", "host", None),
     ("OSError: [WinError 8] Not enough memory resources are available to process this command\n",
      "cpu_allocator", "host", None),
+    # (a runtime named in the words that has a kind of its own: XLA's)
     ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate 2147483648 bytes\n",
-     "device_runtime", "XLA", 2147483648),
+     "xla", "XLA", 2147483648),
     ("ValueError: Not enough GPU memory to fit the model\n", "device_runtime", "CUDA", None),
 ])
 def test_an_error_saying_memory_could_not_be_had_is_read_on_the_side_it_names(log, kind, backend, size):
@@ -4732,6 +4738,10 @@ def test_torch7s_failed_reallocation_is_a_host_oom():
     ("RuntimeError: neuronx-cc failed with -9", True),
     ("RuntimeError: neuronx-cc failed with -6", False),
     ("RuntimeError: neuronx-cc failed with status 1", False),
+    # an errno, a count or a figure after the words is no child's status
+    ("io_uring_submit failed with -9 (EBADF)", False),
+    ("WARNING: allreduce failed with -9 retries left", False),
+    ("Validation failed with -9.5 dB SNR", False),
 ])
 def test_a_tool_that_reports_its_childs_status_bare(line, kill):
     d = report(line + "\n")
@@ -4750,8 +4760,9 @@ _CAFFE = ("F0209 17:15:06.000000 30298 syncedmem.cpp:56] Check failed: error == 
     # the solver's test pass, wherever in the stack: evaluation
     (["caffe::CuDNNConvolutionLayer<>::Forward_gpu()", "caffe::Net<>::Forward()", "caffe::Solver<>::Test()",
       "caffe::Solver<>::TestAll()"], "eval"),
-    # a stack that names no pass
+    # a stack that names no pass; Caffe's ForwardBackward is the whole step, no pass of its own
     (["caffe::Blob<>::Reshape()", "main"], None),
+    (["caffe::SyncedMemory::to_gpu()", "caffe::Net<>::ForwardBackward()", "caffe::Solver<>::Step()"], None),
 ])
 def test_phase_from_the_native_stack_under_a_failed_check(frames, phase):
     text = _CAFFE + "".join(f"    @           0x48825f  {f}\n" for f in frames)
@@ -4772,9 +4783,9 @@ def test_a_packages_inference_module_is_evaluation():
              ("/env/site-packages/nnunetv2/inference/predict_from_raw_data.py", "_internal_predict_sliding_window_return_logits",
               "prediction = self._internal_maybe_mirror_and_predict(workon)"))
     assert report(tb)["phase"] == "eval"
-    # ... not a training step whose own folder is named so
-    assert report(_tb(("/src/inference/train.py", "train_step", "loss.backward()"),
-                      ("/env/site-packages/torch/_tensor.py", "backward", "torch.autograd.backward(")))["phase"] == "backward"
+    # ... not a training script's own folder of that name
+    assert report(_tb(("/src/inference/train.py", "train", "loss = compute(batch)"),
+                      ("/src/inference/utils.py", "compute", "return torch.stack(xs)")))["phase"] is None
 
 
 def test_xgboosts_figures_under_its_allocation_error():
@@ -4811,6 +4822,10 @@ def test_julias_cuda_pool_failure_with_its_figures():
     # a bare level word the normaliser takes off is an error record, as a bracketed one is
     ("ERROR: could not allocate 2147483648 bytes of GPU memory", True),
     ("FATAL: failed to allocate device memory for the cache", True),
+    # ... Python logging's default record, and a level after a timestamp, bracketed or not
+    ("ERROR:root:could not allocate 2147483648 bytes of GPU memory", True),
+    ("[2024-01-01 10:00:00] ERROR: could not allocate 2147483648 bytes of GPU memory", True),
+    ("2024-01-01 10:00:00 INFO: could not allocate 2147483648 bytes of GPU memory", False),
     # ... not a warning's
     ("WARNING: could not allocate 2147483648 bytes of GPU memory", False),
 ])

@@ -550,18 +550,21 @@ def classify(facts: Facts, kb: KnowledgeBase, *, lines: Optional[list[Line]] = N
     elif hypothesis is None:
         # A finding with room beside it: what more of the evidence also points to follows it
         # as a lead (the forward pass of a job whose fragmented cache was named first; the
-        # model loading under a failure first read as another's). One weak prior alone (a
-        # training step, a model placed on the device) is not enough here.
+        # model loading under a failure first read as another's). A weak prior of the
+        # evidence (a training step, a model placed on the device) is not enough here; the
+        # lead-only prior of an OOM the log does not place is, below.
         named = sum(1 for s, _e, _l in found if s[3].memory_failure)
         beside = [s for s in partial if s[0] >= LEAD_BESIDE_FINDING]
         if 0 < named < LISTED:
             found += [(s, ev, True) for s in _ranked(beside)[:LISTED - named]]
-            # ... and where room is left, the commonest cause of an OOM the log does not place
-            # (a lead-only prior: the finding does not say where the memory went)
+            # ... and where room is left, the commonest cause of an OOM the log does not place (a
+            # lead-only prior), unless a finding says what holds the memory (another process, a
+            # library's buffers): a fragmented cache or a leak says how, not whose
             have = {s[2] for s, _e, _l in found}
             room = LISTED - sum(1 for s, _e, _l in found if s[3].memory_failure)
-            prior = [s for s in leads if s[2] not in have and any(b.startswith(PRIOR) for b in s[4])]
-            found += [(s, ev, True) for s in prior[:max(0, room)]]
+            if not any(s[3].attributes_memory for s, _e, lead in found if not lead):
+                prior = [s for s in leads if s[2] not in have and any(b.startswith(PRIOR) for b in s[4])]
+                found += [(s, ev, True) for s in prior[:max(0, room)]]
     out: list[Diagnosis] = []
     for (score, _prio, _id, inc, because, line_nos), e, lead in found:
         confidence = _confidence(score, inc.fallback)

@@ -291,6 +291,9 @@ class Incident(_Strict):
     memory_failure: bool = True
     fallback: bool = False
     priority: int = Field(default=0, description="breaks score ties; higher first")
+    attributes_memory: bool = Field(default=False, description="a finding of this incident says what holds the "
+                                    "memory (another process, a library's buffers): the commonest cause of an OOM "
+                                    "the log does not place is not listed beside it as a lead")
     min_score: float = Field(default=2.0, description="score needed to be reported")
     requires: list[Condition] = Field(default_factory=list)
     signals: list[Signal]

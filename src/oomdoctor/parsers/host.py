@@ -207,8 +207,9 @@ _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)?(?: unexpected
                           # "ERROR: error code -9" (launchers that report the child's status as an error code):
                           # a negative one is the signal that ended it
                           r"|error code(?= -\d)"
-                          # a tool reporting its child's status bare ("neuronx-cc failed with -9")
-                          r"|failed with(?= -\d))"
+                          # a tool reporting its child's status bare, at the end of its line ("neuronx-cc
+                          # failed with -9"; not an errno or a count: "ioctl failed with -9 (EBADF)")
+                          r"|failed with(?= -\d{1,3}\s*$))"
                           r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
 
 # -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------

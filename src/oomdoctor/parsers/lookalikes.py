@@ -318,24 +318,34 @@ def _may_cause(ev, line: int) -> bool:
     return ev.kind != "cuda_runtime_error" or line <= ev.line
 
 
-# an import statement, the code line of the frame that imports a module
+# an import statement, the code line of the frame that imports a module; a class statement
 _IMPORT_CODE = lazy(r"^\s*(?:from\s+[\w.]+\s+import\b|import\s+[\w.]+)")
+_CLASS_CODE = lazy(r"^\s*class\s+(?P<name>\w+)\b")
 
 
 def _importing(ctx: ParseContext, ev) -> Optional[int]:
-    """The line of the import under which a host std::bad_alloc was thrown, when the frames
-    inside that import are all module or class-body code (what runs as a module is imported;
-    importlib's own frames aside), or None."""
+    """The line of the import under which a host std::bad_alloc was thrown while definitions,
+    not data, were being made: the innermost frame is an import itself (a native module's own
+    initialisation) or a class body (its attributes' defaults), and every frame between it and
+    the import statement is module code. None otherwise: module code that computes (loads a
+    file, builds an index) can run out of memory like any other."""
     idx = ctx.index_of(ev.line)
     if idx is None or "bad_alloc" not in ctx.lines[idx].text:
         return None
-    frames = frames_for(ctx, ev.line)
-    for k in range(len(frames) - 1, -1, -1):
-        fr = frames[k]
+    frames = [fr for fr in frames_for(ctx, ev.line) if not fr.file.startswith("<frozen importlib")]
+    if not frames:
+        return None
+    inner = frames[-1]
+    if inner.code and ctx.search(_IMPORT_CODE, inner.code):
+        return inner.line
+    caller = frames[-2] if len(frames) > 1 else None
+    m = ctx.search(_CLASS_CODE, caller.code) if caller is not None and caller.code else None
+    if m is None or inner.function != m.group("name"):
+        return None
+    for fr in reversed(frames[:-1]):
         if fr.code and ctx.search(_IMPORT_CODE, fr.code):
-            return fr.line if k < len(frames) - 1 else None
-        if not (fr.function == "<module>" or fr.file.startswith("<frozen importlib")
-                or (fr.function[:1].isupper() and fr.function.isidentifier())):
+            return fr.line
+        if fr.function != "<module>":
             return None
     return None
 

@@ -32,9 +32,9 @@ _GATE = ("alloc", "Alloc", "ALLOC", "memory", "Memory", "MEMORY")
 # a bracketed level field of an error record, in the prefix before the message
 _LEVEL = r"\[(?:E|ERROR|[Ee]rror|F|FATAL|[Ff]atal|CRITICAL|[Cc]ritical)\]"
 _LEVEL_FIELD = lazy(_LEVEL)
-# ... or a bare level word that opened the line ("ERROR: Out of GPU memory ...", Julia's and many
-# command-line tools' error report), also taken off by the normaliser
-_LEVEL_WORD = lazy(r"^\s*(?:ERROR|FATAL|CRITICAL)\s*:?\s*$")
+# ... or a bare level word at the end of that prefix ("ERROR: Out of GPU memory ...", Julia's and
+# many command-line tools' error report; Python logging's "ERROR:root:"; a timestamp before it)
+_LEVEL_WORD = lazy(r"\b(?:ERROR|FATAL|CRITICAL)\b(?::[\w.]{0,80})*[\s:|\]-]*$")
 # a line that reports an error, not a warning or a setting
 _ERROR_LINE = lazy(
     r"^\s*(?P<exc>(?:[\w.]+\.)?[A-Za-z]\w*(?:Error|Exception|Failure)|[A-Za-z_]\w*(?:\.\w+)*\.error)"
@@ -86,7 +86,7 @@ _HOST = lazy(r"std::bad_alloc|\bbad allocation\s*$|\bhost\b|\bRAM\b|system memor
 # (AMD's GPU libraries name no side but are one: MIOpen, rocBLAS)
 _DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b"
                r"|MIOpen|rocBLAS|hipBLAS)")
-_KIND = {"XLA": "xla", "NPU": "npu", "HIP": "hip"}
+_KIND = {"xla": "xla", "npu": "npu"}
 _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "XLA", "xla": "XLA", "hbm": "XLA",
             "rocm": "HIP", "hip": "HIP", "neuron": "Neuron", "miopen": "HIP", "rocblas": "HIP", "hipblas": "HIP"}
 
@@ -107,7 +107,7 @@ def parse(ctx: ParseContext) -> None:
             # an error record whose level the normaliser took off with its prefix, bracketed
             # ("2024-01-01 10:00:00 [ERROR] Could not allocate ...", spdlog's "[error]") or bare
             prefix = ln.raw[:len(ln.raw) - len(text.lstrip())]
-            err = ctx.search(_LEVEL_FIELD, prefix) if "[" in prefix else ctx.search(_LEVEL_WORD, prefix)
+            err = ctx.search(_LEVEL_FIELD, prefix) or ctx.search(_LEVEL_WORD, prefix)
         if err is None and ln.no not in taken:
             err = _continued_error(ctx, i)
         if err is None:
@@ -132,8 +132,9 @@ def parse(ctx: ParseContext) -> None:
                           detail=f"an allocation of host memory failed: {message}", **ctx.at(ln))
         else:
             backend = _BACKEND.get(device.group("w").lower())
-            # (a runtime the case format names by its own kind: XLA's, Ascend's, ROCm's)
-            ev = OomEvent(kind=_KIND.get(backend, "device_runtime"), backend=backend, strength="likely",
+            # (a runtime named in the words that has a kind of its own: XLA's, an NPU's; not a
+            # device word that other runtimes share, HBM, nor a library of one, MIOpen)
+            ev = OomEvent(kind=_KIND.get(device.group("w").lower(), "device_runtime"), backend=backend, strength="likely",
                           tried_to_allocate_bytes=n, message_format="generic-device-allocation", exception=exc,
                           detail=f"an allocation of device memory failed: {message}", **ctx.at(ln))
         seen[key] = ev

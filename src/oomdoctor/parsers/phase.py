@@ -146,9 +146,11 @@ MARKERS = {
                                 r"|Setting up (?:the )?(?:train(?:ing)? )?datasets?\b(?![^\n]{0,40}\b(?i:done|finished|complete))"
                                 r"|Caching (?:all )?\d+ (?:images|frames|samples)\b"
                                 # ... or loading them under a progress bar, not finished ("preloading
-                                # images (train):  65%|")
-                                r"|(?m:^)[^\n|]{0,40}?(?:[Ll]oading|[Cc]aching|[Rr]eading|[Dd]ecoding)\s(?:\w+\s)?(?i:images|frames"
-                                r"|data|dataset|samples|audio|videos|features|files)\b[^\n|%]{0,40}:\s+(?!100%)\d{1,3}%\|"
+                                # images (train):  65%|"); not a model's files or an evaluation's data
+                                # ("Loading checkpoint files", "Loading test data")
+                                r"|(?m:^)[^\n|]{0,40}?(?:[Ll]oading|[Cc]aching|[Rr]eading)\s"
+                                r"(?:(?!(?i:model|checkpoint|weights?|safetensors|test|val|valid|validation|eval)\b)\w+\s)?"
+                                r"(?i:images|frames|data|dataset|samples|audio|videos|files)\b[^\n|%]{0,40}:\s+(?!100%)\d{1,3}%\|"
                                 # a dataset being mapped, unfinished: datasets' progress bars count
                                 # "examples" ("padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]")
                                 # (tqdm writes a slow rate inverted: "1.50s/examples]")
@@ -183,7 +185,7 @@ MARKER_GATES = {
     "preprocessing": ("running tokenizer", "preprocess", "converting format", "map", "tokenizing", "generating",
                       "preprocessing dataset", "packing dataset", "loading ", "features from", "features into",
                       "examples to features", "examples/s", "s/examples", "filling up shuffle buffer", "setting up ",
-                      "caching", "reading", "decoding"),
+                      "caching", "reading"),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
@@ -779,8 +781,9 @@ _NATIVE_ANYWHERE = (
     ("checkpoint_load", lazy(r"::Restore\w{0,40}\(|::CopyTrainedLayersFrom\w{0,40}\(")),
 )
 _NATIVE_STEP = (
-    ("backward", lazy(r"Backward\w{0,40}\(|GradientOp\b")),
-    ("forward", lazy(r"::Forward\w{0,40}\(")),
+    ("backward", lazy(r"::Backward\w{0,40}\(|GradientOp\b")),
+    # (Caffe's Net::ForwardBackward is the whole step: no pass of its own)
+    ("forward", lazy(r"::Forward(?!Backward)\w{0,40}\(")),
     ("optimizer_step", lazy(r"::(?:ApplyUpdate|ComputeUpdateValue)\(")),
 )
 

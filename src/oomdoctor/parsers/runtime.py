@@ -787,9 +787,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         ev = events.add(("device_runtime", "cuda-jl", m.group("req")), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="cuda-jl-pool",
             tried_to_allocate_bytes=_size(m.group("req")), total_capacity_bytes=_size(usage.group("total")) if usage else None,
-            allocated_by_pytorch_bytes=_size(pool.group("alloc")) if pool else None,
+            # (the device's free memory is its total less what is in use, as CUDA.jl reads both)
+            free_bytes=(_size(usage.group("total")) - _size(usage.group("used"))) if usage else None,
+            # (what the pool holds; what of it is in use stays in the detail: the pool frees what it
+            # caches and collects garbage before it gives up, so the rest is no PyTorch cache)
             reserved_total_bytes=_size(pool.group("res")) if pool else None,
-            detail="Julia's CUDA.jl could not allocate the request from its memory pool"))
+            detail="Julia's CUDA.jl could not allocate the request from its memory pool"
+                   + (f" (in use {pool.group('alloc')} of {pool.group('res')} it holds)" if pool else "")))
         for j in range(i + 1, min(len(ctx.lines), i + 3)):
             if any(ctx.search(rx, ctx.lines[j].text) for rx in (_CUDA_JL_USAGE, _CUDA_JL_POOL)):
                 events.cover(ev, j)

@@ -156,10 +156,9 @@ _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_M
              r"|(?:^|/)datasets?/(?:[\w.-]{1,60}/){0,2}[\w.-]{1,60}\.py:"
              r"(?:__getitem__|__iter__|__next__|_?(?:load|prepare|read|fetch|get_item|getitem)\w*)$"
              # data-loading libraries: NVIDIA DALI's pipelines, MXNet's data iterators; pandas reading
-             # a file (its readers' modules and their Cython parser)
-             r"|(?:^|/)nvidia/dali/|(?:^|/)mxnet/io/|(?:^|/)pandas/io/|(?:^|/)pandas/_libs/parsers\.pyx:"
-             # a script that prepares the data, named for it ("preprocess.py", "tools/preprocess_data.py")
-             r"|(?:^|/)preprocess\w{0,40}\.py:"
+             # a file (its readers and their Cython parser; not its writers)
+             r"|(?:^|/)nvidia/dali/|(?:^|/)mxnet/io/|(?:^|/)pandas/io/parsers/|(?:^|/)pandas/io/[\w/]{1,60}\.py:_?read\w*$"
+             r"|(?:^|/)pandas/_libs/parsers\.pyx:"
              # the DataLoader's pin-memory thread; a worker's batch shared through file descriptors
              # (not a CUDA tensor shared with another process, as RL trainers hand weights to vLLM)
              r"|data/_utils/pin_memory\.py:|torch/multiprocessing/reductions\.py:reduce_storage$"
@@ -342,6 +341,20 @@ def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     return texts[k][1]
 
 
+# a script that prepares the data, named for it ("preprocess.py", "tools/preprocess_data.py")
+_PREP_SCRIPT = lazy(r"(?:^|/)preprocess\w{0,40}\.py:")
+
+
+def _preparing(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
+    """The outermost frame of a data-preparation script, with no model's code or pass inside it
+    (a script that encodes its data with a model is running that model)."""
+    k = next((k for k, (t, _fr) in enumerate(texts) if _PREP_SCRIPT.search(t)), None)
+    inside = texts[k + 1:] if k is not None else []
+    if k is None or _in_a_pass(inside) or any(_MODEL_CODE.search(t) for t, _fr in inside):
+        return None
+    return texts[k][1]
+
+
 def _tqdm_next(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     """tqdm's iterator asked for its iterable's next item, with no model's code or pass below it."""
     k = next((k for k in range(len(texts) - 1, -1, -1) if _TQDM_NEXT.search(texts[k][0])), None)
@@ -444,6 +457,8 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
             return "data_loading", fr
     if (fetch := _tqdm_next(texts)) is not None:
         return "data_loading", fetch
+    if (prep := _preparing(texts)) is not None:
+        return "data_loading", prep
     # a script's function named for its split alone, beside its train() (pytorch/examples' "def
     # test(model, device, test_loader)", a trainer's self.test()), with no backward pass or
     # optimizer step under it (model loading and data reading were read above)

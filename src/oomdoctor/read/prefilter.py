@@ -220,8 +220,8 @@ MARKER_LITERALS = (
     "Filling up shuffle buffer", "Shuffle buffer filled",
     # a trainer setting up its dataset, reading its images into memory
     "Setting up ", "Caching ",
-    # ... or loading, caching, reading or decoding it under a progress bar ("preloading images (train):  65%|")
-    "loading", "Loading", "caching", "Caching", "reading", "Reading", "decoding", "Decoding",
+    # ... or loading, caching or reading it under a progress bar ("preloading images (train):  65%|")
+    "loading", "Loading", "caching", "Caching", "reading", "Reading",
     # a script reading its training data ("Loading prepared training docs from x.json")
     "data from", "dataset from", "datasets from", "docs from", "documents from", "corpus from", "samples from",
     "examples from",
