@@ -4851,3 +4851,28 @@ def test_ipythons_header_names_a_memory_error_whose_message_the_paste_lacks():
     assert ev["line"] == 4
     # another exception's header is no memory error
     assert report(tb.replace("MemoryError", "ValueError   "))["oom_events"] == []
+
+
+@pytest.mark.parametrize("line, found", [
+    # a logger whose level column is an error's, padded or set off from the message
+    ("10/08/2019 22:53:01 MainProcess     MainThread      cli             execute_script            ERROR    "
+     "You do not have enough GPU memory available to train the selected model at the selected settings.", True),
+    ("2024-01-01 10:00:00,000 - trainer - ERROR - not enough GPU memory to fit the batch", True),
+    # ... not an info record's, nor the word inside a sentence
+    ("10/08/2019 22:53:01 MainProcess     MainThread      cli             execute_script            INFO     "
+     "You do not have enough GPU memory available to train the selected model at the selected settings.", False),
+    ("the ERROR count was low; we did not have enough GPU memory for a second run", False),
+])
+def test_a_memory_failure_under_a_loggers_error_level_column(line, found):
+    assert bool(report(line + "\n")["oom_events"]) == found
+
+
+def test_tensorflows_backpedalling_retries_are_one_refusal():
+    lines = [f"2021-07-24 11:06:12.45070{k}: I tensorflow/stream_executor/cuda/cuda_driver.cc:745] failed to allocate "
+             f"{m} ({n} bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory"
+             for k, (m, n) in enumerate([("335.92M", 352241408), ("302.33M", 317017344), ("272.10M", 285315840)])]
+    (ev,) = report("\n".join(lines) + "\n")["oom_events"]
+    assert (ev["tried_to_allocate_bytes"], ev["count"]) == (352241408, 3)
+    # two refusals of unrelated sizes are two
+    assert len(report(lines[0] + "\n" + lines[0].replace("335.92M (352241408", "1.00G (1073741824") + "\n")
+               ["oom_events"]) == 2

@@ -55,7 +55,10 @@ _ERROR_LINE = lazy(
     r"|^[^\n]{0,120}?" + _LEVEL + r"\s"
     # a logger's record (level column, then the message) whose message is an error:
     # "... DEBUG    Error in thread (_training_0): You do not have enough GPU memory ..."
-    r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?:Error|Exception)\b[^:\n]{0,60}:\s")
+    r"|^[^\n]{0,160}?\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*[-|:]?\s*(?:Error|Exception)\b[^:\n]{0,60}:\s"
+    # ... or whose level column itself is an error's, set off from the message (padded, or by a
+    # separator): "... execute_script            ERROR    You do not have enough GPU memory ..."
+    r"|^[^\n]{0,200}?\s(?:ERROR|CRITICAL|FATAL)(?:\s{2,}|\s{0,2}[-|:]\s{1,4})(?=\S)")
 _FAILED = lazy(
     # (MSVC's std::bad_alloc says "bad allocation" as its what(), at the end of a message)
     r"std::bad_alloc|\bbad allocation\s*$"

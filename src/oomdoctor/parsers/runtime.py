@@ -58,6 +58,8 @@ _CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: C
 # hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
 _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
+# TensorFlow's GPU allocator retries a refused region with this fraction of its size
+_BACKPEDAL = 0.9
 # the CUDA driver's calls that allocate device memory (cuMemAlloc and its variants; the virtual-memory
 # API's cuMemCreate, and cuMemMap, which maps what cuMemCreate allocated)
 _CU_MEM_CALL = r"cuMem(?:Create|Map|Alloc(?!Host)\w{0,20})"
@@ -454,6 +456,8 @@ class _Events:
         self.by_key: dict[tuple, OomEvent] = {}
         # lines that earlier families (the allocator, accelerators) already explained
         self.taken = ctx.explained_lines()
+        # the last driver refusal (event, line index, size): TensorFlow's next try asks for less
+        self.backpedal: Optional[tuple[OomEvent, int, int]] = None
 
     def add(self, key: tuple, idx: int, make: Callable[[], OomEvent]) -> OomEvent:
         line = self.ctx.lines[idx]
@@ -693,9 +697,18 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             m, at = joined, i - 1
     if m:
         n = int(m.group("n")) if m.group("n") else None
-        events.add(("cuda_runtime_error", "driver", n), at, lambda: OomEvent(
+        last = events.backpedal
+        if n and last is not None and 0 < at - last[1] <= 2 and abs(n - _BACKPEDAL * last[2]) <= 0.01 * last[2]:
+            # TensorFlow's GPU allocator asking again for nine tenths of what the driver just
+            # refused (its "backpedal" while it grows its region): the same attempt, not a new OOM
+            events.cover(last[0], at)
+            last[0].count += 1
+            events.backpedal = (last[0], at, n)
+            return
+        ev = events.add(("cuda_runtime_error", "driver", n), at, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="cuda-driver-api",
             tried_to_allocate_bytes=n, line=0, detail="CUDA_ERROR_OUT_OF_MEMORY"))
+        events.backpedal = (ev, at, n) if n else None
         return
     m = ctx.search(_LIB_ALLOC, text)
     if m:
