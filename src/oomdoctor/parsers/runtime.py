@@ -797,11 +797,12 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     m = ctx.search(_CUDA_JL, text) if "Out of GPU memory trying" in text else None
     if m:
         usage, pool = ctx.below(i, _CUDA_JL_USAGE, 1), ctx.below(i, _CUDA_JL_POOL, 2)
+        total, used = (_size(usage.group("total")), _size(usage.group("used"))) if usage else (None, None)
         ev = events.add(("device_runtime", "cuda-jl", m.group("req")), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="cuda-jl-pool",
-            tried_to_allocate_bytes=_size(m.group("req")), total_capacity_bytes=_size(usage.group("total")) if usage else None,
+            tried_to_allocate_bytes=_size(m.group("req")), total_capacity_bytes=total,
             # (the device's free memory is its total less what is in use, as CUDA.jl reads both)
-            free_bytes=(_size(usage.group("total")) - _size(usage.group("used"))) if usage else None,
+            free_bytes=total - used if total is not None and used is not None else None,
             # (what the pool holds; what of it is in use stays in the detail: the pool frees what it
             # caches and collects garbage before it gives up, so the rest is no PyTorch cache)
             reserved_total_bytes=_size(pool.group("res")) if pool else None,
@@ -1165,7 +1166,7 @@ def _pin_thread(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None
 # XGBoost's report of a failed device allocation, under its "Memory allocation error on worker 0:
 # std::bad_alloc: ..." (common/device_helpers.cuh): "- Free memory: 11310923776" and "- Requested
 # memory: 47996" (bytes, or a size with its unit in releases that format them: "1.95398GB")
-_XGB_FIGURE = lazy(r"^\s*- (?P<what>Free|Requested) memory: (?P<size>\d[\d.]{0,24}\s*(?:[KMGTP]i?B)?)\s*$")
+_XGB_FIGURE = lazy(r"^\s*- (?P<what>Free|Requested) memory: (?P<size>\d[\d.]{0,24}\s*(?:[KMGTP]i?B|B)?)\s*$")
 
 
 def _xgboost_figures(ctx: ParseContext, events: _Events) -> None:
