@@ -126,7 +126,7 @@ ANCHOR_LITERALS = (
     "upport bf", "upport BF", "bf16 mixed precision requires", "upported on this", "upported on your",
     "upported on the current", "only supports Ampere", "only supported on", "only supports sm", "recomputed metadata", "different metadata than during",
     # an error that says memory could not be had, in words no other family knows (parsers/memory_words.py)
-    "bad_alloc", "enough memory", "nsufficient memory", "ailed to alloc", "nable to alloc", "annot alloc",
+    "bad_alloc", "enough memory", "enough GPU memory", "nsufficient memory", "ailed to alloc", "nable to alloc", "annot alloc",
     "ould not alloc", "ouldn't alloc", "an't alloc", "emory exhausted", "emory allocation",
     "KeyboardInterrupt", "SystemExit", "StopIteration", "Failed to allocate request", "That was not possible",
     # a NaN loss, as trainers print it ("'loss': nan", "loss=nan", "Loss is nan")
