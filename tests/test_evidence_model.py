@@ -102,6 +102,15 @@ def test_a_finding_that_does_not_place_the_oom_keeps_the_commonest_cause_as_a_le
     assert lead.because[0].startswith("a lead, not a finding")
 
 
+def test_a_finding_that_says_what_holds_the_memory_gets_no_commonest_cause_lead():
+    """NCCL's own buffers are named (non-pytorch-memory, attributes_memory in the knowledge
+    base): the step's activations are no lead beside them."""
+    rep = report("node2:411:411 [3] transport/net.cc:890 NCCL WARN Cuda failure 2 'out of memory'\n")
+    assert incidents(rep) == ["non-pytorch-memory"]
+    # the same unplaced OOM with a fragmented cache named instead keeps the lead (the test above)
+    assert "activation-memory" in incidents(report(FRAGMENTED))
+
+
 def test_a_placed_oom_gets_no_commonest_cause_lead():
     """The same message in a model's load: the log places the OOM, so no prior lead."""
     rep = report("""

@@ -4816,6 +4816,10 @@ def test_julias_cuda_pool_failure_with_its_figures():
     assert (ev["kind"], ev["message_format"]) == ("device_runtime", "cuda-jl-pool")
     assert ev["tried_to_allocate_bytes"] == int(146.25 * 2**20)
     assert abs(ev["total_capacity_bytes"] - 3.81 * 2**30) < 2 and abs(ev["reserved_total_bytes"] - 2.688 * 2**30) < 2
+    assert abs(ev["free_bytes"] - (3.81 - 3.792) * 2**30) < 2
+    # its figures alone, without the error line above them, are no failure
+    assert report("Effective GPU memory usage: 99.50% (3.792 GiB/3.810 GiB)\n"
+                  "Memory pool usage: 960.548 MiB (2.688 GiB reserved)\n")["oom_events"] == []
 
 
 @pytest.mark.parametrize("line, found", [

@@ -796,7 +796,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     m = ctx.search(_CUDA_JL, text) if "Out of GPU memory trying" in text else None
     if m:
-        usage, pool = ctx.below(i, _CUDA_JL_USAGE, 1), ctx.below(i, _CUDA_JL_POOL, 2)
+        # its figures on the next two lines (usage first), read once and covered with it
+        usage = pool = None
+        figures = []
+        for j in range(i + 1, min(len(ctx.lines), i + 3)):
+            t = ctx.lines[j].text
+            if j == i + 1 and (usage := ctx.search(_CUDA_JL_USAGE, t)) is not None:
+                figures.append(j)
+            elif pool is None and (pool := ctx.search(_CUDA_JL_POOL, t)) is not None:
+                figures.append(j)
         total, used = (_size(usage.group("total")), _size(usage.group("used"))) if usage else (None, None)
         ev = events.add(("device_runtime", "cuda-jl", m.group("req")), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="cuda-jl-pool",
@@ -808,9 +816,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             reserved_total_bytes=_size(pool.group("res")) if pool else None,
             detail="Julia's CUDA.jl could not allocate the request from its memory pool"
                    + (f" (in use {pool.group('alloc')} of {pool.group('res')} it holds)" if pool else "")))
-        for j in range(i + 1, min(len(ctx.lines), i + 3)):
-            if any(ctx.search(rx, ctx.lines[j].text) for rx in (_CUDA_JL_USAGE, _CUDA_JL_POOL)):
-                events.cover(ev, j)
+        for j in figures:
+            events.cover(ev, j)
         return
     m = ctx.search(_CATBOOST_POOL, text) if "Out of memory. Requested" in text else None
     if m:

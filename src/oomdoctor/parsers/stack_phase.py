@@ -345,23 +345,25 @@ def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
 _PREP_SCRIPT = lazy(r"(?:^|/)preprocess\w{0,40}\.py:")
 
 
+def _no_model_below(texts: list[tuple[str, Frame]], k: Optional[int]) -> Optional[Frame]:
+    """Frame ``k``, when no model's code or pass runs below it (inside it), else None."""
+    if k is None:
+        return None
+    below = texts[k + 1:]
+    if _in_a_pass(below) or any(_MODEL_CODE.search(t) for t, _fr in below):
+        return None
+    return texts[k][1]
+
+
 def _preparing(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     """The outermost frame of a data-preparation script, with no model's code or pass inside it
     (a script that encodes its data with a model is running that model)."""
-    k = next((k for k, (t, _fr) in enumerate(texts) if _PREP_SCRIPT.search(t)), None)
-    inside = texts[k + 1:] if k is not None else []
-    if k is None or _in_a_pass(inside) or any(_MODEL_CODE.search(t) for t, _fr in inside):
-        return None
-    return texts[k][1]
+    return _no_model_below(texts, next((k for k, (t, _fr) in enumerate(texts) if _PREP_SCRIPT.search(t)), None))
 
 
 def _tqdm_next(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     """tqdm's iterator asked for its iterable's next item, with no model's code or pass below it."""
-    k = next((k for k in range(len(texts) - 1, -1, -1) if _TQDM_NEXT.search(texts[k][0])), None)
-    below = texts[k + 1:] if k is not None else []
-    if k is None or _in_a_pass(below) or any(_MODEL_CODE.search(t) for t, _fr in below):
-        return None
-    return texts[k][1]
+    return _no_model_below(texts, next((k for k in range(len(texts) - 1, -1, -1) if _TQDM_NEXT.search(texts[k][0])), None))
 
 
 def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optional[str], Optional[Frame]]:
