@@ -209,6 +209,55 @@ def test_the_literal_sets_of_one_run_are_compiled_for_the_next(fresh):
         literal_index._CHECKED = False
 
 
+def test_a_native_database_is_built_once_and_loaded_after(fresh):
+    built = []
+
+    def build():
+        built.append(1)
+        return ["db", len(built)]
+
+    def dump(db):
+        return marshal.dumps(db)
+
+    key = ("lib-1.0-block", "digest")
+    assert cache.native_database(key, build, dump, marshal.loads) == ["db", 1]
+    cache.save()
+    cache.reset()
+    assert cache.native_database(key, build, dump, marshal.loads) == ["db", 1]
+    assert built == [1]   # loaded, not built
+
+
+def test_a_native_database_the_library_refuses_is_built_again_and_replaced(fresh):
+    def refuse(_data):
+        raise ValueError("database built for another platform")
+
+    key = ("lib-1.0-block", "digest")
+    cache._CACHE.store("native")[key] = b"from another CPU"
+    assert cache.native_database(key, lambda: "rebuilt", str.encode, refuse) == "rebuilt"
+    cache.save()
+    cache.reset()
+    assert cache._CACHE.store("native")[key] == b"rebuilt"
+
+
+def test_the_hyperscan_index_answers_the_same_from_its_cached_database(fresh):
+    hyperscan = pytest.importorskip("hyperscan")
+    from oomdoctor.read import literal_index
+    blob = "step 3\ntorch.OutOfMemoryError: CUDA out of memory.\nKILLED by signal\ndone"
+    starts = [0, 7, 51, 68]
+    keys = [(("CUDA out of memory", "Killed"), False), (("killed",), True)]
+    answers = []
+    for _ in range(2):
+        index = literal_index.LiteralIndex()
+        for key in keys:
+            index.register(key, remember=False)
+        answers.append(index.lines(blob, starts))
+        cache.save()
+        cache.reset()
+    assert answers[0] == answers[1] == {keys[0]: [1], keys[1]: [2]}
+    stored = cache._CACHE.store("native")
+    assert [k[0] for k in stored] == [f"hyperscan-{hyperscan.__version__}-block"]
+
+
 def _env_with_cache() -> dict:
     """The caller's environment without a setting that turns the cache off."""
     return {k: v for k, v in os.environ.items() if k != "OOMDOCTOR_CACHE"}

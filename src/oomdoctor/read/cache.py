@@ -13,14 +13,16 @@ text that rarely changes, so their results are kept between runs:
 - the catastrophic-backtracking verdict of each KB pattern, keyed by the pattern and by the
   code that judged it;
 - the literal sets the parsers ask the native literal index about, so that it answers the
-  first log of a process in one pass (``read.literal_index``).
+  first log of a process in one pass (``read.literal_index``), and the Hyperscan database
+  compiled from them, as Hyperscan serialises it (compiling ~400 literals takes about 60 ms,
+  loading them back a few microseconds; Hyperscan refuses a database built for another CPU).
 
 The store is one ``marshal`` file in the user's cache directory (``OOMDOCTOR_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/oomdoctor``, ``~/.cache/oomdoctor``, ``~/Library/Caches/oomdoctor``
 on macOS, ``%LOCALAPPDATA%\\oomdoctor\\Cache`` on Windows; ``OOMDOCTOR_CACHE=off`` turns it
 off), named by the versions its contents depend on. It must be trusted as the interpreter's
-own byte-code caches are: compiled code is handed to ``regex``'s C compiler, which does not
-check it. So the file is read only when the current user owns it and no one else may write
+own byte-code caches are: compiled code is handed to ``regex``'s C compiler and a database
+to Hyperscan, neither of which checks it. So the file is read only when the current user owns it and no one else may write
 it (POSIX), and only whole: it carries a digest of its contents, and a file that a crash, a
 full disk or a flipped bit changed is ignored and replaced. Anything wrong with it costs only
 the work it would have saved. Only the command-line program writes it (at exit, merged with
@@ -58,8 +60,9 @@ _STALE_TEMP = 3600   # seconds after which a save's leftover temporary file is r
 
 # store name -> {key: value}; "patterns": (pattern, flags) -> pickled data;
 # "kb": digest -> YAML data (marshal bytes); "safety": (judge's digest, pattern) -> verdict
-# (None: safe); "literals": a literal set the parsers asked the literal index about -> True
-_STORES = ("patterns", "kb", "safety", "literals")
+# (None: safe); "literals": a literal set the parsers asked the literal index about -> True;
+# "native": (library and version, digest of what was compiled) -> the library's serialised form
+_STORES = ("patterns", "kb", "safety", "literals", "native")
 
 
 def enabled() -> bool:
@@ -335,6 +338,29 @@ def remember_literal_set(key: tuple[tuple[str, ...], bool]) -> None:
         _CACHE.used["literals"].add(key)
         if key not in _CACHE.store("literals"):
             _CACHE.add("literals", key, True)
+
+
+def native_database(key: tuple[str, str], build: Callable[[], Any], dump: Callable[[Any], bytes],
+                    load: Callable[[bytes], Any]) -> Any:
+    """``build()`` (a native library's compiled database), loaded from its serialised form
+    when the cache holds it under ``key`` (the library and its version, and a digest of the
+    database's input). An entry the library refuses (another CPU, another build) is built
+    again and replaced."""
+    kept = _CACHE.store("native").get(key) if enabled() else None
+    if isinstance(kept, bytes):
+        try:
+            got = load(kept)
+            _CACHE.used["native"].add(key)
+            return got
+        except Exception:   # noqa: BLE001 - an entry the library will not take
+            _CACHE.rejected["native"].add(key)
+    got = build()
+    if enabled():
+        try:
+            _CACHE.add("native", key, bytes(dump(got)))
+        except Exception:   # noqa: BLE001 - a database that cannot be serialised is not kept
+            pass
+    return got
 
 
 def save() -> None:

@@ -17,6 +17,7 @@ the prefilter; ``=ahocorasick`` skips Hyperscan.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import os
 import re
@@ -62,11 +63,21 @@ class LiteralIndex:
                     owners.append([])
                 if not owners[pid] or owners[pid][-1] != k:
                     owners[pid].append(k)
-        try:
+        exprs = [re.escape(lit).encode() for lit, _fold in patterns]
+        flags = [hyperscan.HS_FLAG_CASELESS if fold else 0 for _lit, fold in patterns]
+
+        def build():
             db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            exprs = [re.escape(lit).encode() for lit, _fold in patterns]
-            flags = [hyperscan.HS_FLAG_CASELESS if fold else 0 for _lit, fold in patterns]
             db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+            return db
+
+        # the database is a function of the expressions and their flags (pattern ids are
+        # their positions): compiled once, then loaded from the start-up cache
+        digest = hashlib.blake2b(repr((exprs, flags)).encode(), digest_size=20).hexdigest()
+        key = (f"hyperscan-{getattr(hyperscan, '__version__', '?')}-block", digest)
+        try:
+            db = cache.native_database(key, build, hyperscan.dumpb,
+                                       lambda data: hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK))
         except Exception:  # noqa: BLE001 - an unusable native library: the Python path
             self.broken = True
             return False
