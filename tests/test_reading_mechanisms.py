@@ -133,6 +133,15 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # the code of a package's evaluation module, in a traceback cut above the trainer's frames
     ([("rfdetr/evaluation/matching.py", "_match_single_class", "iou_matrix = _compute_mask_iou(pred, gt)"),
       ("rfdetr/evaluation/matching.py", "_compute_mask_iou", "gt_flat = gt_masks.bool().view(m, -1).float()")], "eval"),
+    # ... or of an evaluation harness, in any of its modules (lm_eval probing the largest batch)
+    ([("/workspace/lm_eval/models/huggingface.py", "_detect_batch_size", "batch_size = forward_batch()"),
+      ("/env/site-packages/accelerate/utils/memory.py", "decorator", "return function(batch_size, *args, **kwargs)")],
+     "eval"),
+    # ... not a training script kept below a folder named like one of the generic names
+    ([("/work/eval/proj/train.py", "main", "model = build()"), ("/work/eval/proj/net.py", "<module>", "import x")], None),
+    # images sampled for the logs while a generative model trains (latent diffusion's log_images)
+    ([("/home/user/ControlNet/cldm/cldm.py", "log_images", "samples_cfg, _ = self.sample_log(cond=c)"),
+      ("/home/user/ControlNet/cldm/cldm.py", "sample_log", "samples, intermediates = ddim_sampler.sample(")], "eval"),
     # ... nor a script kept in a folder of that name, in a training step's backward pass
     ([("/work/eval/finetune_probe.py", "train", "loss.backward()"),
       ("/env/site-packages/torch/_tensor.py", "backward", "torch.autograd.backward("),
@@ -4880,3 +4889,102 @@ def test_tensorflows_backpedalling_retries_are_one_refusal():
     # two refusals of unrelated sizes are two
     assert len(report(lines[0] + "\n" + lines[0].replace("335.92M (352241408", "1.00G (1073741824") + "\n")
                ["oom_events"]) == 2
+
+
+@pytest.mark.parametrize("tail, killed", [
+    # a notebook (Colab) stopping a command that exhausted its RAM: the interrupt's echo ends the
+    # output, with no KeyboardInterrupt from Python
+    ("^C\n", True),
+    ('^C"\n', True),
+    # ... not a user's interrupt that Python answered, nor one after a failure already printed
+    ("^C\nTraceback (most recent call last):\n  File \"x.py\", line 3, in <module>\nKeyboardInterrupt\n", False),
+    ("ValueError: bad shape\n^C\n", False),
+    # ... nor the characters inside a line, nor an echo the log goes on after
+    ("press ^C to stop\n", False),
+    ("^C\nstep 2 loss 0.3\n", False),
+])
+def test_a_log_that_stops_at_an_interrupts_echo_is_a_weak_kill(tail, killed):
+    r = report("Launching Web UI with arguments: --share\nLoading weights [06c50424] from /content/models/model.ckpt\n" + tail)
+    kinds = [(e["kind"], e["strength"], e["message_format"]) for e in r["oom_events"]]
+    assert kinds == ([("host_oom_killer", "weak", "interrupt-echo")] if killed else [])
+    if killed:
+        assert r["diagnoses"][0]["incident"] == "host-oom" and r["phase"] == "model_load"
+
+
+@pytest.mark.parametrize("text, phase", [
+    # a weight file read by name, and latent-diffusion code building its model, just above a kill
+    ("Loading weights [06c50424] from /content/models/model.ckpt\n", "model_load"),
+    ("LatentDiffusion: Running in eps-prediction mode\nDiffusionWrapper has 859.52 M params.\n", "model_load"),
+    # ... not a load that said it was done before the job went on
+    ("Loading weights from /darknet/darknet53.conv.74...\n seen 64\nDone!\nLearning Rate: 0.001\nResizing\n", None),
+    ("Building model...\n...Done.\nTraining model...\n", None),
+    # ... nor a resume's checkpoint, nor the words inside another message
+    ("Loading weights from /runs/checkpoint-500/last.ckpt\n", None),
+])
+def test_a_load_marker_is_where_a_killed_job_was_unless_it_finished(text, phase):
+    assert report(text + "Killed\n")["phase"] == phase
+
+
+def test_cupys_message_cut_by_a_console_that_wraps_it():
+    r = report("\u26a0 Aborting and saving the final best model. Encountered exception:\n"
+               "OutOfMemoryError('Out of memory allocating 3,327,510,528 bytes (allocated so\n"
+               "far: 13,736,083,968 bytes).',)\n")
+    (ev,) = r["oom_events"]
+    assert (ev["message_format"], ev["tried_to_allocate_bytes"], ev["reserved_total_bytes"]) == \
+        ("cupy-memory-pool", 3327510528, 13736083968)
+    # the whole message on one line reads the same; a number without CuPy's grouping is no message
+    one = report("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 3,327,510,528 bytes "
+                 "(allocated so far: 13,736,083,968 bytes).\n")["oom_events"][0]
+    assert (one["tried_to_allocate_bytes"], one["reserved_total_bytes"]) == (3327510528, 13736083968)
+    assert report("note: Out of memory allocating 3327510528 bytes is what it logs\n")["oom_events"] == []
+
+
+def test_rays_memory_error_raised_by_a_task_is_a_host_kill_when_its_message_is_cut():
+    r = report("ray.exceptions.RayTaskError(RayOutOfMemoryError): ray::IMPALA.train() (pid=19168, ip=10.0.0.1)\n"
+               '  File "python/ray/_raylet.pyx", line 452, in ray._raylet.execute_task\n')
+    assert [(e["kind"], e["message_format"]) for e in r["oom_events"]] == [("host_oom_killer", "ray-memory-monitor")]
+    assert r["diagnoses"][0]["incident"] == "host-oom"
+    # another error a task raised is not
+    assert report("ray.exceptions.RayTaskError(ValueError): ray::IMPALA.train() (pid=19168, ip=10.0.0.1)\n")[
+        "oom_events"] == []
+
+
+def test_the_cuda_malloc_async_table_kept_in_an_escaped_string():
+    line = ("thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed "
+            "memory. (out of memory)\\nCurrently allocated     : 16.08 GiB\\nRequested               : 4.83 GiB\\n"
+            "Device limit            : 22.20 GiB\\nFree (according to CUDA): 11.12 MiB\\nPyTorch limit (set by "
+            "user-supplied memory fraction)\\n                        : 17179869184.00 GiB\")'\n")
+    (ev,) = report(line)["oom_events"]
+    gib = 2**30
+    assert ev["message_format"] == "cuda-malloc-async"
+    assert (round(ev["allocated_by_pytorch_bytes"] / gib, 2), round(ev["tried_to_allocate_bytes"] / gib, 2),
+            round(ev["total_capacity_bytes"] / gib, 2), round(ev["free_bytes"] / 2**20, 2)) == (16.08, 4.83, 22.2, 11.12)
+    # the table on the lines below, as PyTorch prints it, reads the same
+    (same,) = report(line.replace("\\n", "\n"))["oom_events"]
+    assert same["tried_to_allocate_bytes"] == ev["tried_to_allocate_bytes"]
+
+
+@pytest.mark.parametrize("line, found", [
+    # text-generation-inference's router when its warmup ran out of device memory
+    ("ERROR warmup{max_prefill_tokens=31000}:warmup: text_generation_router_v3::client: backends/v3/src/client/mod.rs:45: "
+     "Server error: Not enough memory to handle 31000 prefill tokens. You need to decrease `--max-batch-prefill-tokens`",
+     True),
+    # ... not a sentence that says the words
+    ("we think there is not enough memory to handle 31000 prefill tokens on this card", False),
+])
+def test_an_inference_servers_warmup_that_ran_out_of_device_memory(line, found):
+    events = report(line + "\n")["oom_events"]
+    assert [e["message_format"] for e in events] == (["inference-engine-budget"] if found else [])
+
+
+def test_mlc_llms_memory_check_believed_only_when_its_figures_say_so():
+    msg = ("TVMError: Check failed: (output_res.IsOk()) is false: Insufficient GPU memory error: The available single "
+           "GPU memory is {avail} MB, which is less than the sum of model weight size (51.083 MB) and temporary buffer "
+           "size (106.819 MB).\n")
+    (short,) = report(msg.format(avail="120.500"))["oom_events"]
+    assert short["message_format"] == "mlc-memory-check" and short["symptom"] is None
+    assert short["tried_to_allocate_bytes"] == int((51.083 + 106.819) * 2**20)
+    # 19 GB available for 158 MB: the check misfired, and no memory incident is named
+    r = report(msg.format(avail="19314.976"))
+    (ev,) = r["oom_events"]
+    assert ev["symptom"] and "misfired" in ev["symptom"] and r["diagnoses"] == []

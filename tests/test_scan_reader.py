@@ -23,7 +23,7 @@ from oomdoctor.read.reader import Regions
 PIECES = ["step 12 loss 1.5", "CUDA out of memory. Tried to allocate 2 GiB", "torch version 2.1.0",
           "Traceback (most recent call last):", "  File \"x.py\", line 3, in f", "", "Killed",
           "epoch 3\r epoch 3 10%\r epoch 3 20%", "x" * 300, "deepspeed info: version=0.14.1", "\x1b[31mred\x1b[0m",
-          "exit code 0", "exit code 137", "ok"]
+          "exit code 0", "exit code 137", "ok", "^C"]
 
 lines_st = st.lists(st.sampled_from(PIECES), min_size=0, max_size=80)
 
@@ -93,7 +93,8 @@ def test_anchor_pass_finds_literals_across_block_seams(lines, block):
         found, n = reader.has_anchor(io.BytesIO(pad + data), "t")
     finally:
         reader.PASS_BLOCK = old
-    assert found == bool(prefilter.anchor_pattern().search(data))
+    # (an anchor, or the interrupt's echo that ends a log stopped from outside)
+    assert found == (bool(prefilter.anchor_pattern().search(data)) or prefilter.ends_interrupted(data))
     if not found:
         assert n == len(pad) + len(data)
 
@@ -291,7 +292,8 @@ def test_aho_corasick_anchor_pass_across_block_seams(lines, block):
         prefilter._MATCHERS.clear()
         prefilter._MATCHERS.update(saved[0])
         reader.PASS_BLOCK, reader.PYTHON_PASS_SCALE = saved[1], saved[2]
-    assert found == bool(prefilter.anchor_pattern().search(data))
+    # (an anchor, or the interrupt's echo that ends a log stopped from outside)
+    assert found == (bool(prefilter.anchor_pattern().search(data)) or prefilter.ends_interrupted(data))
     if not found:
         assert n == len(pad) + len(data)
 

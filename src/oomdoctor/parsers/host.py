@@ -87,6 +87,10 @@ _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on th
                   r"|System memory low at node with IP [^\n]{0,200}?exceeds threshold \d(?:\.\d{1,6})?, killing"
                   # Ray 0.x-1.x's memory monitor (ray/memory_monitor.py) raised on the driver instead
                   r"|^\s*(?:[\w.]+\.)?RayOutOfMemoryError: More than \d{1,3}% of the memory on node"
+                  # ... or, its message cut, as the exception a task raised (the memory monitor is
+                  # the only code that raises it): "ray.exceptions.RayTaskError(RayOutOfMemoryError):
+                  # ray::IMPALA.train() (pid=19168, ip=10.0.0.1)"
+                  r"|\bRayTaskError\((?:[\w.]+\.)?RayOutOfMemoryError\)"
                   r"|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
                   # the tail of the memory monitor's kill message, when its head was cut off
                   r"|how to address the out of memory issue: https://docs\.ray\.io")
@@ -886,11 +890,13 @@ _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "schedule
                   "ray": "ray-memory-monitor", "dask": "dask-nanny-memory", "torchrun": "torchrun-sigkill",
                   "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",
                   "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137",
-                  "notebook": "notebook-out-of-ram", "notebook-kernel": "notebook-kernel-died", "pool": "worker-pool-died"}
+                  "notebook": "notebook-out-of-ram", "notebook-kernel": "notebook-kernel-died", "pool": "worker-pool-died",
+                  "interrupt": "interrupt-echo"}
 # the formats of a launcher's kills that only say a rank died without a Python exception
 SILENT_DEATH_FORMATS = (_SOURCE_FORMAT["torchrun-survivors"], _SOURCE_FORMAT["deepspeed"])
 _SOURCE_RANK = {"kernel": 0, "slurm": 1, "scheduler": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "dask": 3, "torchrun": 4, "deepspeed": 5,
-                "launcher": 6, "shell": 7, "notebook-kernel": 7, "torchrun-survivors": 8, "exit-137": 9}
+                "launcher": 6, "shell": 7, "notebook-kernel": 7, "torchrun-survivors": 8, "exit-137": 9,
+                "interrupt": 10}
 
 
 def _episodes(kills: list[_Kill]) -> list[list[_Kill]]:
@@ -995,10 +1001,28 @@ def _shm_failures(s: _Scan) -> None:
         ctx.facts.failures.append(f)
 
 
+# An interrupt's echo alone on the log's last line ("^C", in the quotes or backticks of a
+# paste). Python answers an interrupt with a KeyboardInterrupt traceback; a job that stops at
+# the echo with nothing after it was stopped from outside without running its handler, as a
+# notebook runtime (Colab) stops a command that exhausted the machine's RAM.
+_INTERRUPT_ECHO = lazy(r"^\s*[\"'`]{0,3}\^C[\"'`]{0,3}\s*$")
+
+
+def _stopped_at_interrupt(s: _Scan) -> None:
+    ctx = s.ctx
+    last = len(ctx.lines) - 1
+    while last >= 0 and not ctx.lines[last].text.strip():
+        last -= 1
+    if last >= 0 and "^C" in ctx.lines[last].text and ctx.search(_INTERRUPT_ECHO, ctx.lines[last].text):
+        s.weak_kill(last, "interrupt", "the job stopped at an interrupt's echo (^C) without Python's "
+                                       "KeyboardInterrupt: stopped from outside")
+
+
 def parse(ctx: ParseContext) -> None:
     s = _Scan(ctx)
     for i in ctx.lines_with(_QUICK):
         _scan_line(s, i)
+    _stopped_at_interrupt(s)
     _resolve_launchers(s)
     _host_events(s)
     _dataloader_events(s)

@@ -68,6 +68,12 @@ MARKERS = {
                                       r"(?i:model|u-?net|vae|text encoders?)(?![-\w])(?! parallel)"
                                       r"(?![^\n]{0,60}\b(?i:done|finished|completed?|took|succeeded|successfully)\b))"
                                       r"|\bLoading (?:the |pretrained |base )?model from (?![^\n]{0,200}(?i:checkpoint))"
+                                      # a weight file read by name ("Loading weights [06c50424] from .../model.ckpt",
+                                      # the Stable Diffusion web UI's; darknet's "Loading weights from x.conv.74"),
+                                      # not a resume's checkpoint
+                                      r"|\bLoading weights (?:\[\w{1,64}\] )?from (?![^\n]{0,200}(?i:checkpoint))"
+                                      # latent-diffusion code building its model ("DiffusionWrapper has 859.52 M params.")
+                                      r"|(?m:^)\w{1,60} has \d{1,6}(?:\.\d{1,3})? M params\.[ \t]*(?m:$)"
                                       # a conversion or loading script naming the weight file it reads
                                       r"|(?i:processing|reading|converting|loading)\s+\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
                                       # an error naming the weight file it was reading ("unable to mmap N
@@ -164,7 +170,8 @@ MARKER_GATES = {
     "loading_checkpoint_shards": ("load", "instantiating", "building", "creating", "initializing",
                                   "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
-                                  "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),
+                                  "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model",
+                                  " m params."),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:",
@@ -211,6 +218,18 @@ _FRAME_LINE = lazy(r"^\s*File \"")
 # the phases of setting a run up, which end once training prints its losses
 _SETUP_PHASES = ("model_load", "checkpoint_load")
 
+# a step's own report that it finished, alone on its line ("Done!", "done.", "Loaded")
+_DONE_ALONE = lazy(r"^\W{0,3}(?i:done|finished|loaded|completed?)\W{0,3}$")
+_DONE_REACH = 3
+
+
+def _done_below(ctx: ParseContext, i: int) -> bool:
+    """A load that said it was done a few lines below its start ("Loading weights from
+    darknet53.conv.74..." / " seen 64" / "Done!"): what comes after is no longer the load."""
+    return any(len(ctx.lines[j].text) < 16 and ctx.search(_DONE_ALONE, ctx.lines[j].text)
+               for j in range(i + 1, min(len(ctx.lines), i + 1 + _DONE_REACH)))
+
+
 def _markers(ctx: ParseContext) -> None:
     hits: dict[int, list[str]] = {}
     for name, rx in MARKERS.items():
@@ -232,6 +251,8 @@ def _markers(ctx: ParseContext) -> None:
             continue
         for name in hits[i]:
             if name == "resuming" and _passed_along(text, i in code):
+                continue
+            if name == "loading_checkpoint_shards" and _done_below(ctx, i):
                 continue
             ctx.mark(name, ln)
         if "poch" not in text:
@@ -904,7 +925,7 @@ def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None
     if line - n > within:
         return
     # ... and so does a set-up marker (loading the model or a checkpoint, building the engine)
-    # with training's losses printed between it and the failure
+    # with training's losses printed between it and the failure, or the load's own "Done!"
     if phase in _SETUP_PHASES and _losses_between(ctx, n, line):
         return
     ph.phase, ph.line, ph.reason = phase, n, f"last marker before the failure: {name.replace('_', ' ')}"

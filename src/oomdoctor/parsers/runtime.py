@@ -174,14 +174,17 @@ _CUDA_LIB_ALLOCATOR = lazy(r"\b\w{0,20}(?:Cuda|CUDA)\w{0,20}Device\w{0,20}Alloca
 # number of tokens that can be stored in KV cache", v1's "... larger than the available KV
 # cache memory"), its start-up guard ("Free memory on device (12.18/23.56 GiB) on startup is
 # less than desired GPU memory utilization"); SGLang's "Not enough memory. Please try to
-# increase --mem-fraction-static"
+# increase --mem-fraction-static"; text-generation-inference's router when its warmup ran out of
+# device memory ("Server error: Not enough memory to handle 31000 prefill tokens. You need to
+# decrease `--max-batch-prefill-tokens`")
 # (each read as raised, at the line's start or after its exception's name, not quoted in prose)
-_ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3})(?:No available memory for the cache blocks"
+_ENGINE_BUDGET = lazy(r"(?:^|[Ee]rror:\s{0,3})(?:No available memory for the cache blocks"
                       r"|The model's max seq len \(\d{1,9}\) is larger than the maximum number of tokens that can be stored in KV cache"
                       r"|To serve at least one request with the models?'s? max seq len \(\d{1,9}\), \([\d.]{1,12} GiB KV cache is needed, "
                       r"which is larger than the available KV cache memory"
                       r"|Free memory on device (?:\S{1,20} )?\((?P<free>[\d.]{1,12})/(?P<cap>[\d.]{1,12}) GiB\) on startup is less than desired GPU memory utilization"
-                      r"|(?P<sglang>Not enough memory\. Please try to increase --mem-fraction-static))")
+                      r"|(?P<sglang>Not enough memory\. Please try to increase --mem-fraction-static)"
+                      r"|(?P<tgi>Not enough memory to handle \d{1,9} (?:prefill|total) tokens))")
 # transformers' check of a quantized model's device map (bitsandbytes 4- and 8-bit; accelerate's
 # own bnb loader words it the same): what the GPUs could not hold was placed on the CPU or the
 # disk, where quantized weights cannot go - the weights do not fit the devices' memory
@@ -220,7 +223,7 @@ _DEVICE_MAP_REFUSALS = (
 _NO_BATCH_SIZE = lazy(r"(?:^|Error:\s{0,3})No executable batch size found, reached zero")
 # literals of which every match of _ENGINE_BUDGET holds one: only such lines are searched
 _ENGINE_GATES = ("memory for the cache blocks", "stored in KV cache", "available KV cache memory",
-                 "on startup is less than desired", "mem-fraction-static")
+                 "on startup is less than desired", "mem-fraction-static", "Not enough memory to handle")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
 # (releases before 2.0 leave out what has been allocated: "... memory on GPU 0, available
@@ -237,7 +240,11 @@ _PADDLE_CHUNK = lazy(r"enforce allocating <= available failed, (?P<req>\d{1,20})
 # already holds
 _CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<held>\d{1,20}) bytes\)"
                   # CuPy 8 and later: "Out of memory allocating 8,589,934,592 bytes (allocated so far: 77,309,411,328 bytes)."
-                  r"|Out of memory allocating (?P<n2>\d{1,3}(?:,\d{3}){0,6}) bytes \(allocated so far: (?P<held2>\d{1,3}(?:,\d{3}){0,6}) bytes\)")
+                  # (a console that wraps its messages may cut it before what the pool holds:
+                  # "... bytes (allocated so" / "far: 13,736,083,968 bytes).',)", read below)
+                  r"|Out of memory allocating (?P<n2>\d{1,3}(?:,\d{3}){0,6}) bytes\b"
+                  r"(?: \(allocated so(?:\s{1,3}far: (?P<held2>\d{1,3}(?:,\d{3}){0,6}) bytes\))?)?")
+_CUPY_HELD_REST = lazy(r"^\s*(?:so\s{1,3})?far: (?P<held>\d{1,3}(?:,\d{3}){0,6}) bytes\)")
 # Julia's CUDA.jl (Flux and every Julia GPU code) when its pool cannot allocate even after a
 # garbage collection (OutOfGPUMemoryError): "Out of GPU memory trying to allocate 146.250 MiB",
 # then "Effective GPU memory usage: 99.50% (3.792 GiB/3.810 GiB)" and "Memory pool usage:
@@ -312,7 +319,14 @@ _QUOTED_ADVICE = lazy(r"\b(?i:to avoid|avoid|if you (?:see|get|hit)|continuing w
                       r"|['\"`‘“](?:GPU|CPU|Executor creation|Device|Malloc)")
 # literals one of which every form below holds (the advice test runs only on such lines)
 _FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate again", "buffer of size",
-                    "insufficient GPU memory", "PinnedPlace", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY")
+                    "insufficient GPU memory", "PinnedPlace", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY",
+                    "Insufficient GPU memory error")
+# MLC LLM's check that the model fits before it runs (TVMError: "Insufficient GPU memory error: The
+# available single GPU memory is 19314.976 MB, which is less than the sum of model weight size
+# (51.083 MB) and temporary buffer size (106.819 MB)."): what is available, and the parts summed
+_MLC_CHECK = lazy(r"Insufficient GPU memory error: The available single GPU memory is (?P<avail>\d{1,9}(?:\.\d{1,6})?) MB,"
+                  r" which is less than the sum of (?P<parts>[^\n]{0,300})")
+_MLC_PART = lazy(r"\((\d{1,9}(?:\.\d{1,6})?) MB\)")
 # The RAPIDS Memory Manager (cuDF, cuML, XGBoost's and NVTabular's GPU data) refusing to grow its
 # pool: "out_of_memory: RMM failure at:.../pool_memory_resource_impl.cpp:72: Maximum pool size
 # exceeded (failed to allocate 1.000000 GiB): ..." (its pool and arena resources), and before
@@ -429,12 +443,12 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU", "allocating <= available", "ut of memory allocating", "Out of GPU memory trying",
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
-          "mem-fraction-static", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
+          "mem-fraction-static", "Not enough memory to handle", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
           "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "cuMem", "Maximum pool size exceeded", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
-          "insufficient GPU memory", "dispatched on the CPU", "offloaded to the disk",
+          "insufficient GPU memory", "Insufficient GPU memory error", "dispatched on the CPU", "offloaded to the disk",
           "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model")
 
 
@@ -791,8 +805,12 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text or "ut of memory allocating" in text else None
     if m:
         n = int((m.group("n") or m.group("n2")).replace(",", ""))
-        held = int((m.group("held") or m.group("held2")).replace(",", ""))
-        _pool_event(events, i, exc, "CuPy's memory pool", "cupy-memory-pool", n, reserved_total_bytes=held)
+        held = m.group("held") or m.group("held2")
+        if held is None and i + 1 < len(ctx.lines) and "far: " in ctx.lines[i + 1].text:
+            rest = ctx.search(_CUPY_HELD_REST, ctx.lines[i + 1].text)
+            held = rest.group("held") if rest else None
+        _pool_event(events, i, exc, "CuPy's memory pool", "cupy-memory-pool", n,
+                    reserved_total_bytes=int(held.replace(",", "")) if held else None)
         return
     m = ctx.search(_CUDA_JL, text) if "Out of GPU memory trying" in text else None
     if m:
@@ -863,14 +881,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     m = ctx.search(_ENGINE_BUDGET, text) if any(g in text for g in _ENGINE_GATES) else None
     if m:
-        engine = "SGLang" if m.group("sglang") else "vLLM"
+        engine = "SGLang" if m.group("sglang") else "text-generation-inference" if m.group("tgi") else "vLLM"
         cap = to_bytes(m.group("cap"), "GiB") if m.group("cap") else None
         free = to_bytes(m.group("free"), "GiB") if m.group("free") else None
+        says = ("ran out of device memory in its warmup" if m.group("tgi")
+                else "found too little device memory left for its KV cache")
         events.add(("device_runtime", engine), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="inference-engine-budget",
             total_capacity_bytes=cap, free_bytes=free,
-            detail=f"{engine} found too little device memory left for its KV cache: "
-                   + text[m.start():m.start() + 160].strip()))
+            detail=f"{engine} {says}: " + text[m.start():m.start() + 160].strip()))
         return
     for gate, rx, fmt, backend, strength, detail in _DEVICE_MAP_REFUSALS:
         if gate in text and ctx.search(rx, text):
@@ -927,6 +946,20 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
     line is one."""
     if not any(g in text for g in _FRAMEWORK_GATES) or ctx.search(_QUOTED_ADVICE, text):
         return False
+    m = ctx.search(_MLC_CHECK, text) if "Insufficient GPU memory error" in text else None
+    if m:
+        parts = [float(x) for x in _MLC_PART.findall(m.group("parts"))]
+        avail = int(float(m.group("avail")) * 2**20)
+        need = int(sum(parts) * 2**20) if parts else None
+        events.add(("device_runtime", "mlc-check"), i, lambda: OomEvent(
+            kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="mlc-memory-check",
+            tried_to_allocate_bytes=need, free_bytes=avail,
+            # (its own figures may say the model fits: then the check misfired, a bug of its estimate)
+            symptom=(f"the check's own figures show {avail // 2**20} MiB available for the {need // 2**20} MiB it sums: "
+                     "it misfired (its estimate or its reading of the device), not memory pressure")
+            if need is not None and avail >= need else None,
+            detail="MLC LLM's check found the model's weights and buffers larger than the GPU memory available"))
+        return True
     m = ctx.search(_JITTOR_OVERFLOW, text) if "memory is overflow" in text else None
     if m:
         totals = ctx.below(i, _JITTOR_TOTALS)

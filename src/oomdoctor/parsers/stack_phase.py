@@ -69,6 +69,9 @@ _ANYWHERE = (
         # an inference routine run inside a training script (MONAI's sliding_window_inference
         # in its validation, a script's run_inference)
         r"|:(?:\w+_)?inference$"
+        # images sampled for the logs while a generative model trains (latent diffusion's
+        # log_images / sample_log, diffusers' examples' log_validation, kohya's sample_images)
+        r"|:(?:log_images|sample_log|log_validation|sample_images)$"
         # a script's own evaluation function (validate(), run_eval(), val_epoch(), a trainer's
         # private _eval_loop()), unless its name says it trains or saves as well
         # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
@@ -209,8 +212,9 @@ _IMAGE_LIB = lazy(r"(?:^|[/\\])(?:PIL|imageio|matplotlib)[/\\]")
 _NO_GRAD = lazy(r"(?:autograd/grad_mode|utils/_contextlib)\.py:decorate_(?:no_grad|context)$")
 _WEIGHT_UPDATE = lazy(r"(?i:update|averag|step)|(?:^|_)(?i:ema|swa)(?:_|$|[A-Z])|EMA|Ema|SWA|Swa")
 # the code of a package's evaluation or inference module ("rfdetr/evaluation/matching.py",
-# "detectron2/evaluation/", "nnunetv2/inference/predict_from_raw_data.py")
-_EVAL_PACKAGE = lazy(r"(?:^|/)(?:eval|evaluation|evaluators?|inference)/[^/:]{1,200}:")
+# "detectron2/evaluation/", "nnunetv2/inference/predict_from_raw_data.py"), or of a package that
+# only evaluates: the evaluation harnesses ("lm_eval/models/huggingface.py", OpenCompass, lighteval)
+_EVAL_PACKAGE = lazy(r"(?:^|/)(?:(?:eval|evaluation|evaluators?|inference)/[^/:]{1,200}|(?:lm_eval|opencompass|lighteval)/[^:]{1,200}):")
 _LIBRARY = lazy(r"[/\\](?:site|dist)-packages[/\\]|^<frozen |[/\\]lib[/\\]python\d")
 
 

@@ -342,8 +342,14 @@ def _async_event(ctx: ParseContext, i: int) -> Optional[OomEvent]:
         return None
     f: dict = {}
     pending = None   # "PyTorch limit (set by ...)" prints its figure on the line below its name
-    for j in range(i + 1, min(len(ctx.lines), i + 8)):
-        text = ctx.lines[j].text
+    rest = ln.text[m.end():]
+    if "\\n" in rest:
+        # the message kept in an escaped string (a Rust Debug string, a Python repr): its table
+        # on the same line, the rows between literal "\n"s
+        rows = rest.split("\\n")[1:8]
+    else:
+        rows = [ctx.lines[j].text for j in range(i + 1, min(len(ctx.lines), i + 8))]
+    for text in rows:
         row = _ASYNC_ROW.match(text)
         if row is None:
             if text.lstrip().startswith("PyTorch limit"):

@@ -42,6 +42,7 @@ ANCHOR_LITERALS = (
     "memory budget", "OOM Detected",                     # Dask's nanny; a trainer's batch retry
     "System memory low",                                 # Ray 2.0's raylet killing a task
     "requested buffer", "bad allocation",               # ONNX Runtime's arena; MSVC's std::bad_alloc
+    "sufficient GPU memory",                             # "Insufficient GPU memory error" (MLC LLM's check)
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
     "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
@@ -147,6 +148,18 @@ ANCHOR_LITERALS = (
     *KILLED_LOCALISED,
 )
 
+# A log that ends at an interrupt's echo, "^C" alone on its last line (a job stopped from
+# outside, parsers/host.py). Two characters are too short a literal for an anchor (the pure-
+# Python pivots could not plan around it), and only the last line matters: the scan's first
+# pass and region mode look at a log's last bytes for it instead (``ends_interrupted``).
+TAIL_PEEK = 64
+_INTERRUPT_TAIL = re.compile(rb"(?:^|\n)[ \t]*[\"'`]{0,3}\^C[\"'`]{0,3}\s*\Z")
+
+
+def ends_interrupted(tail: bytes) -> bool:
+    """Do these last bytes of a log end with an interrupt's echo alone on its line?"""
+    return b"^C" in tail and _INTERRUPT_TAIL.search(tail) is not None
+
 CONTEXT_LITERALS = (
     "version", "Version", "DeepSpeed info", "zero_optimization", "ZeRO", "zero_stage", "stage",
     "offload", "trainable params", "Number of trainable parameters", "Running training",
@@ -184,7 +197,7 @@ FAILURE_LITERALS = (
 MARKER_LITERALS = (
     "Saving", "saving", "SAVING", "save_pretrained(", "Failed to clone() tensor", "failed to clone() tensor",
     "Loading checkpoint shards", "loading weights file", "Loading model weights", "model under default dtype",
-    "Loading base model", "load_model_and_tokenizer", "uilding ", "reating ", "nitializing ", "nstantiating ", "Loading the model from", "Loading pretrained model from", "Quantizing", "Continuing training from checkpoint", "Loading model from ",
+    "Loading base model", "load_model_and_tokenizer", "uilding ", "reating ", "nitializing ", "nstantiating ", "Loading the model from", "Loading pretrained model from", "Quantizing", "Continuing training from checkpoint", "Loading model from ", "Loading weights ", " M params.",
     "Resuming ", "resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
     "Attempting to resume from", "ZeRO state_dicts",
     # a load's own error report ("Catch exception when loading model: ..."), vLLM's worker method
