@@ -2593,6 +2593,9 @@ _TF_OOM_LINE = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError:
     ("gradients/Conv2D_23_grad/Conv2DBackpropInput", "backward"),
     ("model/transformer/word_embedding/lookup_table/Adam/Initializer/zeros", "optimizer_step"),
     ("inter_B/dense2/weight/Initializer/random_uniform/RandomUniform", "model_load"),
+    # an optimizer slot named after its variable (BERT's AdamWeightDecayOptimizer), not a variable's assignment
+    ("bert/encoder/layer_2/attention/self/key/kernel/adam_m/Assign", "optimizer_step"),
+    ("bert/encoder/layer_2/attention/self/key/kernel/Assign", "model_load"),
     ("IteratorGetNext/_1", "data_loading"),
     ("XRTExecute", None),      # the runtime's node, not the model's graph
     ("sub_2518", None),        # no scope: nothing says where in the step
@@ -4891,20 +4894,28 @@ def test_tensorflows_backpedalling_retries_are_one_refusal():
                ["oom_events"]) == 2
 
 
-@pytest.mark.parametrize("tail, killed", [
+_COLAB_HEAD = "Launching Web UI with arguments: --share\nLoading weights [06c50424] from /content/models/model.ckpt\n"
+
+
+@pytest.mark.parametrize("log, killed", [
     # a notebook (Colab) stopping a command that exhausted its RAM: the interrupt's echo ends the
     # output, with no KeyboardInterrupt from Python
-    ("^C\n", True),
-    ('^C"\n', True),
-    # ... not a user's interrupt that Python answered, nor one after a failure already printed
-    ("^C\nTraceback (most recent call last):\n  File \"x.py\", line 3, in <module>\nKeyboardInterrupt\n", False),
-    ("ValueError: bad shape\n^C\n", False),
+    (_COLAB_HEAD + "^C\n", True),
+    (_COLAB_HEAD + '^C"\n', True),
+    # ... not a user's interrupt that Python answered or a launcher passed on, nor one after a
+    # failure already printed
+    (_COLAB_HEAD + "Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\nKeyboardInterrupt\n^C\n",
+     False),
+    (_COLAB_HEAD + "torch.distributed.elastic.multiprocessing.api:Received Signals.SIGINT death signal\n^C\n", False),
+    (_COLAB_HEAD + "ValueError: bad shape\n^C\n", False),
     # ... nor the characters inside a line, nor an echo the log goes on after
-    ("press ^C to stop\n", False),
-    ("^C\nstep 2 loss 0.3\n", False),
+    (_COLAB_HEAD + "press ^C to stop\n", False),
+    (_COLAB_HEAD + "^C\nstep 2 loss 0.3\n", False),
+    # ... nor a terminal's log, where the echo ends a hang someone stopped (a tail -f, a job waiting)
+    ("step 1 loss 0.3\n^C\n", False),
 ])
-def test_a_log_that_stops_at_an_interrupts_echo_is_a_weak_kill(tail, killed):
-    r = report("Launching Web UI with arguments: --share\nLoading weights [06c50424] from /content/models/model.ckpt\n" + tail)
+def test_a_notebook_command_that_stops_at_an_interrupts_echo_is_a_weak_kill(log, killed):
+    r = report(log)
     kinds = [(e["kind"], e["strength"], e["message_format"]) for e in r["oom_events"]]
     assert kinds == ([("host_oom_killer", "weak", "interrupt-echo")] if killed else [])
     if killed:
@@ -4914,9 +4925,10 @@ def test_a_log_that_stops_at_an_interrupts_echo_is_a_weak_kill(tail, killed):
 @pytest.mark.parametrize("text, phase", [
     # a weight file read by name, and latent-diffusion code building its model, just above a kill
     ("Loading weights [06c50424] from /content/models/model.ckpt\n", "model_load"),
-    ("LatentDiffusion: Running in eps-prediction mode\nDiffusionWrapper has 859.52 M params.\n", "model_load"),
-    # ... not a load that said it was done before the job went on
+    # ... not a load that said it was done before the job went on, below it or on its line
     ("Loading weights from /darknet/darknet53.conv.74...\n seen 64\nDone!\nLearning Rate: 0.001\nResizing\n", None),
+    ("Loading weights from darknet53.conv.74...Done!\nLearning Rate: 0.001, Momentum: 0.9\nResizing\n", None),
+    ("Loading weights from yolov4.conv.137...\nDone! Loaded 137 layers from weights-file\nResizing\n", None),
     ("Building model...\n...Done.\nTraining model...\n", None),
     # ... nor a resume's checkpoint, nor the words inside another message
     ("Loading weights from /runs/checkpoint-500/last.ckpt\n", None),
@@ -4937,6 +4949,9 @@ def test_cupys_message_cut_by_a_console_that_wraps_it():
                  "(allocated so far: 13,736,083,968 bytes).\n")["oom_events"][0]
     assert (one["tried_to_allocate_bytes"], one["reserved_total_bytes"]) == (3327510528, 13736083968)
     assert report("note: Out of memory allocating 3327510528 bytes is what it logs\n")["oom_events"] == []
+    # ... nor another allocator's words without the pool's figure
+    assert report("xmalloc: Out of memory allocating 512 bytes\n")["oom_events"] == []
+    assert report("note: Out of memory allocating 3,327,510,528 bytes is what it logs\n")["oom_events"] == []
 
 
 def test_rays_memory_error_raised_by_a_task_is_a_host_kill_when_its_message_is_cut():
@@ -4944,9 +4959,10 @@ def test_rays_memory_error_raised_by_a_task_is_a_host_kill_when_its_message_is_c
                '  File "python/ray/_raylet.pyx", line 452, in ray._raylet.execute_task\n')
     assert [(e["kind"], e["message_format"]) for e in r["oom_events"]] == [("host_oom_killer", "ray-memory-monitor")]
     assert r["diagnoses"][0]["incident"] == "host-oom"
-    # another error a task raised is not
+    # another error a task raised is not, nor a question that names the error
     assert report("ray.exceptions.RayTaskError(ValueError): ray::IMPALA.train() (pid=19168, ip=10.0.0.1)\n")[
         "oom_events"] == []
+    assert report("How do I fix RayTaskError(RayOutOfMemoryError) when training?\n")["oom_events"] == []
 
 
 def test_the_cuda_malloc_async_table_kept_in_an_escaped_string():
@@ -4969,8 +4985,12 @@ def test_the_cuda_malloc_async_table_kept_in_an_escaped_string():
     ("ERROR warmup{max_prefill_tokens=31000}:warmup: text_generation_router_v3::client: backends/v3/src/client/mod.rs:45: "
      "Server error: Not enough memory to handle 31000 prefill tokens. You need to decrease `--max-batch-prefill-tokens`",
      True),
+    # ... and the launcher's own last line, which repeats it
+    ('Error: Warmup(Generation("Not enough memory to handle 31000 prefill tokens. You need to decrease '
+     '`--max-batch-prefill-tokens`"))', True),
     # ... not a sentence that says the words
     ("we think there is not enough memory to handle 31000 prefill tokens on this card", False),
+    ("if you get error: Not enough memory to handle 4096 prefill tokens, lower the limit", False),
 ])
 def test_an_inference_servers_warmup_that_ran_out_of_device_memory(line, found):
     events = report(line + "\n")["oom_events"]
@@ -4988,3 +5008,20 @@ def test_mlc_llms_memory_check_believed_only_when_its_figures_say_so():
     r = report(msg.format(avail="19314.976"))
     (ev,) = r["oom_events"]
     assert ev["symptom"] and "misfired" in ev["symptom"] and r["diagnoses"] == []
+    # a message wrapped before its last part is summed with the next line, and not judged cut
+    wrapped = ("TVMError: Insufficient GPU memory error: The available single GPU memory is 6000.000 MB, which is less "
+               "than the sum of model weight size (3615.133 MB) and temporary\nbuffer size (2845.078 MB).\n")
+    (ev,) = report(wrapped)["oom_events"]
+    assert ev["symptom"] is None and ev["tried_to_allocate_bytes"] == int((3615.133 + 2845.078) * 2**20)
+    (cut,) = report(wrapped.split("\n")[0] + "\n")["oom_events"]
+    assert cut["symptom"] is None and cut["tried_to_allocate_bytes"] is None
+
+
+def test_deepspeeds_inference_workspace_that_does_not_fit_is_another_librarys_memory():
+    r = report('  File "/env/site-packages/deepspeed/model_implementations/transformers/ds_transformer.py", line 114, '
+               'in forward\n    self.allocate_workspace(self.config.hidden_size, self.config.heads,\n'
+               "RuntimeError: Workspace can't be allocated, no enough memory.\n")
+    (ev,) = r["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("cuda_runtime_error", "library-allocator")
+    assert r["diagnoses"][0]["incident"] == "non-pytorch-memory"
+    assert report("the workspace can be allocated later; there is enough memory\n")["oom_events"] == []

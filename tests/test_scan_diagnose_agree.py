@@ -248,12 +248,12 @@ DETAIL = {
     # check's "out of memory cudaMalloc(...)" (the anchor); _XGB_FIGURE the figures under XGBoost's
     # allocation error, _CUDA_JL_USAGE and _CUDA_JL_POOL those under CUDA.jl's (their messages are
     # the anchors), _CUPY_HELD_REST the rest of CuPy's message on the line a console wrapped it to,
-    # _MLC_PART the sizes MLC LLM's check sums (its message is the anchor)
+    # _MLC_PART and _MLC_END the sizes MLC LLM's check sums and its end (its message is the anchor)
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",
                 "_PYTORCH_SOURCE", "_LIBRARY_SOURCE_BEFORE", "_LIBRARY_SOURCE_BARE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE", "_GGML_WHERE",
                 "_ORT_NOT_USED", "_ORT_CPU_ONLY", "_JITTOR_TOTALS", "_MINDSPORE_SIZE", "_GGML_ALLOCATING",
                 "_TRTLLM_TOTAL", "_TRTLLM_FREE", "_QUOTED_ADVICE", "_ERROR_WORD", "_XGB_FIGURE", "_CUDA_JL_USAGE",
-                "_CUDA_JL_POOL", "_CUPY_HELD_REST", "_MLC_PART"},
+                "_CUDA_JL_POOL", "_CUPY_HELD_REST", "_MLC_PART", "_MLC_END"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
     # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint;
     # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure;
@@ -330,8 +330,13 @@ def test_what_the_failure_families_flag_holds_an_anchor(fam: str, name: str, rx)
     if (fam, name) in TAIL_ONLY:
         for text in TAIL_ONLY[(fam, name)]:
             assert rx.search(text), (name, text)
-            assert prefilter.ends_interrupted(b"step 3\n" + text.encode() + b"\n"), (name, text)
-        assert not prefilter.ends_interrupted(b"^C\nstep 3\n") and not prefilter.ends_interrupted(b"press ^C\n")
+            assert prefilter.ends_interrupted(b"step 3\n" + text.encode() + b"\n", True), (name, text)
+            assert prefilter.ends_interrupted(text.encode(), True), (name, text)
+        assert not prefilter.ends_interrupted(b"^C\nstep 3\n", True)
+        assert not prefilter.ends_interrupted(b"press ^C\n", True)
+        # a tail that is not the whole log: its first byte starts no line
+        assert not prefilter.ends_interrupted(b"..........^C\n", False)
+        assert prefilter.ends_interrupted(b"...\n^C\n", False)
         return
     examples = BY_EXAMPLE.get((fam, name))
     if examples is not None:

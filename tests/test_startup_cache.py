@@ -239,6 +239,19 @@ def test_a_native_database_the_library_refuses_is_built_again_and_replaced(fresh
     assert cache._CACHE.store("native")[key] == b"rebuilt"
 
 
+def test_a_new_native_database_replaces_the_librarys_one_before(fresh):
+    # the literal sets grow as parsers ask about new ones: the database of the sets before is
+    # of no more use, and the file would grow by one database a set
+    cache.native_database(("lib-1.0-block", "first"), lambda: "a", str.encode, bytes.decode)
+    cache.native_database(("other-2.0-block", "kept"), lambda: "c", str.encode, bytes.decode)
+    cache.save()
+    cache.reset()
+    cache.native_database(("lib-1.0-block", "second"), lambda: "b", str.encode, bytes.decode)
+    cache.save()
+    cache.reset()
+    assert sorted(cache._CACHE.store("native")) == [("lib-1.0-block", "second"), ("other-2.0-block", "kept")]
+
+
 def test_the_hyperscan_index_answers_the_same_from_its_cached_database(fresh):
     hyperscan = pytest.importorskip("hyperscan")
     from oomdoctor.read import literal_index

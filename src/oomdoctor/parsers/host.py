@@ -90,7 +90,7 @@ _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on th
                   # ... or, its message cut, as the exception a task raised (the memory monitor is
                   # the only code that raises it): "ray.exceptions.RayTaskError(RayOutOfMemoryError):
                   # ray::IMPALA.train() (pid=19168, ip=10.0.0.1)"
-                  r"|\bRayTaskError\((?:[\w.]+\.)?RayOutOfMemoryError\)"
+                  r"|^\s*(?:[\w.]+\.)?RayTaskError\((?:[\w.]+\.)?RayOutOfMemoryError\):"
                   r"|[1-9]\d{0,6} Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
                   # the tail of the memory monitor's kill message, when its head was cut off
                   r"|how to address the out of memory issue: https://docs\.ray\.io")
@@ -1002,10 +1002,13 @@ def _shm_failures(s: _Scan) -> None:
 
 
 # An interrupt's echo alone on the log's last line ("^C", in the quotes or backticks of a
-# paste). Python answers an interrupt with a KeyboardInterrupt traceback; a job that stops at
-# the echo with nothing after it was stopped from outside without running its handler, as a
-# notebook runtime (Colab) stops a command that exhausted the machine's RAM.
+# paste), in a notebook runtime's output (Colab's /content/ paths, its tcmalloc reports): the
+# runtime stops a command that exhausted the machine's RAM this way, and the output ends at
+# the echo. Not where Python answered an interrupt (KeyboardInterrupt) or a launcher passed
+# one on (SIGINT): a person stopped the job; nor in a terminal's log, where the same echo
+# ends a hang that someone stopped.
 _INTERRUPT_ECHO = lazy(r"^\s*[\"'`]{0,3}\^C[\"'`]{0,3}\s*$")
+_NOTEBOOK_RUNTIME = ("/content/", "google.colab", "tcmalloc: large alloc")
 
 
 def _stopped_at_interrupt(s: _Scan) -> None:
@@ -1013,9 +1016,10 @@ def _stopped_at_interrupt(s: _Scan) -> None:
     last = len(ctx.lines) - 1
     while last >= 0 and not ctx.lines[last].text.strip():
         last -= 1
-    if last >= 0 and "^C" in ctx.lines[last].text and ctx.search(_INTERRUPT_ECHO, ctx.lines[last].text):
-        s.weak_kill(last, "interrupt", "the job stopped at an interrupt's echo (^C) without Python's "
-                                       "KeyboardInterrupt: stopped from outside")
+    if (last >= 0 and "^C" in ctx.lines[last].text and ctx.search(_INTERRUPT_ECHO, ctx.lines[last].text)
+            and ctx.lines_with(_NOTEBOOK_RUNTIME) and not ctx.lines_with(("KeyboardInterrupt", "SIGINT"))):
+        s.weak_kill(last, "interrupt", "a notebook's command stopped at an interrupt's echo (^C) with no "
+                                       "KeyboardInterrupt: the runtime stopped it, as it does one that exhausts its RAM")
 
 
 def parse(ctx: ParseContext) -> None:

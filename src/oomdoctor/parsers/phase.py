@@ -71,9 +71,7 @@ MARKERS = {
                                       # a weight file read by name ("Loading weights [06c50424] from .../model.ckpt",
                                       # the Stable Diffusion web UI's; darknet's "Loading weights from x.conv.74"),
                                       # not a resume's checkpoint
-                                      r"|\bLoading weights (?:\[\w{1,64}\] )?from (?![^\n]{0,200}(?i:checkpoint))"
-                                      # latent-diffusion code building its model ("DiffusionWrapper has 859.52 M params.")
-                                      r"|(?m:^)\w{1,60} has \d{1,6}(?:\.\d{1,3})? M params\.[ \t]*(?m:$)"
+                                      r"|\bLoading weights (?:\[\w{1,64}\] )?from (?![^\n]{0,200}(?i:checkpoint|done|finished|loaded))"
                                       # a conversion or loading script naming the weight file it reads
                                       r"|(?i:processing|reading|converting|loading)\s+\S{0,200}?(?:pytorch_model|model|consolidated)[\w.-]{0,100}\.(?:bin|safetensors|pth)\b"
                                       # an error naming the weight file it was reading ("unable to mmap N
@@ -170,8 +168,7 @@ MARKER_GATES = {
     "loading_checkpoint_shards": ("load", "instantiating", "building", "creating", "initializing",
                                   "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
-                                  "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model",
-                                  " m params."),
+                                  "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:",
@@ -218,15 +215,16 @@ _FRAME_LINE = lazy(r"^\s*File \"")
 # the phases of setting a run up, which end once training prints its losses
 _SETUP_PHASES = ("model_load", "checkpoint_load")
 
-# a step's own report that it finished, alone on its line ("Done!", "done.", "Loaded")
-_DONE_ALONE = lazy(r"^\W{0,3}(?i:done|finished|loaded|completed?)\W{0,3}$")
+# a step's own report that it finished, at the start of its line ("Done!", "...Done.", "Done!
+# Loaded 75 layers from weights-file", "Loaded")
+_DONE_ALONE = lazy(r"^\W{0,3}(?i:done|finished|loaded|completed?)\b")
 _DONE_REACH = 3
 
 
 def _done_below(ctx: ParseContext, i: int) -> bool:
     """A load that said it was done a few lines below its start ("Loading weights from
     darknet53.conv.74..." / " seen 64" / "Done!"): what comes after is no longer the load."""
-    return any(len(ctx.lines[j].text) < 16 and ctx.search(_DONE_ALONE, ctx.lines[j].text)
+    return any(len(ctx.lines[j].text) < 120 and ctx.search(_DONE_ALONE, ctx.lines[j].text)
                for j in range(i + 1, min(len(ctx.lines), i + 1 + _DONE_REACH)))
 
 
@@ -705,7 +703,9 @@ _TF_NODE = lazy(r"\[\[(?:\{\{)?[Nn]ode:? (?P<name>[\w./-]{1,300})")
 _TF_ITERATOR = r"IteratorGetNext|OneShotIterator|MakeIterator"   # the input pipeline's, as a node or an op
 _TF_SCOPES = (
     ("backward", lazy(r"(?:^|/)gradients(?:_\d+)?/|(?:^|/)gradient_tape/|_grad/|Backprop")),
-    ("optimizer_step", lazy(r"(?:^|/)(?:Adam|AdamW|Adagrad|Adadelta|RMSProp|Momentum|LAMB|Adafactor|SGD|training)(?:_\d+)?/|/(?:Adam|AdamW)(?:_\d+)?$")),
+    # (BERT's AdamWeightDecayOptimizer names its slots after the variable: ".../kernel/adam_m")
+    ("optimizer_step", lazy(r"(?:^|/)(?:Adam|AdamW|Adagrad|Adadelta|RMSProp|Momentum|LAMB|Adafactor|SGD|training)(?:_\d+)?/|/(?:Adam|AdamW)(?:_\d+)?$"
+                            r"|/adam_[mv](?:_\d+)?(?:/|$)")),
     ("checkpoint_load", lazy(r"^save(?:_\d+)?/")),
     ("model_load", lazy(r"(?:^|/)Initializer/|/Assign$")),
     ("data_loading", lazy(_TF_ITERATOR)),

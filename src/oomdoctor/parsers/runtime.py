@@ -168,6 +168,9 @@ _TT_ALLOC = lazy(r"Out of Memory: Not enough space to allocate (?P<n>\d{1,20}) B
 # knock-on of an earlier crash, not memory, and is no match
 _CUDA_LIB_ALLOCATOR = lazy(r"\b\w{0,20}(?:Cuda|CUDA)\w{0,20}Device\w{0,20}Allocator fail(?:ed|s)? to allocate (?:device )?memory:? "
                            r"(?P<n>\d{1,20}) bytes(?!!*\s*Result = (?!2\b)\d)")
+# ... and DeepSpeed's inference kernels refusing to run when their workspace does not fit the
+# device (its inference context: "RuntimeError: Workspace can't be allocated, no enough memory.")
+_DS_WORKSPACE = lazy(r"Workspace can't be allocated, no enough memory")
 # An inference engine sizing its KV cache from the memory the device has left (a rollout engine
 # beside the model being trained, an evaluation server): vLLM's "No available memory for the
 # cache blocks", its check that one sequence's cache fits ("... is larger than the maximum
@@ -178,7 +181,7 @@ _CUDA_LIB_ALLOCATOR = lazy(r"\b\w{0,20}(?:Cuda|CUDA)\w{0,20}Device\w{0,20}Alloca
 # device memory ("Server error: Not enough memory to handle 31000 prefill tokens. You need to
 # decrease `--max-batch-prefill-tokens`")
 # (each read as raised, at the line's start or after its exception's name, not quoted in prose)
-_ENGINE_BUDGET = lazy(r"(?:^|[Ee]rror:\s{0,3})(?:No available memory for the cache blocks"
+_ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3}|Server error:\s{0,3}|Warmup\(Generation\(\"\s{0,3})(?:No available memory for the cache blocks"
                       r"|The model's max seq len \(\d{1,9}\) is larger than the maximum number of tokens that can be stored in KV cache"
                       r"|To serve at least one request with the models?'s? max seq len \(\d{1,9}\), \([\d.]{1,12} GiB KV cache is needed, "
                       r"which is larger than the available KV cache memory"
@@ -242,8 +245,8 @@ _CUPY_POOL = lazy(r"out of memory to allocate (?P<n>\d{1,20}) bytes \(total (?P<
                   # CuPy 8 and later: "Out of memory allocating 8,589,934,592 bytes (allocated so far: 77,309,411,328 bytes)."
                   # (a console that wraps its messages may cut it before what the pool holds:
                   # "... bytes (allocated so" / "far: 13,736,083,968 bytes).',)", read below)
-                  r"|Out of memory allocating (?P<n2>\d{1,3}(?:,\d{3}){0,6}) bytes\b"
-                  r"(?: \(allocated so(?:\s{1,3}far: (?P<held2>\d{1,3}(?:,\d{3}){0,6}) bytes\))?)?")
+                  r"|Out of memory allocating (?P<n2>\d{1,3}(?:,\d{3}){0,6}) bytes"
+                  r" \(allocated so(?:\s{1,3}far: (?P<held2>\d{1,3}(?:,\d{3}){0,6}) bytes\))?")
 _CUPY_HELD_REST = lazy(r"^\s*(?:so\s{1,3})?far: (?P<held>\d{1,3}(?:,\d{3}){0,6}) bytes\)")
 # Julia's CUDA.jl (Flux and every Julia GPU code) when its pool cannot allocate even after a
 # garbage collection (OutOfGPUMemoryError): "Out of GPU memory trying to allocate 146.250 MiB",
@@ -327,6 +330,7 @@ _FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate ag
 _MLC_CHECK = lazy(r"Insufficient GPU memory error: The available single GPU memory is (?P<avail>\d{1,9}(?:\.\d{1,6})?) MB,"
                   r" which is less than the sum of (?P<parts>[^\n]{0,300})")
 _MLC_PART = lazy(r"\((\d{1,9}(?:\.\d{1,6})?) MB\)")
+_MLC_END = lazy(r"MB\)\.")
 # The RAPIDS Memory Manager (cuDF, cuML, XGBoost's and NVTabular's GPU data) refusing to grow its
 # pool: "out_of_memory: RMM failure at:.../pool_memory_resource_impl.cpp:72: Maximum pool size
 # exceeded (failed to allocate 1.000000 GiB): ..." (its pool and arena resources), and before
@@ -449,7 +453,8 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "failed with error 2", "to cudaMalloc", "to hipMalloc", "cuMem", "Maximum pool size exceeded", "get_temporary_buffer failed",
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
           "insufficient GPU memory", "Insufficient GPU memory error", "dispatched on the CPU", "offloaded to the disk",
-          "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model")
+          "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model",
+          "Workspace can't be allocated")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -912,6 +917,12 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, tried_to_allocate_bytes=n,
             detail=text[m.start():m.start() + 200].strip()))
         return
+    m = ctx.search(_DS_WORKSPACE, text) if "Workspace can't be allocated" in text else None
+    if m:
+        events.add(("cuda_runtime_error", "library-allocator", None), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="library-allocator",
+            detail="DeepSpeed's inference kernels could not allocate their workspace on the device"))
+        return
     m = ctx.search(_TT_ALLOC, text) if "Not enough space to allocate" in text else None
     if m:
         n = int(m.group("n"))
@@ -948,7 +959,12 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
         return False
     m = ctx.search(_MLC_CHECK, text) if "Insufficient GPU memory error" in text else None
     if m:
-        parts = [float(x) for x in _MLC_PART.findall(m.group("parts"))]
+        summed = m.group("parts")
+        if not _MLC_END.search(summed) and i + 1 < len(ctx.lines):
+            summed += " " + ctx.lines[i + 1].text   # wrapped by a terminal or a paste
+        # (the sum only when the message was read to its end: a part cut off would make the
+        # check look as if it misfired)
+        parts = [float(x) for x in _MLC_PART.findall(summed)] if _MLC_END.search(summed) else []
         avail = int(float(m.group("avail")) * 2**20)
         need = int(sum(parts) * 2**20) if parts else None
         events.add(("device_runtime", "mlc-check"), i, lambda: OomEvent(

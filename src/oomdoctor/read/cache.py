@@ -21,8 +21,8 @@ The store is one ``marshal`` file in the user's cache directory (``OOMDOCTOR_CAC
 else ``$XDG_CACHE_HOME/oomdoctor``, ``~/.cache/oomdoctor``, ``~/Library/Caches/oomdoctor``
 on macOS, ``%LOCALAPPDATA%\\oomdoctor\\Cache`` on Windows; ``OOMDOCTOR_CACHE=off`` turns it
 off), named by the versions its contents depend on. It must be trusted as the interpreter's
-own byte-code caches are: compiled code is handed to ``regex``'s C compiler and a database
-to Hyperscan, neither of which checks it. So the file is read only when the current user owns it and no one else may write
+own byte-code caches are: compiled code is handed to ``regex``'s C compiler, which does not
+check it (Hyperscan checks a database's version, platform and checksum, not what it holds). So the file is read only when the current user owns it and no one else may write
 it (POSIX), and only whole: it carries a digest of its contents, and a file that a crash, a
 full disk or a flipped bit changed is ignored and replaced. Anything wrong with it costs only
 the work it would have saved. Only the command-line program writes it (at exit, merged with
@@ -106,6 +106,7 @@ class _Cache:
         self.new: dict[str, dict] = {name: {} for name in _STORES}
         self.used: dict[str, set] = {name: set() for name in _STORES}
         self.rejected: dict[str, set] = {name: set() for name in _STORES}
+        self.dropped: dict[str, set] = {name: set() for name in _STORES}   # entries a save removes
         self.compiled: dict[tuple[str, int], Any] = {}
 
     def store(self, name: str) -> dict:
@@ -146,6 +147,10 @@ class _Cache:
             merged = {name: {k: v for k, v in list(merged.get(name, {}).items()) if k in self.used[name]}
                       for name in _STORES}
             total, changed = sum(len(v) for v in merged.values()), True
+        for name, keys in self.dropped.items():
+            for key in keys:
+                if merged.get(name, {}).pop(key, None) is not None:
+                    total, changed = total - 1, True
         for name, entries in self.new.items():
             into = merged.setdefault(name, {})
             for key, value in list(entries.items()):
@@ -357,9 +362,16 @@ def native_database(key: tuple[str, str], build: Callable[[], Any], dump: Callab
     got = build()
     if enabled():
         try:
-            _CACHE.add("native", key, bytes(dump(got)))
+            data = bytes(dump(got))
         except Exception:   # noqa: BLE001 - a database that cannot be serialised is not kept
-            pass
+            return got
+        # one database per library: the literal sets grow as parsers ask about new ones, and
+        # the database of the sets before is of no more use (some 100 KB each)
+        store = _CACHE.store("native")
+        for old in [k for k in store if k != key and isinstance(k, tuple) and k[:1] == key[:1]]:
+            del store[old]
+            _CACHE.dropped["native"].add(old)
+        _CACHE.add("native", key, data)
     return got
 
 

@@ -43,6 +43,7 @@ ANCHOR_LITERALS = (
     "System memory low",                                 # Ray 2.0's raylet killing a task
     "requested buffer", "bad allocation",               # ONNX Runtime's arena; MSVC's std::bad_alloc
     "sufficient GPU memory",                             # "Insufficient GPU memory error" (MLC LLM's check)
+    "Workspace can't be allocated",                      # DeepSpeed's inference kernels
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
     "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
@@ -153,12 +154,48 @@ ANCHOR_LITERALS = (
 # Python pivots could not plan around it), and only the last line matters: the scan's first
 # pass and region mode look at a log's last bytes for it instead (``ends_interrupted``).
 TAIL_PEEK = 64
-_INTERRUPT_TAIL = re.compile(rb"(?:^|\n)[ \t]*[\"'`]{0,3}\^C[\"'`]{0,3}\s*\Z")
+_INTERRUPT_TAIL = re.compile(rb"(?:\A|\n)[ \t]*[\"'`]{0,3}\^C[\"'`]{0,3}\s*\Z")
 
 
-def ends_interrupted(tail: bytes) -> bool:
-    """Do these last bytes of a log end with an interrupt's echo alone on its line?"""
-    return b"^C" in tail and _INTERRUPT_TAIL.search(tail) is not None
+_ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+_BLANK = b" \t\r\n\x0b\x0c"
+
+
+def keep_tail(tail: bytes, block: bytes) -> tuple[bytes, bool]:
+    """The log's last bytes after one more block, and whether bytes were cut from their
+    front (then they are not the whole log). A run of blanks after the last text is kept as
+    one newline (or one space where it holds none): however many blank lines end a log, the
+    text before them is what is kept. Only the block's end is copied."""
+    end = len(block)
+    while end and block[end - 1] in _BLANK:
+        end -= 1
+    if end == 0:   # a blank block: the blanks after the tail go on
+        if not block:
+            return tail, False
+        text = tail.rstrip(_BLANK)
+        run = tail[len(text):] + block[:1] + (b"\n" if b"\n" in block else b"")
+        return text + (b"\n" if b"\n" in run else b" "), False
+    blanks = block[end:]
+    mark = b"\n" if b"\n" in blanks else (b" " if blanks else b"")
+    if end >= 4 * TAIL_PEEK:
+        return block[end - 4 * TAIL_PEEK:end] + mark, True
+    text = tail + block[:end]
+    return text[-4 * TAIL_PEEK:] + mark, len(text) > 4 * TAIL_PEEK
+
+
+def ends_interrupted(tail: bytes, from_start: bool) -> bool:
+    """Do these last bytes of a log end with an interrupt's echo alone on its line (blank
+    lines and escape codes aside)? ``from_start``: they are the whole log (else their first
+    byte starts no line)."""
+    if b"^C" not in tail:
+        return False
+    if b"\x1b" in tail:
+        tail = _ANSI_BYTES.sub(b"", tail)
+    if not from_start:
+        tail = tail[tail.find(b"\n"):] if b"\n" in tail else b""
+    return _INTERRUPT_TAIL.search(tail) is not None
 
 CONTEXT_LITERALS = (
     "version", "Version", "DeepSpeed info", "zero_optimization", "ZeRO", "zero_stage", "stage",
@@ -197,7 +234,7 @@ FAILURE_LITERALS = (
 MARKER_LITERALS = (
     "Saving", "saving", "SAVING", "save_pretrained(", "Failed to clone() tensor", "failed to clone() tensor",
     "Loading checkpoint shards", "loading weights file", "Loading model weights", "model under default dtype",
-    "Loading base model", "load_model_and_tokenizer", "uilding ", "reating ", "nitializing ", "nstantiating ", "Loading the model from", "Loading pretrained model from", "Quantizing", "Continuing training from checkpoint", "Loading model from ", "Loading weights ", " M params.",
+    "Loading base model", "load_model_and_tokenizer", "uilding ", "reating ", "nitializing ", "nstantiating ", "Loading the model from", "Loading pretrained model from", "Quantizing", "Continuing training from checkpoint", "Loading model from ", "Loading weights ",
     "Resuming ", "resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",
     "Attempting to resume from", "ZeRO state_dicts",
     # a load's own error report ("Catch exception when loading model: ..."), vLLM's worker method
