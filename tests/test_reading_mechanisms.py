@@ -4913,6 +4913,9 @@ _COLAB_HEAD = "Launching Web UI with arguments: --share\nLoading weights [06c504
     (_COLAB_HEAD + "^C\nstep 2 loss 0.3\n", False),
     # ... nor a terminal's log, where the echo ends a hang someone stopped (a tail -f, a job waiting)
     ("step 1 loss 0.3\n^C\n", False),
+    # ... nor a notebook's command that runs no model (a download), nor one that said how to stop it
+    ("!wget https://x.org/data.zip\nSaving to: '/content/data.zip'\n 45%[===>      ] 1.2G\n^C\n", False),
+    (_COLAB_HEAD + " * Running on http://127.0.0.1:7860 (Press CTRL+C to quit)\n^C\n", False),
 ])
 def test_a_notebook_command_that_stops_at_an_interrupts_echo_is_a_weak_kill(log, killed):
     r = report(log)
@@ -5013,6 +5016,10 @@ def test_mlc_llms_memory_check_believed_only_when_its_figures_say_so():
                "than the sum of model weight size (3615.133 MB) and temporary\nbuffer size (2845.078 MB).\n")
     (ev,) = report(wrapped)["oom_events"]
     assert ev["symptom"] is None and ev["tried_to_allocate_bytes"] == int((3615.133 + 2845.078) * 2**20)
+    # ... nor when the wrap cut a figure (its parts cannot be summed then)
+    (split,) = report(wrapped.replace("(2845.078", "(28\n45.078").replace("temporary\nbuffer", "temporary buffer"))[
+        "oom_events"]
+    assert split["symptom"] is None and split["tried_to_allocate_bytes"] is None
     (cut,) = report(wrapped.split("\n")[0] + "\n")["oom_events"]
     assert cut["symptom"] is None and cut["tried_to_allocate_bytes"] is None
 

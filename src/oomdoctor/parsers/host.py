@@ -1009,6 +1009,10 @@ def _shm_failures(s: _Scan) -> None:
 # ends a hang that someone stopped.
 _INTERRUPT_ECHO = lazy(r"^\s*[\"'`]{0,3}\^C[\"'`]{0,3}\s*$")
 _NOTEBOOK_RUNTIME = ("/content/", "google.colab", "tcmalloc: large alloc")
+# ... running a model (a command that downloads, unzips or serves, stopped by a person, is
+# none), and not one that told the person how to stop it ("Press CTRL+C to quit")
+_MODEL_WORK = ("model", "Model", "train", "Train", "epoch", "Epoch", "weights", "checkpoint", "torch", "tensorflow")
+_STOP_HINT = ("CTRL+C", "Ctrl+C", "CTRL-C", "Ctrl-C", "ctrl+c", "ctrl-c")
 
 
 def _stopped_at_interrupt(s: _Scan) -> None:
@@ -1017,7 +1021,8 @@ def _stopped_at_interrupt(s: _Scan) -> None:
     while last >= 0 and not ctx.lines[last].text.strip():
         last -= 1
     if (last >= 0 and "^C" in ctx.lines[last].text and ctx.search(_INTERRUPT_ECHO, ctx.lines[last].text)
-            and ctx.lines_with(_NOTEBOOK_RUNTIME) and not ctx.lines_with(("KeyboardInterrupt", "SIGINT"))):
+            and ctx.lines_with(_NOTEBOOK_RUNTIME) and ctx.lines_with(_MODEL_WORK)
+            and not ctx.lines_with(("KeyboardInterrupt", "SIGINT") + _STOP_HINT)):
         s.weak_kill(last, "interrupt", "a notebook's command stopped at an interrupt's echo (^C) with no "
                                        "KeyboardInterrupt: the runtime stopped it, as it does one that exhausts its RAM")
 

@@ -925,7 +925,7 @@ def _phase_from_markers(ctx: ParseContext, line: int, within: int = 400) -> None
     if line - n > within:
         return
     # ... and so does a set-up marker (loading the model or a checkpoint, building the engine)
-    # with training's losses printed between it and the failure, or the load's own "Done!"
+    # with training's losses printed between it and the failure
     if phase in _SETUP_PHASES and _losses_between(ctx, n, line):
         return
     ph.phase, ph.line, ph.reason = phase, n, f"last marker before the failure: {name.replace('_', ' ')}"

@@ -965,6 +965,8 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
         # (the sum only when the message was read to its end: a part cut off would make the
         # check look as if it misfired)
         parts = [float(x) for x in _MLC_PART.findall(summed)] if _MLC_END.search(summed) else []
+        if len(parts) != summed.count("("):   # a figure cut by the wrap ("(40" / "00.000 MB)")
+            parts = []
         avail = int(float(m.group("avail")) * 2**20)
         need = int(sum(parts) * 2**20) if parts else None
         events.add(("device_runtime", "mlc-check"), i, lambda: OomEvent(

@@ -22,8 +22,9 @@ else ``$XDG_CACHE_HOME/oomdoctor``, ``~/.cache/oomdoctor``, ``~/Library/Caches/o
 on macOS, ``%LOCALAPPDATA%\\oomdoctor\\Cache`` on Windows; ``OOMDOCTOR_CACHE=off`` turns it
 off), named by the versions its contents depend on. It must be trusted as the interpreter's
 own byte-code caches are: compiled code is handed to ``regex``'s C compiler, which does not
-check it (Hyperscan checks a database's version, platform and checksum, not what it holds). So the file is read only when the current user owns it and no one else may write
-it (POSIX), and only whole: it carries a digest of its contents, and a file that a crash, a
+check it (Hyperscan checks a database's version, platform and checksum, not what it holds).
+So the file is read only when the current user owns it and no one else may write it
+(POSIX), and only whole: it carries a digest of its contents, and a file that a crash, a
 full disk or a flipped bit changed is ignored and replaced. Anything wrong with it costs only
 the work it would have saved. Only the command-line program writes it (at exit, merged with
 what another process wrote meanwhile); a library caller reads it but never writes it, so a
@@ -179,6 +180,8 @@ class _Cache:
             raise
         for entries in self.new.values():
             entries.clear()
+        for keys in self.dropped.values():
+            keys.clear()
 
 
 def _remove_stale_temps(folder: Path) -> None:
@@ -368,8 +371,11 @@ def native_database(key: tuple[str, str], build: Callable[[], Any], dump: Callab
         # one database per library: the literal sets grow as parsers ask about new ones, and
         # the database of the sets before is of no more use (some 100 KB each)
         store = _CACHE.store("native")
-        for old in [k for k in store if k != key and isinstance(k, tuple) and k[:1] == key[:1]]:
+        library = key[0].split("-", 1)[0]   # (its other releases' databases too)
+        for old in [k for k in store if k != key and isinstance(k, tuple) and k and isinstance(k[0], str)
+                    and k[0].split("-", 1)[0] == library]:
             del store[old]
+            _CACHE.new["native"].pop(old, None)
             _CACHE.dropped["native"].add(old)
         _CACHE.add("native", key, data)
     return got

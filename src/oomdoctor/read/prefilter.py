@@ -149,53 +149,41 @@ ANCHOR_LITERALS = (
     *KILLED_LOCALISED,
 )
 
-# A log that ends at an interrupt's echo, "^C" alone on its last line (a job stopped from
-# outside, parsers/host.py). Two characters are too short a literal for an anchor (the pure-
-# Python pivots could not plan around it), and only the last line matters: the scan's first
-# pass and region mode look at a log's last bytes for it instead (``ends_interrupted``).
+# A log that ends at an interrupt's echo, "^C" on its last line (a notebook's command stopped
+# from outside, parsers/host.py). Two characters are too short a literal for an anchor (the
+# pure-Python pivots could not plan around it), and only the log's end matters: the scan's first
+# pass and region mode look at its last bytes for it instead (``keep_tail``, ``ends_interrupted``).
+# The test is looser than the parser's reading of the last line (which strips prefixes, escape
+# codes and controls, and splits at carriage returns first): the first pass may call a log a
+# candidate that the parser then clears, never the reverse.
 TAIL_PEEK = 64
-_INTERRUPT_TAIL = re.compile(rb"(?:\A|\n)[ \t]*[\"'`]{0,3}\^C[\"'`]{0,3}\s*\Z")
+_INTERRUPT_TAIL = re.compile(rb"\^C[\"'`]{0,3}\Z")
+_ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)")
+# what may follow the last text of a log: blanks, controls, escape codes' leftovers, a
+# non-breaking space's bytes
+_BLANK = b" \t\r\n\x0b\x0c\x00\x07\xc2\xa0"
 
 
-_ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-_BLANK = b" \t\r\n\x0b\x0c"
-
-
-def keep_tail(tail: bytes, block: bytes) -> tuple[bytes, bool]:
-    """The log's last bytes after one more block, and whether bytes were cut from their
-    front (then they are not the whole log). A run of blanks after the last text is kept as
-    one newline (or one space where it holds none): however many blank lines end a log, the
-    text before them is what is kept. Only the block's end is copied."""
+def keep_tail(tail: bytes, block: bytes) -> bytes:
+    """The log's last bytes after one more block, trailing blanks and escape codes taken out
+    (``4 * TAIL_PEEK`` of them at most): however many blank lines end a log, the text before
+    them is what is kept. Only the block's end is copied."""
     end = len(block)
     while end and block[end - 1] in _BLANK:
         end -= 1
-    if end == 0:   # a blank block: the blanks after the tail go on
-        if not block:
-            return tail, False
-        text = tail.rstrip(_BLANK)
-        run = tail[len(text):] + block[:1] + (b"\n" if b"\n" in block else b"")
-        return text + (b"\n" if b"\n" in run else b" "), False
-    blanks = block[end:]
-    mark = b"\n" if b"\n" in blanks else (b" " if blanks else b"")
-    if end >= 4 * TAIL_PEEK:
-        return block[end - 4 * TAIL_PEEK:end] + mark, True
-    text = tail + block[:end]
-    return text[-4 * TAIL_PEEK:] + mark, len(text) > 4 * TAIL_PEEK
+    if end == 0:   # a blank block: the tail stands
+        return tail
+    reach = 32 * TAIL_PEEK   # (a terminal's closing escape codes fit in it many times over)
+    window = (tail if end < reach else b"") + block[max(0, end - reach):end]
+    if b"\x1b" in window:   # (an escape code cut between two blocks is whole here)
+        window = _ANSI_BYTES.sub(b"", window).rstrip(_BLANK)
+    return window[-4 * TAIL_PEEK:]
 
 
-def ends_interrupted(tail: bytes, from_start: bool) -> bool:
-    """Do these last bytes of a log end with an interrupt's echo alone on its line (blank
-    lines and escape codes aside)? ``from_start``: they are the whole log (else their first
-    byte starts no line)."""
-    if b"^C" not in tail:
-        return False
-    if b"\x1b" in tail:
-        tail = _ANSI_BYTES.sub(b"", tail)
-    if not from_start:
-        tail = tail[tail.find(b"\n"):] if b"\n" in tail else b""
-    return _INTERRUPT_TAIL.search(tail) is not None
+def ends_interrupted(tail: bytes) -> bool:
+    """Does a log whose ``keep_tail`` is this end with an interrupt's echo?"""
+    return b"^C" in tail and _INTERRUPT_TAIL.search(tail) is not None
+
 
 CONTEXT_LITERALS = (
     "version", "Version", "DeepSpeed info", "zero_optimization", "ZeRO", "zero_stage", "stage",

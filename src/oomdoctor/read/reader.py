@@ -263,13 +263,11 @@ def has_anchor(stream: BinaryIO, name: Optional[str] = None) -> tuple[bool, int]
         stream, block = text.stream, text.head
         total = text.nuls
         prev = last = b""
-        whole = True   # ``last`` is the whole log so far
         while block:
             total += len(block)
             if b"\x00" in block:      # NULs are dropped from what is parsed: so here
                 block = block.replace(b"\x00", b"")
-            last, cut = prefilter.keep_tail(last, block)
-            whole = whole and not cut
+            last = prefilter.keep_tail(last, block)
             if matcher.search(block):
                 return True, total
             # a literal may straddle two blocks: look at the seam
@@ -277,7 +275,7 @@ def has_anchor(stream: BinaryIO, name: Optional[str] = None) -> tuple[bool, int]
                 return True, total
             prev = (prev + block)[-overlap:] if len(block) < overlap else block[-overlap:]
             block = stream.read(size)
-        if prefilter.ends_interrupted(last, from_start=whole):
+        if prefilter.ends_interrupted(last):
             return True, total
         if text.stopped:
             problem = "; ".join(text.inflater.problems) if text.inflater else "it stops early"
@@ -358,7 +356,6 @@ def _region_view(first: bytes, stream: BinaryIO, regions: Regions = DIAGNOSE_REG
                             prefilter.context_matcher() if regions.context else None,
                             prefilter.marker_matcher() if regions.markers else None)
     carry = last = b""
-    whole = True   # ``last`` is the whole log so far
     long_line = False
     nuls = 0
     for chunk in _iter_blocks(first, stream):
@@ -369,8 +366,7 @@ def _region_view(first: bytes, stream: BinaryIO, regions: Regions = DIAGNOSE_REG
             n = len(chunk)
             chunk = chunk.replace(b"\x00", b"")
             nuls += n - len(chunk)
-        last, cut = prefilter.keep_tail(last, chunk)
-        whole = whole and not cut
+        last = prefilter.keep_tail(last, chunk)
         data = carry + chunk if carry else chunk
         cut = data.rfind(b"\n")
         if cut < 0:
@@ -385,7 +381,7 @@ def _region_view(first: bytes, stream: BinaryIO, regions: Regions = DIAGNOSE_REG
         builder.feed(data[: cut + 1] if cut + 1 < len(data) else data)
     builder.finish(carry)
     if (regions.skip_clean and builder.anchor_lines == 0
-            and not prefilter.ends_interrupted(last, from_start=whole)):
+            and not prefilter.ends_interrupted(last)):
         return LogView(pairs=[], lines_read=builder.lines, bytes_read=builder.bytes, mode="clean",
                        anchor_lines=0), nuls
     kept, notes, last_no = builder.result()
