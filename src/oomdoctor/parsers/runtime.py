@@ -886,11 +886,10 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         return
     m = ctx.search(_ENGINE_BUDGET, text) if any(g in text for g in _ENGINE_GATES) else None
     if m:
-        engine = "SGLang" if m.group("sglang") else "text-generation-inference" if m.group("tgi") else "vLLM"
+        engine, says = (("text-generation-inference", "ran out of device memory in its warmup") if m.group("tgi")
+                        else ("SGLang" if m.group("sglang") else "vLLM", "found too little device memory left for its KV cache"))
         cap = to_bytes(m.group("cap"), "GiB") if m.group("cap") else None
         free = to_bytes(m.group("free"), "GiB") if m.group("free") else None
-        says = ("ran out of device memory in its warmup" if m.group("tgi")
-                else "found too little device memory left for its KV cache")
         events.add(("device_runtime", engine), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="inference-engine-budget",
             total_capacity_bytes=cap, free_bytes=free,
@@ -960,12 +959,14 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
     m = ctx.search(_MLC_CHECK, text) if "Insufficient GPU memory error" in text else None
     if m:
         summed = m.group("parts")
-        if not _MLC_END.search(summed) and i + 1 < len(ctx.lines):
+        ended = _MLC_END.search(summed) is not None
+        if not ended and i + 1 < len(ctx.lines):
             summed += " " + ctx.lines[i + 1].text   # wrapped by a terminal or a paste
-        # (the sum only when the message was read to its end: a part cut off would make the
-        # check look as if it misfired)
-        parts = [float(x) for x in _MLC_PART.findall(summed)] if _MLC_END.search(summed) else []
-        if len(parts) != summed.count("("):   # a figure cut by the wrap ("(40" / "00.000 MB)")
+            ended = _MLC_END.search(summed) is not None
+        # the sum only when the message was read to its end and no figure was cut by a wrap
+        # ("(40" / "00.000 MB)"): a part left out would make the check look as if it misfired
+        parts = [float(x) for x in _MLC_PART.findall(summed)] if ended else []
+        if len(parts) != summed.count("("):
             parts = []
         avail = int(float(m.group("avail")) * 2**20)
         need = int(sum(parts) * 2**20) if parts else None

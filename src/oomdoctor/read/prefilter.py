@@ -156,7 +156,8 @@ ANCHOR_LITERALS = (
 # The test is looser than the parser's reading of the last line (which strips prefixes, escape
 # codes and controls, and splits at carriage returns first): the first pass may call a log a
 # candidate that the parser then clears, never the reverse.
-TAIL_PEEK = 64
+TAIL_KEEP = 256      # bytes of the tail kept between blocks
+_TAIL_REACH = 2048   # bytes of a block's end read (a terminal's closing escape codes fit many times over)
 _INTERRUPT_TAIL = re.compile(rb"\^C[\"'`]{0,3}\Z")
 _ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)")
 # what may follow the last text of a log: blanks, controls, escape codes' leftovers, a
@@ -166,18 +167,17 @@ _BLANK = b" \t\r\n\x0b\x0c\x00\x07\xc2\xa0"
 
 def keep_tail(tail: bytes, block: bytes) -> bytes:
     """The log's last bytes after one more block, trailing blanks and escape codes taken out
-    (``4 * TAIL_PEEK`` of them at most): however many blank lines end a log, the text before
+    (``TAIL_KEEP`` of them at most): however many blank lines end a log, the text before
     them is what is kept. Only the block's end is copied."""
     end = len(block)
     while end and block[end - 1] in _BLANK:
         end -= 1
     if end == 0:   # a blank block: the tail stands
         return tail
-    reach = 32 * TAIL_PEEK   # (a terminal's closing escape codes fit in it many times over)
-    window = (tail if end < reach else b"") + block[max(0, end - reach):end]
+    window = (tail if end < _TAIL_REACH else b"") + block[max(0, end - _TAIL_REACH):end]
     if b"\x1b" in window:   # (an escape code cut between two blocks is whole here)
         window = _ANSI_BYTES.sub(b"", window).rstrip(_BLANK)
-    return window[-4 * TAIL_PEEK:]
+    return window[-TAIL_KEEP:]
 
 
 def ends_interrupted(tail: bytes) -> bool:
