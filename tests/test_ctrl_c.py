@@ -98,3 +98,18 @@ def test_a_ctrl_c_right_after_the_first_worker_is_forked_leaves_no_worker(monkey
         pytest.fail(f"no KeyboardInterrupt; threads, handler, mask at the start: {state}")
     assert started and all(not p.is_alive() for p in started)
     assert not mp.active_children()
+
+
+def test_an_interrupt_an_import_wrapped_is_still_an_interrupt():
+    # Python 3.11 wraps a KeyboardInterrupt that comes while a class is made (pydantic's
+    # descriptors' __set_name__) in a RuntimeError, the interrupt its cause
+    from oomdoctor.__main__ import _cut_by_interrupt
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            raise RuntimeError("Error calling __set_name__ on 'PydanticDescriptorProxy'") from ki
+    except RuntimeError as wrapped:
+        assert _cut_by_interrupt(wrapped)
+    assert not _cut_by_interrupt(RuntimeError("a real error"))
+    assert not _cut_by_interrupt(ValueError("x"))

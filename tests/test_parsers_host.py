@@ -74,6 +74,7 @@ def test_ray_zero_workers_killed_is_no_event():
     "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly while the "
     "future was running or pending.",
     'ExecuteUserScriptError: ExitCode 137 ErrorMessage "" Command "/opt/conda/bin/python3.10 train.py"',
+    "[2025-06-23 10:58:53 +0000] [1] [ERROR] Worker (pid:8) was sent SIGKILL! Perhaps out of memory?",
 ])
 def test_bare_sigkill_is_weak(line):
     (ev,) = _host_events(_host_only(line))
@@ -185,6 +186,9 @@ def test_shared_memory_is_not_a_host_oom(text):
     # a file of another name that could not be written is no shared memory
     "OSError: unable to write to file <checkpoint-500/model.safetensors>",
     "slurmstepd: StepId=4.0 hit memory limit at least once during execution. This may or may not result in some failure.",
+    # gunicorn killing a worker it timed out itself
+    "[2025-06-23 10:58:20 +0000] [1] [CRITICAL] WORKER TIMEOUT (pid:8)\n"
+    "[2025-06-23 10:58:53 +0000] [1] [ERROR] Worker (pid:8) was sent SIGKILL! Perhaps out of memory?",
 ])
 def test_things_that_are_not_host_kills(text):
     assert _host_events(_host_only(text)) == []

@@ -3470,6 +3470,61 @@ def test_onnx_runtimes_arena_failure_is_read_on_the_side_the_log_names(before: s
                                 "cpu_allocator": "host-oom"}[kind]
 
 
+def test_an_onnx_runtime_arena_failure_wrapped_by_the_paste_is_read_and_a_failed_session_is_a_load():
+    # the long C++ signature pushes the message onto a line of its own
+    d = report("RuntimeException: [ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Exception during initialization: \n"
+               "/onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:368 void* \n"
+               "onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*, bool, \n"
+               "onnxruntime::WaitNotificationFn) Failed to allocate memory for requested buffer of size 180355072\n")
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["tried_to_allocate_bytes"], ev["line"]) == ("runtime_arena", 180355072, 4)
+    assert (d["phase"], _incidents(d)[0]) == ("model_load", "model-load")
+
+
+@pytest.mark.parametrize("text", [
+    # the message alone on a line, with no arena function above it
+    "Failed to allocate memory for requested buffer of size 180355072\n",
+    # a blank line between: two messages, not one wrapped
+    "onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*, bool, \n\n"
+    "onnxruntime::WaitNotificationFn) Failed to allocate memory for requested buffer of size 180355072\n",
+])
+def test_an_arena_message_without_its_function_is_not_read_as_one(text):
+    assert report(text)["oom_events"] == []
+
+
+def test_an_onnx_session_created_well_is_no_load_failure():
+    d = report("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running Mul node.\n"
+               + _ORT)
+    assert d["phase"] != "model_load"
+
+
+@pytest.mark.parametrize("text, n", [
+    ("ResourceExhaustedError: Fail to alloc memory of 564023296 size, error code is 12.\n"
+     "      [Hint: Expected error == 0, but received error:12 != 0:0.] (at /paddle/paddle/fluid/memory/detail/system_allocator.cc:66)\n"
+     "      [operator < conv2d > error]\n", 564023296),
+    # Paddle 1.x: the enforce of the same call, the size on the next line
+    ("paddle.fluid.core.EnforceNotMet: Enforce failed. Expected posix_memalign(&p, alignment, size) == 0, but received "
+     "posix_memalign(&p, alignment, size):12 != 0:0.\n"
+     "Alloc 524288000 error! at [/paddle/paddle/fluid/memory/detail/system_allocator.cc:51]\n", 524288000),
+])
+def test_paddles_cpu_allocator_failure_is_the_hosts_memory(text, n):
+    d = report(text)
+    [ev] = d["oom_events"]
+    assert (ev["kind"], ev["tried_to_allocate_bytes"]) == ("cpu_allocator", n)
+    assert _incidents(d)[0] == "host-oom"
+
+
+@pytest.mark.parametrize("text", [
+    # the GPU's memory, in Paddle's own words: not the host's
+    "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.000000GB memory on GPU 0, 10.5GB "
+    "memory has been allocated and available memory is only 20.0MB.\n",
+    # posix_memalign failing with another code (EINVAL, a bad alignment) is no memory shortage
+    "Expected posix_memalign(&p, alignment, size) == 0, but received posix_memalign(&p, alignment, size):22 != 0:0.\n",
+])
+def test_paddle_failures_that_are_not_its_cpu_allocator_running_out(text):
+    assert all(ev["kind"] != "cpu_allocator" for ev in report(text)["oom_events"])
+
+
 def test_an_onnx_runtime_arena_request_no_device_has_is_a_symptom():
     d = report(_ORT.replace("159383552", "4585490524328388608"))
     assert d["oom_events"][0]["symptom"]

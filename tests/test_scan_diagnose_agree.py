@@ -265,9 +265,10 @@ DETAIL = {
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH
     # qualifies a "No space left on device" line; _ENOMEM_SIZE reads the size of an ENOMEM line,
     # _ARROW_SIZE the size in an ArrowMemoryError's message; _GO_TIMEOUT only rules out a
-    # "signal: killed" line (its anchor is " killed")
+    # "signal: killed" line (its anchor is " killed"); _PADDLE_CPU_SIZE reads the size under Paddle
+    # 1.x's posix_memalign enforce (the anchor)
     "host": {"_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_SHM_PATH", "_ENOMEM_SIZE", "_ARROW_SIZE",
-             "_GO_TIMEOUT"},
+             "_GO_TIMEOUT", "_PADDLE_CPU_SIZE"},
 }
 # \s* between words (a message a terminal wrapped) or numbers in the middle: checked by
 # the messages the libraries print

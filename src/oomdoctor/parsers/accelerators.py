@@ -467,7 +467,9 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
             return
     # A RESOURCE_EXHAUSTED status about memory that none of the forms above describes.
     st = ctx.search(_XLA_STATUS, text) if ("ESOURCE" in text or "esource" in text) else None
-    if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) and "OOM when allocating" not in text:
+    # (not PaddlePaddle's CPU allocator, which raises the same status: parsers/host.py reads it)
+    if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) and "OOM when allocating" not in text \
+            and "Fail to alloc memory of" not in text:
         msg = text[st.start():st.start() + 200].strip()
         key = ("xla", "status", re.sub(r"\d+", "N", msg))
         events.add(key, i, lambda: OomEvent(kind="xla", backend="TF" if st.group("tf") else "XLA", line=0, detail=msg),

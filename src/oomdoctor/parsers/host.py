@@ -161,6 +161,10 @@ _POOL_DIED = lazy(r"(?:^|Error:\s{0,3}|BrokenProcessPool:\s{0,3})(?:One of the s
 # process managed by the executor was unexpectedly terminated. ... The exit codes of the workers
 # are {SIGKILL(-9)}"
 _LOKY_KILLED = lazy(r"exit codes of the workers are \{[^}\n]{0,200}?SIGKILL\(-9\)")
+# gunicorn's master reaping a worker that something else killed with SIGKILL ("Worker (pid:8) was
+# sent SIGKILL! Perhaps out of memory?"); it kills a worker itself only after its own "WORKER
+# TIMEOUT (pid:N)", which is then no memory's kill
+_GUNICORN_KILLED = lazy(r"Worker \(pid:(?P<pid>\d{1,9})\) was sent SIGKILL!")
 # (newer torchrun prints the signal's number: "Received 15 death signal, shutting down workers")
 _DEATH_SIGNAL = lazy(r"Received (?:Signals\.)?(?:SIG\w{1,8}|\d{1,2}) death signal")
 # ... and older torchrun raises it from its own signal handler, after the SIGTERMs it sent:
@@ -227,6 +231,15 @@ _CPU_ALLOC = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough mem
                   r"|\b(?:can't allocate memory|not enough memory): ?you tried to allocate (?P<n2>\d{1,20}) bytes\b")
 # ... cut where the line ends, before its size ("DefaultCPUAllocator: can't allocate memory")
 _CPU_ALLOC_CUT = lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)\s*$")
+# PaddlePaddle's CPU allocator (memory/detail/system_allocator.cc): "ResourceExhaustedError: Fail
+# to alloc memory of 564023296 size, error code is 12." (posix_memalign's ENOMEM; on Windows, malloc
+# and no code); Paddle 1.x's enforce of the same call: "Expected posix_memalign(&p, alignment,
+# size) == 0, but received posix_memalign(&p, alignment, size):12 != 0:0." (its GPU's memory fails
+# with other words: "Out of memory error on GPU")
+_PADDLE_CPU = lazy(r"\bFail to alloc memory of (?P<n>\d{1,20}) size(?:, error code is 12)?\."
+                   r"|\bposix_memalign\(&p, alignment, size\):12 != 0:0\b")
+# ... whose next line says the size ("Alloc 524288000 error! at [.../system_allocator.cc:51]")
+_PADDLE_CPU_SIZE = lazy(r"^\s*Alloc (?P<n>\d{1,20}) error!")
 _CPU_LEGACY = lazy(r"\[enforce fail at CPUAllocator\.cpp:\d{1,5}\] posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
 # (torch7's THRealloc says "reallocate")
 _TH_RAM = lazy(r"Torch: not enough memory: you tried to (?:re)?allocate (?P<num>\d{1,12}(?:\.\d{1,6})?)GB\. Buy new RAM!")
@@ -322,8 +335,8 @@ _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "Acto
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
-          "rror code -", "failed with -", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
-          "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers",
+          "rror code -", "failed with -", "Fail to alloc memory of", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
+          "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers", "was sent SIGKILL",
           "KernelRestarter", "kernel appears to have died", " restarted", "input dependencies", "memory budget", "Kernel crashed", "YARN", "physical memory limits") \
     + _PAGING_WORDS + KILLED_LOCALISED
 
@@ -550,6 +563,11 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
         found = (("alloc", n), n, "DefaultCPUAllocator", "PyTorch CPU allocator could not allocate host memory")
     elif "posix_memalign" in text and ctx.search(_CPU_LEGACY, text):
         found = (("legacy",), None, "CPUAllocator-legacy", "PyTorch CPU allocator (posix_memalign) failed")
+    elif ("Fail to alloc memory of" in text or "posix_memalign" in text) and (m := ctx.search(_PADDLE_CPU, text)):
+        size = m if m.group("n") else ctx.below(i, _PADDLE_CPU_SIZE, lines=1)
+        n = int(size.group("n")) if size else None
+        found = (("paddle-cpu", n), n, "paddle-cpu-allocator", "PaddlePaddle's CPU allocator could not allocate host memory"
+                 + (f": {n} bytes" if n else ""))
     elif "Buy new RAM" in text:
         m = ctx.search(_TH_RAM, text)
         if m:
@@ -756,6 +774,12 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         return
     if "exit codes of the workers" in text and ctx.search(_LOKY_KILLED, text):
         s.kill(i, _SIGKILL_ONLY, "pool", "a worker process of joblib's pool was killed (SIGKILL)")
+        return
+    m = ctx.search(_GUNICORN_KILLED, text) if "was sent SIGKILL" in text else None
+    if m:
+        if not ctx.lines_with((f"WORKER TIMEOUT (pid:{m.group('pid')})",)):
+            s.kill(i, _SIGKILL_ONLY, "pool", "gunicorn reports a worker was sent SIGKILL by something else",
+                   pid=int(m.group("pid")))
         return
     if "death signal" in text and ctx.search(_DEATH_SIGNAL, text):
         s.death_signals.append(i)

@@ -87,6 +87,10 @@ MARKERS = {
                                       r"|(?:while processing|[Ee]rror executing) method '?load_model\b"
                                       # an engine's own report that its load failed (above)
                                       r"|" + _LOAD_FAILED_WORDS
+                                      # ONNX Runtime failing to create an inference session from the
+                                      # model it was given ("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION :
+                                      # Exception during initialization: ...")
+                                      + r"|\[ONNXRuntimeError\][^\n]{0,80}?Exception during initialization\b"
                                       # transformers refusing the device map of a quantized model it
                                       # is loading (raised in from_pretrained)
                                       + r"|" + DEVICE_MAP_REFUSED_WORDS),
@@ -168,6 +172,7 @@ MARKER_GATES = {
     "loading_checkpoint_shards": ("load", "instantiating", "building", "creating", "initializing",
                                   "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
+                                  "exception during initialization",
                                   "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),

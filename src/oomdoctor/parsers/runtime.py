@@ -848,6 +848,10 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         _pool_event(events, i, exc, "CatBoost's GPU memory pool", "catboost-memory-pool", n, free_bytes=free)
         return
     m = ctx.search(_ORT_ARENA, text) if "requested buffer" in text else None
+    if m is None and "requested buffer" in text and i > 0:
+        # a paste hard-wrapped between the arena's function and its message (the long C++
+        # signature pushes "Failed to allocate ..." onto a line of its own)
+        m = ctx.rejoined(i - 1, _ORT_ARENA, max_lines=1)
     if m:
         n = int(m.group("n"))
         kind, backend, side = _ort_side(ctx)

@@ -63,7 +63,7 @@ ANCHOR_LITERALS = (
     # (-9, 137, 134, 135, 139, 253) say something died.
     "exit code -", "exit code 13", "exit code 25", "exit code: -", "exit code: 13",
     "exit status -", "exit status 13", "exit status: -", "exit status: 13", "rror code -", "failed with -",
-    "CPUAllocator", "Unable to allocate", "Traceback (most recent call last)", "DataLoader worker",
+    "CPUAllocator", "Fail to alloc memory of", "alignment, size):12", "Unable to allocate", "Traceback (most recent call last)", "DataLoader worker",
     "Bfloat16", "bf16/gpu", "Ampere", "compute capability", "illegal memory access", "device-side assert",
     "Error", "Exception", "Failed to clone", "memory monitor", "Segmentation fault", "Bus error",
     "core dumped", "Aborted",
@@ -166,23 +166,25 @@ _BLANK = b" \t\r\n\x0b\x0c\x00\x07\xc2\xa0"
 
 
 def keep_tail(tail: bytes, block: bytes) -> bytes:
-    """The log's last bytes after one more block, trailing blanks and escape codes taken out
-    (``TAIL_KEEP`` of them at most): however many blank lines end a log, the text before
-    them is what is kept. Only the block's end is copied."""
+    """The log's last bytes after one more block, escape codes taken out: the last text
+    (``TAIL_KEEP`` bytes of it at most) and the blanks after it (as many at most). However many
+    blank lines end a log, the text before them is what is kept; the blanks stay because text
+    in a later block goes on after them, not after the text (a blank block between "^C" and a
+    quote is a line break). Only the block's end is copied."""
     end = len(block)
     while end and block[end - 1] in _BLANK:
         end -= 1
-    if end == 0:   # a blank block: the tail stands
-        return tail
     window = (tail if end < _TAIL_REACH else b"") + block[max(0, end - _TAIL_REACH):end]
     if b"\x1b" in window:   # (an escape code cut between two blocks is whole here)
-        window = _ANSI_BYTES.sub(b"", window).rstrip(_BLANK)
-    return window[-TAIL_KEEP:]
+        window = _ANSI_BYTES.sub(b"", window)
+    window += block[max(end, len(block) - TAIL_KEEP):]
+    text = window.rstrip(_BLANK)
+    return text[-TAIL_KEEP:] + window[len(text):][-TAIL_KEEP:]
 
 
 def ends_interrupted(tail: bytes) -> bool:
     """Does a log whose ``keep_tail`` is this end with an interrupt's echo?"""
-    return b"^C" in tail and _INTERRUPT_TAIL.search(tail) is not None
+    return b"^C" in tail and _INTERRUPT_TAIL.search(tail.rstrip(_BLANK)) is not None
 
 
 CONTEXT_LITERALS = (
@@ -230,6 +232,7 @@ MARKER_LITERALS = (
     "method 'load_model",
     # llama.cpp's load that failed (its weights, its context), TensorRT-LLM's executor not created
     "model loading error", "llama_new_context_with_model: failed", "Executor creation failed",
+    "Exception during initialization",   # ONNX Runtime's session, not created
     # a model whose device map the GPUs could not hold (transformers' checks in from_pretrained,
     # accelerate's dispatch_model)
     "dispatched on the CPU or the disk", "offloaded to the disk", "whole model to the disk", "CPU or disk device",
