@@ -111,5 +111,7 @@ def test_an_interrupt_an_import_wrapped_is_still_an_interrupt():
             raise RuntimeError("Error calling __set_name__ on 'PydanticDescriptorProxy'") from ki
     except RuntimeError as wrapped:
         assert _cut_by_interrupt(wrapped)
+    assert _cut_by_interrupt(KeyboardInterrupt())
     assert not _cut_by_interrupt(RuntimeError("a real error"))
+    assert not _cut_by_interrupt(SystemExit(2))
     assert not _cut_by_interrupt(ValueError("x"))

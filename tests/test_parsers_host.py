@@ -75,6 +75,9 @@ def test_ray_zero_workers_killed_is_no_event():
     "future was running or pending.",
     'ExecuteUserScriptError: ExitCode 137 ErrorMessage "" Command "/opt/conda/bin/python3.10 train.py"',
     "[2025-06-23 10:58:53 +0000] [1] [ERROR] Worker (pid:8) was sent SIGKILL! Perhaps out of memory?",
+    # another worker's timeout says nothing of this one
+    "[2025-06-23 10:58:20 +0000] [1] [CRITICAL] WORKER TIMEOUT (pid:9)\n"
+    "[2025-06-23 10:58:53 +0000] [1] [ERROR] Worker (pid:8) was sent SIGKILL! Perhaps out of memory?",
 ])
 def test_bare_sigkill_is_weak(line):
     (ev,) = _host_events(_host_only(line))

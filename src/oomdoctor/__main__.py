@@ -9,23 +9,19 @@ def _cut_by_interrupt(exc: BaseException) -> bool:
     """Was this error a Ctrl-C that an import wrapped? (Python 3.11 raises a KeyboardInterrupt
     that comes while a class is made as "RuntimeError: Error calling __set_name__ ...", the
     interrupt its cause.)"""
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    for _ in range(20):   # (a bound: a chain is short, and must not loop)
+        if exc is None or isinstance(exc, KeyboardInterrupt):
+            return exc is not None
+        exc = exc.__cause__ or exc.__context__
     return False
 
 
 def run() -> None:
     try:
         from .cli import main
-    except Exception as exc:
+    except BaseException as exc:
         if not _cut_by_interrupt(exc):
             raise
-        sys.stderr.write("oomdoctor: interrupted\n")
-        raise SystemExit(130) from None
-    except KeyboardInterrupt:
         sys.stderr.write("oomdoctor: interrupted\n")
         raise SystemExit(130) from None
     main()

@@ -79,6 +79,9 @@ _XLA_REPORT_ROW = lazy(r"^\s*(?:Allocation type: HLO (?:temp|param|output|consta
 # (TensorFlow raises the status as its exception class: "ResourceExhaustedError: failed to allocate memory")
 _XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted|(?<!errors\.)(?<!except )(?P<tf>ResourceExhausted)(?=Error\b)", re.I)
 _XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
+# messages under that status that other readers own: TensorFlow's OOM (its shape and device, read
+# above) and PaddlePaddle's CPU allocator (the host's memory: parsers/host.py)
+_STATUS_READ_ELSEWHERE = ("OOM when allocating", "Fail to alloc memory of")
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
 # says "with freed_by_count=N. The caller indicates that this is not a failure". TensorFlow 1.x
 # named no allocator: "Ran out of memory trying to allocate 720.00MiB.  See logs for memory state."
@@ -467,9 +470,7 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
             return
     # A RESOURCE_EXHAUSTED status about memory that none of the forms above describes.
     st = ctx.search(_XLA_STATUS, text) if ("ESOURCE" in text or "esource" in text) else None
-    # (not PaddlePaddle's CPU allocator, which raises the same status: parsers/host.py reads it)
-    if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) and "OOM when allocating" not in text \
-            and "Fail to alloc memory of" not in text:
+    if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) and not any(w in text for w in _STATUS_READ_ELSEWHERE):
         msg = text[st.start():st.start() + 200].strip()
         key = ("xla", "status", re.sub(r"\d+", "N", msg))
         events.add(key, i, lambda: OomEvent(kind="xla", backend="TF" if st.group("tf") else "XLA", line=0, detail=msg),

@@ -777,7 +777,9 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
         return
     m = ctx.search(_GUNICORN_KILLED, text) if "was sent SIGKILL" in text else None
     if m:
-        if not ctx.lines_with((f"WORKER TIMEOUT (pid:{m.group('pid')})",)):
+        # (one literal set for every worker: a set per pid would be compiled into the native index)
+        timed_out = f"WORKER TIMEOUT (pid:{m.group('pid')})"
+        if not any(timed_out in ctx.lines[j].text for j in ctx.lines_with(("WORKER TIMEOUT (pid:",))):
             s.kill(i, _SIGKILL_ONLY, "pool", "gunicorn reports a worker was sent SIGKILL by something else",
                    pid=int(m.group("pid")))
         return

@@ -847,11 +847,11 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         n, free = (int(float(m.group(g)) * 2**20) for g in ("n", "free"))
         _pool_event(events, i, exc, "CatBoost's GPU memory pool", "catboost-memory-pool", n, free_bytes=free)
         return
-    m = ctx.search(_ORT_ARENA, text) if "requested buffer" in text else None
-    if m is None and "requested buffer" in text and i > 0:
-        # a paste hard-wrapped between the arena's function and its message (the long C++
-        # signature pushes "Failed to allocate ..." onto a line of its own)
-        m = ctx.rejoined(i - 1, _ORT_ARENA, max_lines=1)
+    m = None
+    if "requested buffer" in text:
+        # (or hard-wrapped between the arena's function and its message: the long C++ signature
+        # pushes "Failed to allocate ..." onto a line of its own)
+        m = ctx.search(_ORT_ARENA, text) or (ctx.rejoined(i - 1, _ORT_ARENA, max_lines=1) if i else None)
     if m:
         n = int(m.group("n"))
         kind, backend, side = _ort_side(ctx)
