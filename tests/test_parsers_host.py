@@ -84,6 +84,25 @@ def test_bare_sigkill_is_weak(line):
     assert ev.strength == "weak"
 
 
+@pytest.mark.parametrize("header", [
+    "[Fri Sep 16 10:37:38 2022] [  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name",
+    "[ 1234.567890] [ pid ]   uid  tgid total_vm      rss nr_ptes nr_pmds swapents oom_score_adj name",   # older kernels
+])
+def test_the_oom_killers_task_table_says_it_ran_when_its_victims_line_is_missing(header):
+    text = ("[Fri Sep 16 10:37:38 2022] Tasks state (memory values in pages):\n" + header + "\n"
+            "[Fri Sep 16 10:37:38 2022] [  19712]     0 19712 21929189  4178964 42479616   524132             0 python\n")
+    (ev,) = _host_events(_host_only(text))
+    assert (ev.strength, ev.line) == ("certain", 2)
+
+
+@pytest.mark.parametrize("text", [
+    "  PID USER      PR  NI    VIRT    RES    SHR S  %CPU  %MEM     TIME+ COMMAND\n",   # top's table
+    "echo -1000 > /proc/self/oom_score_adj\n",                                          # a setting
+])
+def test_other_process_tables_and_the_score_setting_are_no_kill(text):
+    assert _host_events(_host_only(text)) == []
+
+
 def test_kernel_line_makes_a_launcher_sigkill_certain():
     text = ("failed (exitcode: -9) local_rank: 0 (pid: 12) of binary: /usr/bin/python\n"
             "[99.1] Out of memory: Killed process 12 (python) total-vm:2048kB, anon-rss:1024kB, file-rss:0kB, shmem-rss:0kB\n")

@@ -390,6 +390,31 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("prep.ipynb", "<module>", "df = pd.read_csv('data/full.tsv', sep='\\t')"),
       ("pandas/_libs/parsers.pyx", "pandas._libs.parsers.TextReader._string_convert", "")], "data_loading"),
     ([("fcm/preprocess.py", "_shuffle_lines", "lines = f.read().splitlines()")], "data_loading"),
+    # a script named for preparing its data, or the script's own function named for it
+    ([("prepro.py", "main", "all_feats = np.ndarray([n_examples, 196, 512], dtype=np.float32)")], "data_loading"),
+    ([("keras_spell.py", "main_news", "X, y = vectorize(questions, answers, chars)"),
+      ("keras_spell.py", "vectorize", "X = np_zeros((n, x_maxlen, len(chars)), dtype=np.bool)")], "data_loading"),
+    ([("image_to_array.py", "<module>", "X_train = convert_images_to_arrays_train(path, labels)"),
+      ("image_to_array.py", "convert_images_to_arrays_train", "return np.array([np.array(Image.open(p)) for p in lst])")],
+     "data_loading"),
+    # ... not a function of that name in an evaluation module (scoring), nor a library's own
+    ([("eval.py", "main", "stats = evaluate(preds, gts)"),
+      ("rfdetr/evaluation/matching.py", "build_matching_data", "ious = _compute_mask_iou(p, g)")], "eval"),
+    ([("run.py", "main", "x = api.get()"),
+      ("/env/site-packages/somelib/io.py", "load_data", "return np.empty(shape)")], None),
+    # ... nor one that runs a model on the data it prepares
+    ([("train.py", "load_features", "feats = encoder(batch.cuda())"), ("/src/models/net.py", "forward", "x = self.conv(x)")],
+     "forward"),
+    # transformers building a batch's attention mask: the model's forward
+    ([(".../transformers/masking_utils.py", "and_mask",
+       "result = result & mask(batch_idx, head_idx, q_idx, kv_idx).to(result.device)")], "forward"),
+    # a script's function named for the loader it wraps or iterates, the next batch asked of it
+    ([("fastvideo/train.py", "train_one_step", ") = next(loader)"),
+      ("fastvideo/utils/communications.py", "sp_parallel_dataloader_wrapper", "latents = prepare_sequence_parallel_data(")],
+     "data_loading"),
+    # ... not when the model runs below it
+    ([("train.py", "cycle_dataloader", "yield model(batch)"), ("/src/models/net.py", "forward", "x = self.conv(x)")],
+     "forward"),
     # ... not pandas writing one, nor a preparation script that runs a model on its data
     ([("export.py", "main", "df.to_parquet(out)"), ("/env/site-packages/pandas/io/parquet.py", "write", "table = self.api.Table")],
      None),
@@ -569,7 +594,9 @@ def test_a_backward_call_outside_a_training_step_sets_no_phase_from_the_code_lin
     # (a runtime named in the words that has a kind of its own: XLA's)
     ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate 2147483648 bytes\n",
      "xla", "XLA", 2147483648),
-    ("ValueError: Not enough GPU memory to fit the model\n", "device_runtime", "CUDA", None),
+    ("ValueError: Not enough GPU memory to fit the model\n", "cuda_runtime_error", "CUDA", None),
+    # a host allocator named with its library's prefix (Intel MKL's)
+    ("RuntimeError: mkl_malloc: failed to allocate memory\n", "cpu_allocator", "host", None),
 ])
 def test_an_error_saying_memory_could_not_be_had_is_read_on_the_side_it_names(log, kind, backend, size):
     events = report(log)["oom_events"]
@@ -1299,7 +1326,7 @@ def test_the_kernel_killing_a_dataloader_worker_is_that_workers_event():
 ])
 def test_cuda_out_of_memory_without_the_allocators_figures_is_still_a_device_oom(line):
     d = report(line + "\n")
-    assert [(ev["kind"], ev["strength"]) for ev in d["oom_events"]] == [("device_runtime", "likely")]
+    assert [(ev["kind"], ev["strength"]) for ev in d["oom_events"]] == [("cuda_runtime_error", "likely")]
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
 
 
@@ -1314,7 +1341,7 @@ def test_a_launchers_kill_glued_to_the_line_of_an_allocation_failure_leaves_that
     d = report("JutofMemoryError: CUDA out of memory. Tried t allocate 388.00 MiB (GPV 0; 39.43 GiB total capacity)"
                "wandb: Waiting for W&B process to finish...(failed 1).WARNING:torch.distributed.elastic."
                "multiprocessing.api:Sending process 22093 closing signal SIGTERM\n")
-    assert "device_runtime" in [ev["kind"] for ev in d["oom_events"]]
+    assert "cuda_runtime_error" in [ev["kind"] for ev in d["oom_events"]]
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
 
 
@@ -1395,7 +1422,7 @@ def test_another_status_or_the_pinned_host_call_is_no_device_oom(line):
 def test_the_rapids_memory_managers_pool_running_out(line, size):
     d = report(line)
     [ev] = d["oom_events"]
-    assert (ev["kind"], ev["message_format"]) == ("device_runtime", "rmm-memory-pool")
+    assert (ev["kind"], ev["message_format"]) == ("cuda_runtime_error", "rmm-memory-pool")
     assert ev["tried_to_allocate_bytes"] == size
     assert d["diagnoses"][0]["incident"] == "unknown-oom"
     # no PyTorch in the log: PyTorch's fixes are withheld
@@ -2308,16 +2335,16 @@ def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
      "out of memory\n", "cuda_runtime_error", "cuda-driver-host-alloc", None),
     # CuPy's memory pool
     ("cupy.cuda.memory.OutOfMemoryError: out of memory to allocate 205520896 bytes (total 16068929536 bytes)\n",
-     "device_runtime", "cupy-memory-pool", 205520896),
+     "cuda_runtime_error", "cupy-memory-pool", 205520896),
     # Theano's GPU arrays raise MemoryError for the device's memory
     ("MemoryError: Error allocating 147865600 bytes of device memory (out of memory).\n", "device_runtime", None,
      147865600),
     # CuPy 8 and later
     ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 8,589,934,592 bytes (allocated so far: "
-     "77,309,411,328 bytes).\n", "device_runtime", "cupy-memory-pool", 8589934592),
+     "77,309,411,328 bytes).\n", "cuda_runtime_error", "cupy-memory-pool", 8589934592),
     # ... re-raised by a trainer that names no exception class (Chainer's "Exception in main training loop")
     ("Exception in main training loop: Out of memory allocating 255,688,704 bytes (allocated so far: "
-     "3,670,475,776 bytes).\n", "device_runtime", "cupy-memory-pool", 255688704),
+     "3,670,475,776 bytes).\n", "cuda_runtime_error", "cupy-memory-pool", 255688704),
     # a library's check that memory could not be allocated, naming the device call (its error's words cut)
     ("ERROR    Uncaught exception: Could not allocate memory: gpu_memory.h:112 cudaMalloc(&rawptr, n_bytes) failed "
      "with error out of memor\n", "cuda_runtime_error", "cuda-call", None),
@@ -2330,12 +2357,33 @@ def test_other_frameworks_device_allocation_failures(text, kind, fmt, size):
     assert (ev["kind"], ev["message_format"], ev["tried_to_allocate_bytes"]) == (kind, fmt, size)
 
 
+@pytest.mark.parametrize("text", [
+    "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 205,520,896 bytes (allocated so far: 1,024 bytes).\n",
+    "MemoryError: std::bad_alloc: out_of_memory: RMM failure at:/rmm/cpp/src/mr/detail/pool_memory_resource_impl.cpp:72: "
+    "Maximum pool size exceeded (failed to allocate 1.000000 GiB): CUDA error\n",
+    "[2024-01-01 10:00:00.123] [engine] [error] failed to allocate 8589934592 bytes of GPU memory\n",
+])
+def test_a_device_pool_or_a_message_naming_gpu_memory_is_a_cuda_runtime_failure_not_pinned_host_memory(text):
+    # (the corpus's vocabulary has no kind for "another library's CUDA pool": a failed cudaMalloc
+    # outside PyTorch's allocator is the CUDA runtime's; its words name the device, not pinned pages)
+    d = report(text)
+    assert [(e["kind"], e["backend"]) for e in d["oom_events"]] == [("cuda_runtime_error", "CUDA")]
+    assert "pinned-memory" not in _incidents(d)
+    # ... while the runtime's own bare error still lets pinned host memory be considered
+    assert "pinned-memory" in _incidents(report("RuntimeError: CUDA error: out of memory\n"))
+
+
 def test_cupys_pool_total_is_what_the_pool_holds():
     (ev,) = report("out of memory to allocate 205520896 bytes (total 16068929536 bytes)\n")["oom_events"]
     assert ev["reserved_total_bytes"] == 16068929536
     (ev,) = report("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 512 bytes (allocated so far: 1,024 "
                    "bytes).\n")["oom_events"]
     assert (ev["tried_to_allocate_bytes"], ev["reserved_total_bytes"]) == (512, 1024)
+    # ... and the report says whose total it is (a CUDA runtime failure, but not PyTorch's pool)
+    from oomdoctor.report.text import render_text
+    out = render_text(oomdoctor.diagnose("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 512 bytes "
+                                         "(allocated so far: 1,024 bytes).\n"))
+    assert "by the library's memory pool" in out and "by PyTorch" not in out
 
 
 @pytest.mark.parametrize("line", [
@@ -2393,7 +2441,7 @@ def test_a_bare_memoryerror_introducing_a_devices_error_report_is_that_failure()
     assert [e["kind"] for e in d["oom_events"]] == ["cuda_runtime_error"]
     assert d["oom_events"][0]["evidence"][0]["line"] == 1
     # ... a MemoryError whose words say the device's memory failed is the device's
-    assert [e["kind"] for e in report("MemoryError: failed to allocate GPU memory\n")["oom_events"]] == ["device_runtime"]
+    assert [e["kind"] for e in report("MemoryError: failed to allocate GPU memory\n")["oom_events"]] == ["cuda_runtime_error"]
     assert [e["kind"] for e in report("MemoryError: not enough memory to copy the GPU tensor to the host\n")["oom_events"]] \
         == ["cpu_allocator"]
     # ... a message split from its request by a blank line is one message
@@ -2452,7 +2500,7 @@ def test_a_programs_uncaught_bad_alloc_printed_alone_is_a_host_allocation_failur
 def test_an_exception_message_continued_on_the_lines_below_it():
     text = ("RuntimeError: Critical error in pipeline:\nError when executing Mixed operator ImageDecoder encountered:\n"
             "CUDA allocation failed\nCurrent pipeline object is no longer valid.\n")
-    assert [(e["kind"], e["backend"]) for e in report(text)["oom_events"]] == [("device_runtime", "CUDA")]
+    assert [(e["kind"], e["backend"]) for e in report(text)["oom_events"]] == [("cuda_runtime_error", "CUDA")]
     # ... not across a blank line, nor from a line that does not end its sentence with a colon
     assert report(text.replace("encountered:\n", "encountered:\n\n"))["oom_events"] == []
     assert report("RuntimeError: Critical error in pipeline.\nCUDA allocation failed\n")["oom_events"] == []
@@ -3309,7 +3357,7 @@ def test_a_logger_record_whose_message_is_an_error_saying_gpu_memory_is_short():
     d = report("02/15/2020 15:10:09 MainProcess     _training_0     multithreading  run                       DEBUG    "
                "Error in thread (_training_0): You do not have enough GPU memory available to train the selected "
                "model at the selected settings.\n")
-    assert [(e["kind"], e["backend"]) for e in d["oom_events"]] == [("device_runtime", "CUDA")]
+    assert [(e["kind"], e["backend"]) for e in d["oom_events"]] == [("cuda_runtime_error", "CUDA")]
     # a record that is no error, advice, or a level word in prose is no failure
     assert report("02/15/2020 15:10:09 MainProcess  run  INFO     Tip: you do not have enough GPU memory "
                   "for batch 64, try 32\n")["oom_events"] == []
@@ -3407,7 +3455,7 @@ def test_catboosts_gpu_memory_pool_reports_its_request_and_free_memory_in_mb():
     d = report("Application terminated with error: (NCudaLib::TOutOfMemoryError) catboost/cuda/cuda_lib/memory_pool/"
                "stack_like_memory_pool.h:294: Error: Out of memory. Requested 1070.546387; Free 1010.952393\n")
     ev = d["oom_events"][0]
-    assert (ev["kind"], ev["message_format"]) == ("device_runtime", "catboost-memory-pool")
+    assert (ev["kind"], ev["message_format"]) == ("cuda_runtime_error", "catboost-memory-pool")
     assert ev["tried_to_allocate_bytes"] == int(1070.546387 * 2**20)
     assert ev["free_bytes"] == int(1010.952393 * 2**20)
     # later releases print the unit
@@ -4085,7 +4133,7 @@ def test_the_allocators_nvml_assert_is_a_likely_out_of_memory(line, kind):
     ("[2025-11-25 17:23:11,888] [llm] [ERROR] [logging.py-348] : host memory allocation failed for 8 GiB", "cpu_allocator"),
     # ... at the start of the line, where the normaliser takes the level off with the timestamp
     ("2024-01-01 10:00:00 [ERROR] Could not allocate 1.5 GB on the host", "cpu_allocator"),
-    ("[2024-01-01 10:00:00.123] [engine] [error] failed to allocate 8589934592 bytes of GPU memory", "device_runtime"),
+    ("[2024-01-01 10:00:00.123] [engine] [error] failed to allocate 8589934592 bytes of GPU memory", "cuda_runtime_error"),
     # a record of another level with the same words is no failure
     ("[06/24/2022-16:29:37] [TRT] [W] 1: Unexpected exception std::bad_alloc", None),
     ("2024-01-01 10:00:00 [INFO] Could not allocate 1.5 GB on the host", None),
@@ -5087,3 +5135,18 @@ def test_deepspeeds_inference_workspace_that_does_not_fit_is_another_librarys_me
     assert (ev["kind"], ev["message_format"]) == ("cuda_runtime_error", "library-allocator")
     assert r["diagnoses"][0]["incident"] == "non-pytorch-memory"
     assert report("the workspace can be allocated later; there is enough memory\n")["oom_events"] == []
+
+
+@pytest.mark.parametrize("bar,step", [
+    # a bar counting frames, examples or shards is not the training's progress
+    ("frame loading (JPEG): 100%|##########| 1581/1581 [00:38<00:00, 41.04it/s]", None),
+    ("Map (num_proc=8): 100%|##########| 120000/120000 [00:31<00:00, 3870.12 examples/s]", None),
+    ("Loading checkpoint shards: 100%|##########| 4/4 [00:05<00:00,  1.30s/it]", None),
+    # ... a bar with no description, or one named for training, is
+    (" 45%|####5     | 450/1000 [01:00<01:10,  7.50it/s]", 450),
+    ("Epoch 3: 45%|####5     | 450/1000 [01:00<01:10,  7.50it/s, loss=0.31]", 450),
+])
+def test_only_a_training_bar_gives_the_step(bar, step):
+    d = report(bar + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.53 GiB. GPU 0 has a total "
+               "capacity of 79.15 GiB of which 1.20 GiB is free.\n")
+    assert d["phase_detail"]["step"] == step

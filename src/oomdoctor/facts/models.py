@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 OomKind = Literal[
     "cuda_caching_allocator",  # "CUDA out of memory. Tried to allocate ..." (also forks: MLU, GCU)
-    "cuda_runtime_error",      # "CUDA error: out of memory" (cudaMalloc outside the allocator, pinned memory, context)
+    "cuda_runtime_error",      # "CUDA error: out of memory" (cudaMalloc outside the allocator, pinned memory, context;
+                               # another library's CUDA pool: CuPy, RMM, CatBoost; words naming GPU memory)
     "cublas_alloc",            # CUBLAS_STATUS_ALLOC_FAILED / cuDNN alloc failures
     "nccl",                    # NCCL "Cuda failure 'out of memory'" / unhandled cuda error
     "hip",                     # ROCm caching allocator / HIP error: out of memory
@@ -22,7 +23,8 @@ OomKind = Literal[
     "xla",                     # XLA / JAX / torch_xla RESOURCE_EXHAUSTED; TensorFlow's "OOM when allocating
                                # tensor" (backend "TF": the same BFC allocator family)
     "bitsandbytes",            # bitsandbytes allocation failures
-    "device_runtime",          # another runtime's device allocation failure (AWS Neuron "Failed to alloc DEVICE memory")
+    "device_runtime",          # another runtime's device allocation failure on a device other than CUDA's, or one
+                               # it does not name (AWS Neuron "Failed to alloc DEVICE memory"), or a budget check
     "runtime_arena",           # a runtime's memory arena that could not grow, on a side the log does not name
                                # (ONNX Runtime's BFCArena serves the CPU and the GPU providers alike)
     "host_oom_killer",         # kernel / cgroup / Slurm / Kubernetes kill, SIGKILL -9 of a rank

@@ -46,6 +46,10 @@ _K_KILL = lazy(
     r"(?:(?P<reason>Out of memory|Memory cgroup out of memory): ?)?Kill(?:ed)? process (?P<pid>\d{1,9}) ?\((?P<comm>[^)]{0,64})\)"
     r"(?P<rest>(?:,? score \d{1,9} or sacrifice child)|(?: ?total-vm:(?P<vm>[\d,]{1,24})kB, {0,3}anon-rss:(?P<rss>[\d,]{1,24})kB))?")
 _K_REAPER = lazy(r"oom_reaper: reaped process (?P<pid>\d{1,9}) \((?P<comm>[^)]{0,64})\)")
+# the header of the task table the OOM killer dumps before it picks its victim (mm/oom_kill.c's
+# dump_tasks: "[  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name";
+# older kernels "... rss nr_ptes nr_pmds swapents oom_score_adj name"): no other code prints it
+_K_TASKS = lazy(r"\[\s{0,4}pid\s{0,4}\]\s{1,8}uid\s{1,8}tgid\s{1,8}total_vm\s{1,8}rss\b[^\n]{0,80}?\boom_score_adj name\b")
 _SYSTEMD_OOMD = lazy(r"systemd-oomd(?:\[\d{1,9}\])?: Killed [^\n]{0,300}? due to memory")
 
 # -- schedulers (§3.3, §3.4) and Ray ---------------------------------------------------------
@@ -463,6 +467,12 @@ def _kernel(s: _Scan, i: int, text: str) -> bool:
                 detail = f"kernel oom-killer killed {m.group('comm')} ({pid})"
             s.kill(i, "certain", "kernel", detail, pid=pid)
             return True
+    if "total_vm" in text and ctx.search(_K_TASKS, text):
+        # (the line naming the victim may be cut or out of the paste: the killer ran, whom it
+        # chose is not said)
+        s.kill(i, "certain", "kernel", "kernel oom-killer ran (its task table is in the log; the line naming "
+               "the process it killed is not)")
+        return True
     m = ctx.search(_K_SUMMARY_CUT, text) if "oom-kill:constraint=" in text else None
     if m:
         cgroup = m.group("constraint") == "CONSTRAINT_MEMCG"

@@ -84,12 +84,15 @@ _NOT_CAPACITY = lazy(r"illegal memory access|shared memory|\bshm\b|memory access
 # (LLVM's fatal error is the compiling process's own heap; OpenCV names its host allocator's
 # failure "OutOfMemoryError" in core/src/alloc.cpp, its device modules are cv::cuda's)
 _HOST = lazy(r"std::bad_alloc|\bbad allocation\s*$|\bhost\b|\bRAM\b|system memory|\bCPU\b|\bcpu\b|WinError 8|memory resources are available"
-             r"|\bmalloc\b|\bmmap\b|\bswap\b|virtual memory|paging file|^\s*LLVM ERROR:"
+             # (a host allocator named with its library's prefix: Intel MKL's "mkl_malloc: failed to
+             # allocate memory", jemalloc's "je_malloc", TBB's "scalable_malloc")
+             r"|\b(?:mkl_|je_|scalable_)?malloc\b|\bmmap\b|\bswap\b|virtual memory|paging file|^\s*LLVM ERROR:"
              r"|core[/\\]src[/\\]alloc\.cpp:\d+: error: \(-4:Insufficient memory\)")
 # (AMD's GPU libraries name no side but are one: MIOpen, rocBLAS)
 _DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b"
                r"|MIOpen|rocBLAS|hipBLAS)")
-_KIND = {"xla": "xla", "npu": "npu"}
+_KIND = {"xla": "xla", "npu": "npu", "cuda": "cuda_runtime_error", "gpu": "cuda_runtime_error", "rocm": "hip", "hip": "hip",
+         "xpu": "xpu"}
 _BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "XLA", "xla": "XLA", "hbm": "XLA",
             "rocm": "HIP", "hip": "HIP", "neuron": "Neuron", "miopen": "HIP", "rocblas": "HIP", "hipblas": "HIP"}
 

@@ -197,6 +197,12 @@ MARKER_GATES = {
                       "caching", "reading"),
 }
 _BAR = lazy(r"(?P<n>\d+)/(?P<m>\d+) \[(?:\d+:)?\d+:\d+")
+# a bar's description naming work that is not a training step ("frame loading (JPEG): 100%|...|
+# 1581/1581", "Loading checkpoint shards", "Map (num_proc=8)", "Downloading"): its count is of
+# frames, shards or examples, not of steps
+_SETUP_BAR = lazy(r"(?i)\b(?:load(?:ing)?|download(?:ing)?|fetching|map|tokeniz\w*|pre-?process\w*|generating|filter"
+                  r"|saving|extracting|resolving|writing|reading|converting|caching|scanning|copying|uploading|indexing"
+                  r"|packing|shuffling|encoding|decoding)\b[^|:]{0,60}:\s{0,3}\d{1,3}%\|[^|]{0,200}\|\s{0,3}$")
 # hand-written progress lines: "[epoch 7, it 7990]", "step 1200/5000", "iter: 300", "Epoch 3 Iter 12"
 _STEP_TEXT = lazy(r"(?i)\b(?:it|iter|iteration|step|global_step)\s*[=:]?\s*(?P<n>\d+)(?:\s*/\s*(?P<m>\d+))?")
 _EPOCH_WORD = lazy(r"(?i)\bepoch\s*[=:]?\s*(?P<e>\d+(?:\.\d+)?)")
@@ -305,7 +311,7 @@ def _progress_before(ctx: ParseContext, idx: int) -> None:
         if _FRAME_LINE.match(text) or text.startswith("    "):
             continue  # code lines name steps and epochs too ("for step in ...")
         if ph.step is None:
-            bars = list(_BAR.finditer(text))
+            bars = [b for b in _BAR.finditer(text) if not _SETUP_BAR.search(text, max(0, b.start() - 300), b.start())]
             if bars:
                 ph.step, ph.total_steps = int(bars[-1].group("n")), int(bars[-1].group("m"))
             else:

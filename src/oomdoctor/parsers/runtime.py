@@ -558,8 +558,8 @@ def _trt_build_failed(ctx: ParseContext, i: int) -> bool:
 
 def _pool_event(events: _Events, i: int, exc: Optional[str], pool: str, fmt: str, n: Optional[int], **figures) -> None:
     """A library's own GPU memory pool that could not serve a request of ``n`` bytes."""
-    events.add(("device_runtime", fmt, n), i, lambda: OomEvent(
-        kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format=fmt,
+    events.add(("cuda_runtime_error", fmt, n), i, lambda: OomEvent(
+        kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format=fmt,
         tried_to_allocate_bytes=n, detail=f"{pool} could not allocate the request", **figures))
 
 

@@ -196,6 +196,9 @@ _STEP = (
                      # (not one that logs, averages or saves a loss, nor a validation loss)
                      r"|:(?!(?:log|print|reduce|record|save|update|gather)_)(?!\w*(?:val|valid|eval|test)_)\w+_loss\b"
                      r"|/losses?\.py:"
+                     # transformers' attention masks, built by the model's forward for each batch
+                     # ("masking_utils.py:and_mask", the older "modeling_attn_mask_utils.py")
+                     r"|transformers/(?:masking_utils|modeling_attn_mask_utils)\.py:"
                      # a function named for the pass among other words ("_exec_forward_pass", "model_forward";
                      # not a hook that prepares one, "prepare_block_devices_before_forward");
                      # older PyTorch's Module.__call__; DataParallel running its replicas
@@ -291,8 +294,9 @@ _NOT_FORWARD = lazy(r"__init__|(?:^|_)(?:build|load|init|create|make|from_pretra
                     r"|(?i:test|predict|infer|get_bboxes|eval|metric|score)")
 # a script's own function that builds its loaders and the data under them ("build_dataloader",
 # "get_dataloader" in a prepro.py); not a trainer library's, which only wraps the dataset for the
-# step (transformers' get_train_dataloader: the step's own frames decide)
-_LOADER_BUILDER = lazy(r":_{0,2}(?:build|get|make|create|setup|init)_\w{0,20}(?:data_?loaders?|loaders?)$")
+# step (transformers' get_train_dataloader: the step's own frames decide); or a script's function
+# named for the loader it wraps or iterates ("sp_parallel_dataloader_wrapper", "cycle_dataloader")
+_LOADER_BUILDER = lazy(r":_{0,2}(?:(?:build|get|make|create|setup|init)_\w{0,20}(?:data_?loaders?|loaders?)|\w{0,30}data_?loader\w{0,30})$")
 _SPLIT_FUNCTION = lazy(r":_{0,2}(?:test|val)$")
 # multiprocessing starting a process (under a DataLoader starting its workers)
 _PROCESS_START = lazy(r"multiprocessing/(?:process|context|popen_\w+|spawn|reduction)\.py:")
@@ -345,8 +349,14 @@ def _layer_setup(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     return texts[k][1]
 
 
-# a script that prepares the data, named for it ("preprocess.py", "tools/preprocess_data.py")
-_PREP_SCRIPT = lazy(r"(?:^|/)preprocess\w{0,40}\.py:")
+# a script that prepares the data, named for it ("preprocess.py", "tools/preprocess_data.py",
+# "prepro.py", "prepare_data.py", "make_dataset.py"), or a script's own function named for it
+# ("def vectorize(questions, ...)", "load_data()", "convert_images_to_arrays_train", "load_video_frames")
+_PREP_SCRIPT = lazy(r"(?:^|/)(?:pre_?pro\w{0,40}|prepare_?\w{0,20}data\w{0,20}|data_?prep\w{0,20}"
+                    r"|(?:make|build|create|gen(?:erate)?)_?dataset\w{0,20})\.py:")
+_PREP_FUNCTION = lazy(r":_{0,2}(?:(?:load|read|prepare|preprocess|prep|build|make|create|generate|gen|convert)_\w{0,30}"
+                      r"(?:data(?:set)?s?|features?|arrays?|vocab|corpus|samples|examples|images|frames|videos?|audios?|clips)(?:_(?:train|test|val|all))?"
+                      r"|vectori[sz]e\w{0,20}|preprocess\w{0,20})$")
 
 
 def _no_model_below(texts: list[tuple[str, Frame]], k: Optional[int]) -> Optional[Frame]:
@@ -362,7 +372,9 @@ def _no_model_below(texts: list[tuple[str, Frame]], k: Optional[int]) -> Optiona
 def _preparing(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
     """The outermost frame of a data-preparation script, with no model's code or pass inside it
     (a script that encodes its data with a model is running that model)."""
-    return _no_model_below(texts, next((k for k, (t, _fr) in enumerate(texts) if _PREP_SCRIPT.search(t)), None))
+    return _no_model_below(texts, next((k for k, (t, fr) in enumerate(texts) if _PREP_SCRIPT.search(t) or (
+        # (not in an evaluation module: "evaluation/matching.py:build_matching_data" scores)
+        not _LIBRARY.search(fr.file) and _PREP_FUNCTION.search(t) and not _EVAL_PACKAGE.search(t))), None))
 
 
 def _tqdm_next(texts: list[tuple[str, Frame]]) -> Optional[Frame]:
@@ -457,9 +469,10 @@ def phase_from_frames(frames: list[Frame], resumed: bool = False) -> tuple[Optio
             and _WINDOWS_PATH.search(prep.file)):
         return "data_loading", prep
     # (a worker process being started lies under multiprocessing's own frames: those are skipped)
-    near = [(t, fr) for t, fr in texts if not _PROCESS_START.search(t)][-6:]
-    for text, fr in reversed(near):
-        if _DATA.search(text) or (id(fr) not in in_library and _LOADER_BUILDER.search(text)):
+    near = [(k, t, fr) for k, (t, fr) in enumerate(texts) if not _PROCESS_START.search(t)][-6:]
+    for k, text, fr in reversed(near):
+        if _DATA.search(text) or (id(fr) not in in_library and _LOADER_BUILDER.search(text)
+                                  and _no_model_below(texts, k) is not None):
             return "data_loading", fr
     if (fetch := _tqdm_next(texts)) is not None:
         return "data_loading", fetch

@@ -46,7 +46,7 @@ ANCHOR_LITERALS = (
     "Workspace can't be allocated",                      # DeepSpeed's inference kernels
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
-    "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill",
+    "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill", "total_vm",
     # batch schedulers' memory-limit kills (Grid Engine, LSF, PBS)
     "enforced memory limit", "MEMLIMIT",
     # the interpreter's own abort report

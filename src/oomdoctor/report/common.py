@@ -283,7 +283,8 @@ def _device_rows(ev: OomEvent, workers: list[int]) -> list[Row]:
         # F1-F3 (torch <= 2.0) and NPU wording: reserved includes allocated
         if ev.reserved_total_bytes is not None:
             by = ("by the XLA allocator" if ev.kind == "xla" else "by the library's memory pool"
-                  if ev.kind in ("device_runtime", "runtime_arena") else "by PyTorch")
+                  if ev.kind in ("device_runtime", "runtime_arena") or (ev.message_format or "").endswith("-pool")
+                  else "by PyTorch")
             rows.append(Row("reserved in total", format_size(ev.reserved_total_bytes), by))
         if ev.already_allocated_bytes is not None:
             rows.append(Row("already allocated", format_size(ev.already_allocated_bytes), None))
