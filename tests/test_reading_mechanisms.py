@@ -405,6 +405,16 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... nor one that runs a model on the data it prepares
     ([("train.py", "load_features", "feats = encoder(batch.cuda())"), ("/src/models/net.py", "forward", "x = self.conv(x)")],
      "forward"),
+    # a slide, volume or image reader reading its file: data loading
+    ([("tools/convert.py", "convert_for_file", "img = np.array(slide.read_region((0, 0), level, dims))"),
+      ("/env/site-packages/openslide/__init__.py", "read_region", "level, size[0], size[1])"),
+      ("/env/site-packages/openslide/lowlevel.py", "read_region", "buf = (w * h * c_uint32)()")], "data_loading"),
+    ([("prep.py", "main", "vol = nib.load(path).get_fdata()"),
+      ("/env/site-packages/nibabel/dataobj_images.py", "get_fdata", "data = np.asanyarray(self._dataobj, dtype=dtype)")],
+     "data_loading"),
+    # ... not PIL writing one
+    ([("export.py", "main", "img.save(path)"), ("/env/site-packages/PIL/Image.py", "save", "fp = builtins.open(filename, 'w+b')")],
+     None),
     # transformers building a batch's attention mask: the model's forward
     ([(".../transformers/masking_utils.py", "and_mask",
        "result = result & mask(batch_idx, head_idx, q_idx, kv_idx).to(result.device)")], "forward"),

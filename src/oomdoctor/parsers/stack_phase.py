@@ -162,6 +162,11 @@ _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_M
              # a file (its readers and their Cython parser; not its writers)
              r"|(?:^|/)nvidia/dali/|(?:^|/)mxnet/io/|(?:^|/)pandas/io/parsers/|(?:^|/)pandas/io/[\w/]{1,60}\.py:_?read\w*$"
              r"|(?:^|/)pandas/_libs/parsers\.pyx:"
+             # an image, volume, slide or audio reader reading a file (OpenSlide's read_region,
+             # nibabel's get_fdata, SimpleITK's ReadImage, PIL opening an image; not their writers)
+             r"|(?:^|/)(?:openslide|tifffile|nibabel|SimpleITK|pydicom|decord|imageio|soundfile|h5py|zarr)/[\w./-]{0,80}:"
+             r"_{0,2}(?:read|load|open|imread|get_data|get_fdata|dcmread|decode|getitem|ReadImage)\w*$"
+             r"|(?:^|/)PIL/(?:Image|ImageFile)\.py:(?:open|load)$"
              # the DataLoader's pin-memory thread; a worker's batch shared through file descriptors
              # (not a CUDA tensor shared with another process, as RL trainers hand weights to vLLM)
              r"|data/_utils/pin_memory\.py:|torch/multiprocessing/reductions\.py:reduce_storage$"
