@@ -133,3 +133,16 @@ def test_other_cudnn_and_nvml_statuses_are_not_out_of_memory(line):
     ctx = ParseContext(normalise(line + "\n"))
     runtime.parse(ctx)
     assert ctx.facts.oom_events == []
+
+
+@pytest.mark.parametrize("frame, fmt", [
+    # bitsandbytes' own code (its package folder): its allocation
+    ('  File "/env/site-packages/bitsandbytes/functional.py", line 179, in get_paged', "bitsandbytes"),
+    # transformers' module that places a quantized model's weights as it loads: not bitsandbytes'
+    ('  File "/env/site-packages/transformers/utils/bitsandbytes.py", line 109, in set_module_quantized_tensor_to_device',
+     None),
+])
+def test_a_cuda_error_is_bitsandbytes_only_under_its_package(frame, fmt):
+    text = "Traceback (most recent call last):\n" + frame + "\n    new_value = value.to(device)\nRuntimeError: CUDA error: out of memory\n"
+    (ev,) = _runtime_only(text).facts.oom_events
+    assert (ev.kind, ev.message_format) == ("cuda_runtime_error", fmt)

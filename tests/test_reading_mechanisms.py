@@ -415,6 +415,9 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     # ... not PIL writing one
     ([("export.py", "main", "img.save(path)"), ("/env/site-packages/PIL/Image.py", "save", "fp = builtins.open(filename, 'w+b')")],
      None),
+    # transformers placing a quantized model's weights as it loads them
+    ([("/env/site-packages/transformers/utils/bitsandbytes.py", "set_module_quantized_tensor_to_device",
+       "new_value = value.to(device)")], "model_load"),
     # transformers building a batch's attention mask: the model's forward
     ([(".../transformers/masking_utils.py", "and_mask",
        "result = result & mask(batch_idx, head_idx, q_idx, kv_idx).to(result.device)")], "forward"),
@@ -438,7 +441,9 @@ def test_phase_from_function_names_and_code_lines(frames, phase):
 
 
 @pytest.mark.parametrize("script,phase", [("eval_segmentation.py", "eval"), ("tools/predict.py", "eval"),
-                                          ("train_eval.py", None), ("train.py", None)])
+                                          # a generative model's sampling script
+                                          ("DiT/sample_ddp.py", "eval"), ("scripts/sample.py", "eval"),
+                                          ("train_eval.py", None), ("train.py", None), ("data/sampler.py", None)])
 def test_a_script_named_for_evaluation_is_evaluating_when_nothing_else_tells(script, phase):
     frames = [(script, "my_app", "outputs = {k: torch.cat(v, dim=0) for k, v in outputs.items()}")]
     assert report(_tb(*frames))["phase"] == phase

@@ -406,7 +406,9 @@ _NCCL_UNHANDLED = lazy(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
 
 # -- bitsandbytes: its C code prints "Error <cuda string> at line N in file F" and exits ----
 _BNB_CHECK = lazy(r"Error out of memory at line \d{1,7} in file (?P<file>\S{1,300})")
-_BNB_FRAME = lazy(r"bitsandbytes")
+# (the package's folder: transformers' own "utils/bitsandbytes.py", which places a quantized
+# model's weights as it loads, is not bitsandbytes' code)
+_BNB_FRAME = lazy(r"bitsandbytes[/\\]")
 
 # -- wrappers ------------------------------------------------------------------------------
 _FSDP_CLONE = lazy(r"Failed to clone\(\) tensor with name (?P<name>\S{1,300}) on rank (?P<rank>\d{1,6})")

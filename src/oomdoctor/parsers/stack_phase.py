@@ -96,7 +96,7 @@ _TRAINING = lazy(r"_inner_training_loop|training_step|\btrain_step\b|:train\b|tr
 _TRAIN_STATE = r"_?(?:init|initialize|create|make|build|setup)_train(?:ing)?_state"
 _MODEL_LOAD = lazy(
     r"from_pretrained|_load_pretrained_model|_load_state_dict_into_meta_model|load_state_dict_into_model|safe_load_file"
-    r"|set_module_tensor_to_device|dispatch_model|load_model\w*\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
+    r"|set_module_\w{0,20}tensor_to_device|dispatch_model|load_model\w*\b|load_pretrained|_configure_distributed_model|deepspeed/__init__.py:initialize"
     r"|_post_init_method|prepare_model|"
     # a trainer setting up its model ("setup_model_and_tokenizer", a plugin's "pre_model_load" hook)
     r":(?:setup|init|initialize)_model(?:_and_\w+)?$|:pre_model_load$|"
@@ -274,7 +274,9 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
                   # a model kept for inference, called ("pred = infer_model(nf)"; read in a script's
                   # own frames: a library's infer_auto_device_map is model loading)
                   r"|\b(?:infer|inference)_(?:model|net|step)\(")
-_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference)"
+# a script named for evaluation, inference or a generative model's sampling ("eval_knn.py",
+# "predict.py", DiT's "sample_ddp.py"), not one that trains too
+_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference|sample|sampling)"
                    r"(?:_[^/\\]*)?\.py$")
 # ... and a detection trainer's "val.py" / "test.py" when a function of it runs, called by its
 # train.py each epoch (as the script itself, "test.py" is as often a throwaway training run;
