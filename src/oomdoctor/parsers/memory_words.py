@@ -91,10 +91,15 @@ _HOST = lazy(r"std::bad_alloc|\bbad allocation\s*$|\bhost\b|\bRAM\b|system memor
 # (AMD's GPU libraries name no side but are one: MIOpen, rocBLAS)
 _DEVICE = lazy(r"(?P<w>GPU|VRAM|HBM|\bhbm\b|CUDA|\bcuda\b|NPU|XPU|TPU|XLA|Xla|ROCm|HIP|Neuron|accelerator|\bdevice\b"
                r"|MIOpen|rocBLAS|hipBLAS)")
-_KIND = {"xla": "xla", "npu": "npu", "cuda": "cuda_runtime_error", "gpu": "cuda_runtime_error", "rocm": "hip", "hip": "hip",
-         "xpu": "xpu"}
-_BACKEND = {"gpu": "CUDA", "cuda": "CUDA", "npu": "NPU", "xpu": "XPU", "tpu": "XLA", "xla": "XLA", "hbm": "XLA",
-            "rocm": "HIP", "hip": "HIP", "neuron": "Neuron", "miopen": "HIP", "rocblas": "HIP", "hipblas": "HIP"}
+# each device word: the backend it names, and the event's kind when the word names a runtime
+# with a kind of its own (a device word that other runtimes share, HBM or TPU, or a library of
+# one, MIOpen, leaves the generic device_runtime)
+_DEVICE_WORDS = {
+    "gpu": ("CUDA", "cuda_runtime_error"), "cuda": ("CUDA", "cuda_runtime_error"), "npu": ("NPU", "npu"),
+    "xpu": ("XPU", "xpu"), "xla": ("XLA", "xla"), "tpu": ("XLA", None), "hbm": ("XLA", None),
+    "rocm": ("HIP", "hip"), "hip": ("HIP", "hip"), "neuron": ("Neuron", None), "miopen": ("HIP", None),
+    "rocblas": ("HIP", None), "hipblas": ("HIP", None),
+}
 
 
 def parse(ctx: ParseContext) -> None:
@@ -137,10 +142,8 @@ def parse(ctx: ParseContext) -> None:
                           tried_to_allocate_bytes=n, message_format="generic-host-allocation", exception=exc,
                           detail=f"an allocation of host memory failed: {message}", **ctx.at(ln))
         else:
-            backend = _BACKEND.get(device.group("w").lower())
-            # (a runtime named in the words that has a kind of its own: XLA's, an NPU's; not a
-            # device word that other runtimes share, HBM, nor a library of one, MIOpen)
-            ev = OomEvent(kind=_KIND.get(device.group("w").lower(), "device_runtime"), backend=backend, strength="likely",
+            backend, kind = _DEVICE_WORDS.get(device.group("w").lower(), (None, None))
+            ev = OomEvent(kind=kind or "device_runtime", backend=backend, strength="likely",
                           tried_to_allocate_bytes=n, message_format="generic-device-allocation", exception=exc,
                           detail=f"an allocation of device memory failed: {message}", **ctx.at(ln))
         seen[key] = ev
