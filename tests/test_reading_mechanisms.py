@@ -5165,3 +5165,22 @@ def test_only_a_training_bar_gives_the_step(bar, step):
     d = report(bar + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.53 GiB. GPU 0 has a total "
                "capacity of 79.15 GiB of which 1.20 GiB is free.\n")
     assert d["phase_detail"]["step"] == step
+
+
+@pytest.mark.parametrize("log,phase", [
+    # a training loss printed as NaN: the forward pass computed it
+    ("2023/06/09 23:47:22 - mmengine - INFO - Epoch(train) [165][300/351] lr: 2.3e-03 memory: 48596 loss: nan\n",
+     "forward"),
+    ("{'loss': nan, 'grad_norm': nan, 'learning_rate': 4e-05, 'epoch': 0.01}\n", "forward"),
+    # ... a keras line names the training loss first, the validation's after it
+    ("300/300 - 9s 30ms/step - loss: nan - accuracy: 0.1 - val_loss: nan - val_accuracy: 0.1\n", "forward"),
+    # an evaluation's loss: the evaluation
+    ("[76000/5000000] valid loss: nan accuracy: 0.001, norm_ED: 369951.00\n", "eval"),
+    ("  eval_loss               =        nan\n", "eval"),
+    # a NaN the job went on from, to fail otherwise: that failure's place (here none) decides
+    ("iter 3198: loss nan, time: 123.08ms\n"
+     "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n", None),
+])
+def test_a_nan_loss_shows_in_the_pass_that_computed_it(log, phase):
+    r = report(log)
+    assert r["oom_events"] == [] and r["phase"] == phase

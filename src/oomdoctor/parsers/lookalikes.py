@@ -24,6 +24,10 @@ from .traceback import frames_for
 
 _MAX_EVIDENCE = 12
 
+# a loss printed as NaN (read by the phase family too: the pass that computed it)
+NAN_LOSS = lazy(r"['\"]?(?:train_|eval_)?loss['\"]?\s*[:=]\s*['\"]?(?:nan|NaN)\b|\bloss\s+(?:nan|NaN)\b"
+                r"|\bLoss is (?:nan|NaN)\b|\bloss is nan\b|\b(?:nan|NaN) loss\b", re.I)
+
 # (kind, literals of which one must be on the line, pattern). Order matters: the first
 # rule that matches a line names it.
 # a Windows crash status in decimal, signed (Python, an IDE) or not (subprocess): access violation,
@@ -116,9 +120,7 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
                 r"|--bf16[^\n]{0,160}?requires (?:an )?Ampere"
                 r"|(?:bf16|bfloat16)[^\n]{0,60}?(?:is not|isn't|not) supported on (?:this|your|the current) (?:GPU|device|hardware)"
                 r"|(?:GPU|device) does not support (?:bf16|bfloat16)", re.I)),
-    ("nan_loss", ("nan", "NaN"),
-     lazy(r"['\"]?(?:train_|eval_)?loss['\"]?\s*[:=]\s*['\"]?(?:nan|NaN)\b|\bloss\s+(?:nan|NaN)\b"
-                r"|\bLoss is (?:nan|NaN)\b|\bloss is nan\b|\b(?:nan|NaN) loss\b", re.I)),
+    ("nan_loss", ("nan", "NaN"), NAN_LOSS),
 ]
 
 _GLUED_PROGRESS = lazy(r"\d%\||it/s|s/it|\]\s*$")

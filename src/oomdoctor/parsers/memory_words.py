@@ -113,6 +113,11 @@ def parse(ctx: ParseContext) -> None:
     for i in ctx.lines_with(_GATE):
         ln = ctx.lines[i]
         text = ln.text
+        # (the words first: few lines that say "memory" say it could not be had, and the
+        # error-line forms cost more to try)
+        found = failed_side(ctx, text)
+        if found is None:
+            continue
         err = ctx.search(_ERROR_LINE, text) if ln.no not in taken else None
         if err is None and ln.no not in taken and ln.raw and len(ln.raw) > len(text):
             # an error record whose level the normaliser took off with its prefix, bracketed
@@ -122,9 +127,6 @@ def parse(ctx: ParseContext) -> None:
         if err is None and ln.no not in taken:
             err = _continued_error(ctx, i)
         if err is None:
-            continue
-        found = failed_side(ctx, text)
-        if found is None:
             continue
         side, m, device = found
         if side in read:

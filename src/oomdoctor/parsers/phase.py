@@ -20,6 +20,7 @@ from ..facts.derived import HOST_KINDS, MARKER_PHASE, primary_event
 from ..facts.models import Frame
 from ..read.patterns import lazy
 from .base import ParseContext
+from .lookalikes import NAN_LOSS
 from .runtime import BATCH_RETRY_FORMAT, DEVICE_MAP_REFUSED_WORDS
 from .stack_phase import _GENERATE_CONFIG, _GENERATION, _frame_text, phase_from_frames
 from .torch_alloc import RETRIED_FORMAT
@@ -538,7 +539,8 @@ def parse(ctx: ParseContext) -> None:
         _phase_from_markers(ctx, line)
         # (an operator's or a kernel's pass is only the step's: an evaluation or a load the markers
         # name holds it; a host-side death is no kernel's)
-        if ph.phase is None and (hint := _paddle_op_hint(ctx, idx) or (None if host_side else _kernel_hint(ctx, idx))):
+        if ph.phase is None and (hint := _paddle_op_hint(ctx, idx) or (None if host_side else _kernel_hint(ctx, idx))
+                                 or _nan_loss_hint(ctx, line, idx)):
             ph.phase, ph.line, ph.reason = hint
     markers = [(n, name) for name, ns in ctx.facts.markers.items() for n in ns if n <= line]
     ph.markers = [ctx.evidence(ctx.index_of(n)) for n, _ in sorted(markers)[-5:] if ctx.index_of(n) is not None]
@@ -860,6 +862,29 @@ def _paddle_op_hint(ctx: ParseContext, idx: int, within: int = 12) -> Optional[t
             phase = _phase_in(_PADDLE_OPS, op, "forward")
             return phase, ctx.lines[i].no, f"Paddle operator {op[:60]}"
     return None
+
+
+# the name of a loss an evaluation computes: "eval_loss", "val_loss", "valid loss", "test_loss"
+_EVAL_LOSS = lazy(r"(?i:\b(?:eval|val|valid|validation|test)[_ ]?['\"]?)$")
+
+
+def _nan_loss_hint(ctx: ParseContext, line: int, idx: int) -> Optional[tuple[str, int, str]]:
+    """The failure is a loss printed as NaN, and nothing else says where: a loss is the
+    output of the forward pass (of the evaluation's, when the loss is named for it), so
+    that pass is where the failure shows, whichever step first made it NaN."""
+    failures = [f for f in ctx.facts.failures if not f.secondary]
+    if not any(f.kind == "nan_loss" and f.line == line for f in failures):
+        return None
+    if any(f.line > line and f.kind != "nan_loss" for f in failures):
+        return None   # the job went on to fail otherwise: that failure's place is not the loss's
+    text = ctx.lines[idx].text
+    m = ctx.search(NAN_LOSS, text)
+    if m is None:
+        return None
+    evaluation = ctx.search(_EVAL_LOSS, text[max(0, m.start() - 12):m.start() + m.group().lower().find("loss")])
+    if evaluation:
+        return "eval", line, "the evaluation's loss is NaN"
+    return "forward", line, "the loss the forward pass computed is NaN"
 
 
 def _resumed_just_before(ctx: ParseContext, line: int, within: int = 50) -> bool:
