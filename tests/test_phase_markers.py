@@ -209,3 +209,20 @@ def test_a_dataloader_worker_killed_while_the_evaluation_runs_is_the_evaluations
 ])
 def test_a_save_of_a_named_model(line, saving):
     assert bool(facts(line + "\nKilled\n").markers.get("saving_checkpoint")) is saving
+
+
+@pytest.mark.parametrize("log,phase", [
+    # a load announced as the whole message, then the kill: the data was being loaded
+    ("Loading training data...\nKilled\n", "data_loading"),
+    ("Loading kaggle dataset...\nKilled\n", "data_loading"),
+    # ... not a model's or an evaluation's
+    ("Loading pretrained model...\nKilled\n", None),
+    ("Loading test data...\nKilled\n", None),
+    # ... and a stage announced after it ("Training") ends it
+    ("Loading dataset...\ndataset has 42736 tokens\nTraining...\nKilled\n", None),
+])
+def test_a_load_announced_by_its_own_message_is_data_loading(log, phase):
+    f = facts(log)
+    assert f.phase.phase == phase
+    if log.count("Training"):
+        assert f.markers.get("running_training") == [3]

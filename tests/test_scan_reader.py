@@ -379,6 +379,8 @@ TAIL_PIECES = [b"^C", b"\n", b" ", b"x" * 70, b"\t", b'"', b"\r\n", b"ab\n", b"\
 @given(pieces=st.lists(st.sampled_from(TAIL_PIECES), max_size=40), block=st.integers(min_value=1, max_value=700))
 # (a blank block between the echo and a quote is a line break, not nothing)
 @example(pieces=[b"^C", b"\n", b'"'], block=1)
+# (an escape code cut between blocks, after more blanks than the tail keeps: the text stays)
+@example(pieces=[b"^C", b"\n" * 300, b"\x1b[0m"], block=1)
 def test_the_kept_tail_is_the_same_read_in_blocks_of_any_size(pieces, block):
     """Read in blocks of any size, the kept tail (escape codes out, only a block's end copied)
     tells what the whole log's does: whether it ends at an interrupt's echo."""

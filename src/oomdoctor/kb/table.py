@@ -27,6 +27,11 @@ from ..memory import fingerprint_facts
 
 CUDA_CONTEXT = 512 * 2**20   # what a CUDA context and its kernels take, outside PyTorch's figures
 HOST_REQUEST_PRESSURE = 4 * 2**30   # one host allocation this large is pressure in itself
+# a request this many times the device says nothing of what filled it: a size computed wrongly or
+# a dense computation no setting makes fit (the corpus labels them "cause not determined"; between
+# the 64 times that the report's note names and the 100,000 times that parsers/lookalikes.py reads
+# as a corrupted size)
+ABSURD_OVER_DEVICE = 1000
 _STRENGTH = {"certain": 0, "likely": 1, "weak": 2}
 
 
@@ -146,7 +151,8 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             if facts.ranks.stopped_pids and ev.device_index in (0, None):
                 t["oom.unaccounted_per_worker"] = t["oom.unaccounted"] // len(facts.ranks.stopped_pids)
         # this process's footprint when the allocator's own figures are not there
-        t["oom.absurd_request"] = bool(req and req >= 2**60)
+        # a request past the device by three orders of magnitude (or past 1 EiB)
+        t["oom.absurd_request"] = bool(req and (req >= 2**60 or (cap and req >= ABSURD_OVER_DEVICE * cap)))
     t["oom.devices"] = sorted({e.device_index for e in facts.oom_events if e.device_index is not None})
     t["oom.device_count"] = len(t["oom.devices"])
     t["oom.ranks"] = sorted({r for e in facts.oom_events for r in e.ranks})

@@ -154,6 +154,9 @@ _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
 _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
 # OpenMPI's report of a rank ended by a signal ("mpirun noticed that process rank 0 with PID 0
 # on node node1 exited on signal 9 (Killed).")
+# GNU time's report of the command it ran ("Command terminated by signal 9"; its -v report follows
+# with the command's peak memory)
+_TIME_SIGNAL = lazy(r"^\s*Command terminated by signal (?P<sig>\d{1,2})\s*$")
 _MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID (?:\d{1,9}|\w{1,20}) on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
 # a pool of worker processes losing one without an exception: datasets' map ("One of the
 # subprocesses has abruptly died during map operation"), concurrent.futures' BrokenProcessPool
@@ -297,9 +300,10 @@ _PAGING_WORDS = ("paging file", "WinError 1455", "Auslagerungsdatei", "页面文
 _NO_FALLBACK = r"(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
 # (PaddlePaddle's: "DataLoader process (pid 1104) exited is killed by signal: Killed.")
 # (and as users retype it: "RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.",
-# "Dataloader worker (pid 6479) is killed by signal:killed")
-_DL_SIGNAL = lazy(r"(?i:dataloader) (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal: ?"
-                  r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)(?:\.|\s*$)")
+# "Dataloader worker (pid 6479) is killed by signal:killed", "... is killed by signaled: Killed")
+_DL_SIGNAL = lazy(r"(?i:dataloader) (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal(?:ed)?: ?"
+                  # (the message quoted in a sentence ends at its closing quote)
+                  r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)(?:\.|\s*$|[\"'`](?=[\s.,]|$))")
 _DL_EXITED = lazy(r"(?i:dataloader) worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
@@ -340,7 +344,7 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "failed with -", "Fail to alloc memory of", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
-          "unable to write to file </torch_", "mpirun noticed", "abruptly", "Bus error", "exit codes of the workers", "was sent SIGKILL",
+          "unable to write to file </torch_", "mpirun noticed", "terminated by signal", "abruptly", "Bus error", "exit codes of the workers", "was sent SIGKILL",
           "KernelRestarter", "kernel appears to have died", " restarted", "input dependencies", "memory budget", "Kernel crashed", "YARN", "physical memory limits") \
     + _PAGING_WORDS + KILLED_LOCALISED
 
@@ -777,6 +781,10 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     m = ctx.search(_MPI_SIGNAL, text) if "mpirun noticed" in text else None
     if m:
         _ended_by_signal(s, i, int(m.group("sig")), "mpirun: a rank exited on signal 9 (SIGKILL)")
+        return
+    m = ctx.search(_TIME_SIGNAL, text) if "terminated by signal" in text else None
+    if m:
+        _ended_by_signal(s, i, int(m.group("sig")), "GNU time: the command was terminated by signal 9 (SIGKILL)")
         return
     if "abruptly" in text and ctx.search(_POOL_DIED, text):
         s.kill(i, _SIGKILL_ONLY, "pool", "a worker process of a pool (a dataset's map, a process pool) died "

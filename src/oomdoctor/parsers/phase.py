@@ -105,7 +105,9 @@ MARKERS = {
                              # tf.data's shuffle buffer full: the input pipeline hands over batches
                              r"|Shuffle buffer filled\b"
                              # a progress bar named for training ("Train:   3%|█"): training goes on
-                             r"|(?m:^)(?:Train|Training):\s+\d{1,3}%\|"),
+                             r"|(?m:^)(?:Train|Training):\s+\d{1,3}%\|"
+                             # a script announcing the stage by its name alone ("Training", "Training...")
+                             r"|(?m:^)\W{0,3}Training\s*(?:\.{2,}|\u2026)?\s*$"),
     "running_evaluation": lazy(r"\*{5} Running Evaluation \*{5}|Running evaluation|Start(?:ing)? evaluation|Epoch\(val\)"
                                # a script's own evaluation stage: "Evaluating bboxes of pts_bbox",
                                # "Initializing nuScenes detection evaluation"
@@ -143,6 +145,11 @@ MARKERS = {
                                 r"|Generating (?:train|validation) split|Preprocessing dataset|Packing dataset"
                                 # a script reading its training data ("Loading prepared training docs from x.json")
                                 r"|Loading (?:\w+ ){0,3}(?:data|datasets?|docs|documents|corpus|samples|examples) from\b"
+                                # ... or announcing the load as the whole message ("Loading training data...",
+                                # "Loading kaggle dataset..."): not a model's, nor an evaluation's set
+                                r"|(?m:^)\W{0,3}Loading (?:(?!(?i:model|checkpoint|weights?|test|val|valid|validation|eval"
+                                r"|tokenizer|pretrained)\b)\w+ ){0,2}(?:data|datasets?|images|samples|examples|corpus|features|files)"
+                                r"\s*(?:\.{2,}|\u2026)?\s*$"
                                 # transformers' example scripts building their feature cache
                                 # (run_squad, run_glue, run_language_modeling)
                                 r"|(?:Creating|Loading) features from (?:dataset|cached) file|Saving features into cached file"
@@ -177,7 +184,7 @@ MARKER_GATES = {
                                   "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
-    "running_training": ("running training", "start", "training started", "epoch(train)", "train:", "training:",
+    "running_training": ("running training", "start", "training", "epoch(train)", "train:",
                          "shuffle buffer filled"),
     "running_evaluation": ("running evaluation", "start", "epoch(val)", "evaluating", "evaluation", "task/s",
                            "(val", "(eval", "validating")

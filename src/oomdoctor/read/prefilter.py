@@ -75,6 +75,7 @@ ANCHOR_LITERALS = (
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
     "Failed to CUDA", "CUresult", "cuMem", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY", "failed with OOM", "recover from OOM", "due to CUDA OOM", "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "Exceeded job memory", "Exceeded step memory",
+    "terminated by signal",   # GNU time's report of its command's end ("Command terminated by signal 9")
     # other frameworks' allocators: thrust's scratch buffer, Jittor's memory check, MindSpore's
     # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
     "get_temporary_buffer failed", "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace",
@@ -160,6 +161,7 @@ TAIL_KEEP = 256      # bytes of the tail kept between blocks
 _TAIL_REACH = 2048   # bytes of a block's end read (a terminal's closing escape codes fit many times over)
 _INTERRUPT_TAIL = re.compile(rb"\^C[\"'`]{0,3}\Z")
 _ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)")
+_ANSI_PENDING = re.compile(rb"\x1b(?:\[[0-9;?]{0,12})?\Z")   # (its rest in the next block)
 # what may follow the last text of a log: blanks, controls, escape codes' leftovers, a
 # non-breaking space's bytes
 _BLANK = b" \t\r\n\x0b\x0c\x00\x07\xc2\xa0"
@@ -178,8 +180,12 @@ def keep_tail(tail: bytes, block: bytes) -> bytes:
     if b"\x1b" in window:   # (an escape code cut between two blocks is whole here)
         window = _ANSI_BYTES.sub(b"", window)
     window += block[max(end, len(block) - TAIL_KEEP):]
-    text = window.rstrip(_BLANK)
-    return text[-TAIL_KEEP:] + window[len(text):][-TAIL_KEEP:]
+    # an escape code still open at the end (the next block holds its rest) is no text: kept
+    # apart, so that the text before the blanks is what TAIL_KEEP keeps, not the blanks
+    pending = _ANSI_PENDING.search(window)
+    cut = pending.start() if pending else len(window)
+    text = window[:cut].rstrip(_BLANK)
+    return text[-TAIL_KEEP:] + window[len(text):cut][-(TAIL_KEEP - (len(window) - cut)):] + window[cut:]
 
 
 def ends_interrupted(tail: bytes) -> bool:
@@ -210,7 +216,7 @@ CONTEXT_LITERALS = (
 FAILURE_LITERALS = (
     "OUT OF MEMORY", "OutOfMemory", "Out Of Memory", "ut of memory",   # "ut of memory": out of / Out of
     "Tried to allocate", "RESOURCE_EXHAUSTED", "Resource exhausted", "OOM", "oom-kill", "oom_kill",
-    "Killed", "SIGKILL", "Signal 9", "enforced memory limit", "MEMLIMIT", "job killed", "Fatal Python error",
+    "Killed", "SIGKILL", "Signal 9", "terminated by signal", "enforced memory limit", "MEMLIMIT", "job killed", "Fatal Python error",
     "MemoryError", "Unable to allocate", "Cannot allocate memory", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "[metal::malloc] Attempting",
     "not enough memory", "OUT_OF_MEMORY", "ALLOC_FAILED", "ChildFailedError", "exitcode: -", "exitcode: 1",
     "return code = -", "exit code -", "exit code 13", "exit status -", "exit status 13", "DiedError",
@@ -238,7 +244,7 @@ MARKER_LITERALS = (
     "dispatched on the CPU or the disk", "offloaded to the disk", "whole model to the disk", "CPU or disk device",
     "to dispatch this model",
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
-    "Start training", "Starting training", "Training started", "***** Running Evaluation *****",
+    "Start training", "Starting training", "Training", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
     # a bar whose description names its pass ("Epoch 15 (validation) ...:  2%|"); an evaluation's error report
     "(val", "(eval", "(Val", "(Eval", "(VAL", "(EVAL", "while evaluating", "when evaluating", "while validating", "when validating",
