@@ -5184,3 +5184,71 @@ def test_only_a_training_bar_gives_the_step(bar, step):
 def test_a_nan_loss_shows_in_the_pass_that_computed_it(log, phase):
     r = report(log)
     assert r["oom_events"] == [] and r["phase"] == phase
+
+
+def test_gnu_times_report_of_a_sigkill_is_a_kill_and_no_other_signal_is():
+    log = ("$ /usr/bin/time -v python test.py\nLoading necessary files...\nCommand terminated by signal 9\n"
+           '\tCommand being timed: "python test.py"\n\tMaximum resident set size (kbytes): 12009284\n\tExit status: 0\n')
+    r = report(log)
+    (ev,) = r["oom_events"]
+    assert ev["kind"] == "host_oom_killer" and ev["evidence"][0]["line"] == 3
+    assert r["phase"] == "data_loading"
+    assert report(log.replace("signal 9", "signal 15"))["oom_events"] == []
+    # ... only as GNU time prints it, alone on its line
+    assert report("the command terminated by signal 9 would be reported here\n")["oom_events"] == []
+
+
+def test_a_dataloader_kill_quoted_in_a_sentence_is_still_one():
+    r = report('I set workers_per_gpu:1,but still got the problem"RuntimeError: Dataloader worker (pid 15623) is '
+               'killed by signaled: Killed". I wander it is caused by the limitation of GPU memory?\n')
+    (ev,) = r["oom_events"]
+    assert ev["kind"] == "dataloader_killed"
+
+
+def test_frames_with_typographic_quotes_and_their_code_joined_on_are_frames():
+    log = ("Traceback (most recent call last):\n\n"
+           "File “/home/user/app/sections/chat.py”, line 194, in load_cfg_model_tokenizer model = cfg.model_class(cfg)\n\n"
+           "File “/env/lib/python3.10/site-packages/transformers/models/auto/auto_factory.py”, line 566, in "
+           "from_pretrained return model_class.from_pretrained(\n")
+    r = report(log)
+    assert [(f["function"], f["code"]) for f in r["frames"]] == [
+        ("load_cfg_model_tokenizer", "model = cfg.model_class(cfg)"),
+        ("from_pretrained", "return model_class.from_pretrained(")]
+    assert r["phase"] == "model_load"
+
+
+def test_the_onnx_exporters_diagnostic_banner_names_torchs_version():
+    log = ("============= Diagnostic Run torch.onnx.export version 2.0.1+cu117 =============\n"
+           "verbose: False, log level: Level.ERROR\n"
+           "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 86.00 MiB (GPU 0; 23.69 GiB total "
+           "capacity; 23.32 GiB already allocated; 5.88 MiB free; 23.32 GiB reserved in total by PyTorch)\n")
+    assert report(log)["environment"]["torch_version"] == "2.0.1"
+    # ... and no other name's version ("Diagnostic Run onnxscript version 0.1.0")
+    assert report(log.replace("torch.onnx.export version 2.0.1+cu117", "onnxscript version 0.1.0"))[
+        "environment"]["torch_version"] is None
+
+
+def test_ggmls_two_lines_of_one_failed_buffer_are_one_event_and_its_device_is_read_below_the_echo():
+    log = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 8900.01 MiB on device 0: cudaMalloc failed: "
+           "out of memory\n"
+           "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 9332334592\n"
+           "llama_new_context_with_model: failed to allocate compute buffers\n")
+    (ev,) = report(log)["oom_events"]
+    assert ev["device_index"] == 0 and [e["line"] for e in ev["evidence"]] == [1, 2]
+    # ... not two buffers of other sizes
+    assert len(report(log.replace("9332334592", "9332434592"))["oom_events"]) == 2
+    # ggml's check with its source's echo between the error and the device
+    (ev,) = report("CUDA error: out of memory\n...ggml-cuda.cu:97: CUDA error\n"
+                   "  current device: 1, in function alloc at ...ggml-cuda.cu:476\n")["oom_events"]
+    assert (ev["message_format"], ev["device_index"]) == ("ggml-cuda-check", 1)
+
+
+def test_a_dataloader_workers_own_traceback_is_data_loading_however_deep():
+    frames = "".join(f'  File "/root/proj/data/reader_{k}.py", line {10 + k}, in read_{k}\n    x = read_{k + 1}()\n'
+                     for k in range(8))
+    log = ("Original Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3.10/dist-packages/torch/utils/data/_utils/worker.py", line 351, in _worker_loop\n'
+           "    data = fetcher.fetch(index)\n" + frames + "ValueError: bad record\n")
+    assert report(log)["phase"] == "data_loading"
+    # ... and the same frames run by the main process are not
+    assert report("Traceback (most recent call last):\n" + frames + "ValueError: bad record\n")["phase"] is None

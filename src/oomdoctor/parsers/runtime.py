@@ -359,6 +359,7 @@ _NNABLA_AGAIN = lazy(r"^\s*Failed to allocate again\.")
 _GGML_BUFFER = lazy(r"\bfailed to allocate (?P<be>CUDA|ROCm|Metal|Vulkan|SYCL|CANN|MUSA|CPU)(?P<dev>\d{0,3})"
                     r"(?P<host>_Host)? buffer of size (?P<n>\d{1,20})"
                     r"|\bggml_backend_(?P<cpu>cpu)_buffer_type_alloc_buffer: failed to allocate buffer of size (?P<n2>\d{1,20})")
+_GGML_MIB_ROUNDING = 2**20 // 100 + 1   # (the last printed digit of a MiB figure, 0.01 MiB)
 _GGML_KIND = {"CUDA": ("cuda_runtime_error", "CUDA"), "ROCm": ("hip", "HIP"), "MUSA": ("device_runtime", "MUSA"),
               "Metal": ("mps", "MPS"), "Vulkan": ("device_runtime", "Vulkan"), "SYCL": ("xpu", "XPU"),
               "CANN": ("npu", "NPU"), "CPU": ("cpu_allocator", "host")}
@@ -671,18 +672,24 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             if src and not ctx.search(_PYTORCH_SOURCE, src.group("path")):
                 fmt, detail = "library-allocator", f"a CUDA allocation in {src.group('file')} failed"
         # ggml's CUDA check (llama.cpp, whisper.cpp) names the device and the function under it
-        # ("  current device: 0, in function ggml_cuda_pool_malloc_vmm at .../ggml-cuda.cu:7812")
-        ggml = ctx.below(i, _GGML_WHERE, 1)
+        # ("  current device: 0, in function ggml_cuda_pool_malloc_vmm at .../ggml-cuda.cu:7812"),
+        # in some builds after its source's "ggml-cuda.cu:97: CUDA error" line
+        at = next((j for j in range(i + 1, min(len(ctx.lines), i + 3))
+                   if "current device" in ctx.lines[j].text and ctx.search(_GGML_WHERE, ctx.lines[j].text)), None)
+        if at == i + 2 and not ctx.lines[i + 1].text.rstrip().endswith("CUDA error"):
+            at = None
+        ggml = ctx.search(_GGML_WHERE, ctx.lines[at].text) if at is not None else None
         if ggml and detail is None:
             fmt, detail = "ggml-cuda-check", f"ggml's CUDA call in {ggml.group('fn')} failed"
-            events.taken.add(ctx.lines[i + 1].no)
+            events.taken.update(ctx.lines[j].no for j in range(i + 1, at + 1))
         ev = events.add(("cuda_runtime_error", fmt == "bitsandbytes", key_text), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0,
             device_index=int(ggml.group("dev")) if ggml else None))
         for j in suffix:
             events.taken.add(ctx.lines[j].no)
         if ggml:
-            events.cover(ev, i + 1)
+            for j in range(i + 1, at + 1):
+                events.cover(ev, j)
         if ev.message_format is None and fmt:
             ev.message_format = fmt
         return
@@ -1034,8 +1041,10 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
             # the backend's page-locked host buffer (cudaMallocHost), not the device's memory
             kind, fmt, host, dev = "cuda_runtime_error", "cuda-driver-host-alloc", n, None
         # the same failure its backend's own line reported just above (ggml's CUDA backend:
-        # "allocating 1234.00 MiB on device 0: cudaMalloc failed"): one event
-        same = next((ev for ev in events.by_key.values() if ev.tried_to_allocate_bytes == n
+        # "allocating 1234.00 MiB on device 0: cudaMalloc failed"): one event (that line rounds
+        # to a hundredth of a MiB: 8900.01 MiB is this line's 9332334592 bytes)
+        same = next((ev for ev in events.by_key.values() if ev.tried_to_allocate_bytes is not None
+                     and abs(ev.tried_to_allocate_bytes - n) <= _GGML_MIB_ROUNDING
                      and 0 <= ctx.lines[i].no - ev.line <= 3), None)
         if same is not None:
             events.cover(same, i)

@@ -77,6 +77,9 @@ _ANYWHERE = (
         # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
         r"|:_{0,2}(?![\w]*(?:train|save))(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
         r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
+    # a DataLoader worker's own loop: the worker process only loads data, whatever its dataset
+    # calls below (the frames of its "Original Traceback", however deep)
+    ("data_loading", lazy(r"torch/utils/data/_utils/worker\.py:_worker_loop$")),
 )
 # a model generating tokens: transformers' generation loop (generate, its _sample / _prefill /
 # beam searches, the model's prepare_inputs_for_generation), a policy's rollout, or a run

@@ -16,6 +16,10 @@ from ..read.patterns import lazy
 from .base import ParseContext
 
 _PY = lazy(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<lineno>\d+), in (?P<func>\S.*?)\s*$")
+# ... its quotes made typographic by a rich-text editor or a renderer ('File “/x/chat.py”, line 56,
+# in chat_tab'), often with the code line joined on ("..., in chat_tab cfg, model = load(")
+_PY_TYPOGRAPHIC = lazy(r"^\s*File [“”\"](?P<file>[^“”\"]+)[“”\"], line (?P<lineno>\d+), in (?P<func>[\w.<>]+)"
+                       r"(?:\s+(?P<code>\S.*?))?\s*$")
 # IPython 8: "File ~/x/torch/nn/modules/module.py:1501, in Module._call_impl(self, ...)"
 _IPY = lazy(r"^\s*File (?P<file>[^\s,]+?):(?P<lineno>\d+),? in (?P<func>[\w.<>]+)")
 # IPython 7: "/path/to/file.py in func(args)", and the notebook's own cell ("<ipython-input-7-cb15820>
@@ -98,6 +102,9 @@ def parse(ctx: ParseContext) -> None:
             headers.append(i)
             continue
         m = _PY.match(text)
+        joined_code = None
+        if m is None and ("“" in text or "”" in text) and (m := _PY_TYPOGRAPHIC.match(text)):
+            joined_code = m.group("code")
         # IPython >= 8 ("File path:12, in f(x)") prints context lines: the arrow marks the code
         ipython8 = m is None and bool(m := _IPY.match(text))
         rich = m is None and bool(m := _RICH.match(text))
@@ -138,7 +145,7 @@ def parse(ctx: ParseContext) -> None:
                     continue
                 file, func, lineno = "<cell>", "<cell>", int(m.group("lineno"))
                 ipython = True   # its context lines follow; the arrow marks the one that ran
-        code = None
+        code = joined_code[:300] if joined_code else None
         if ipython:
             # IPython prints context lines; the arrow marks the one that ran
             for j in range(i + 1, min(len(lines), i + 10)):

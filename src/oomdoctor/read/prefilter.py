@@ -146,6 +146,7 @@ ANCHOR_LITERALS = (
     # a traceback pasted without its first line, or cut before its error: its frames
     # (Python's, IPython's)
     "\", line ", "File ~", "File /", "Cell In", "Input In [", "│ /",   # rich's boxed frames
+    "](https://localhost",   # Colab's, which link their file: "[/x/gat_conv.py](https://localhost:8080/#) in message("
     # the shell's "Killed" in the user's language
     *KILLED_LOCALISED,
 )

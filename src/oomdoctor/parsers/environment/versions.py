@@ -53,6 +53,9 @@ _AVAILABLE = lazy(r"PyTorch version " + _V + r" available")  # HF datasets at im
 _DUNDER = lazy(r"\b(?P<pkg>torch|deepspeed|transformers|accelerate|peft|trl|swift|xtuner|axolotl|llamafactory)"
                      r"\.__version__['\"]?\s*[:=]\s*['\"]?" + _V)
 _LF_BANNER = lazy(r"LLaMA[- ]?Factory,? version " + _V, re.I)
+# torch's ONNX exporter heads its diagnostics with torch's own version ("============= Diagnostic
+# Run torch.onnx.export version 2.0.1+cu117 =============", torch/onnx/_internal/exporter context)
+_ONNX_DIAGNOSTIC = lazy(r"Diagnostic Run torch\.onnx\.export version " + _V)
 _PYPATH = lazy(r"python(?P<ver>3\.\d{1,2})/(?:site|dist)-packages/")
 # an old PyTorch binary's source tree names its version in the C++ paths its errors print
 # ("conda-bld/pytorch_1501972792122/work/pytorch-0.1.12/torch/lib/THC/...")
@@ -138,6 +141,9 @@ def versions(col: Collector, text: str, low: str, line: int, words: set) -> None
         m = _LF_BANNER.search(text)
         if m:
             _version(col, "llamafactory", m.group("ver"), line, RUNTIME)
+        m = _ONNX_DIAGNOSTIC.search(text) if "Diagnostic Run" in text else None
+        if m:
+            _version(col, "torch", m.group("ver"), line, RUNTIME)
     if "__version__" in text:
         m = _DUNDER.search(text)
         if m:
