@@ -5252,3 +5252,25 @@ def test_a_dataloader_workers_own_traceback_is_data_loading_however_deep():
     assert report(log)["phase"] == "data_loading"
     # ... and the same frames run by the main process are not
     assert report("Traceback (most recent call last):\n" + frames + "ValueError: bad record\n")["phase"] is None
+
+
+def test_the_one_process_a_cut_message_lists_is_this_process():
+    """NVML lists every process on the device, this one too: a list of one, with no "this
+    process" sentence and the message cut before PyTorch's figures, is this process."""
+    cut = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 62.54 GiB. GPU 1 has a total capacty "
+           "of 79.26 GiB of which 23.11 GiB is free. Process 3987923 has 56.13 GiB memory in use. Of the allocated\n")
+    assert "stale-gpu-process" not in [d["incident"] for d in report(cut)["diagnoses"]]
+    # ... but with PyTorch's figures, a process that holds far more than they say is another's
+    whole = cut.replace("Of the allocated\n", "Of the allocated memory 1.10 GiB is allocated by PyTorch, and 20.00 MiB "
+                        "is reserved by PyTorch but unallocated.\n")
+    assert report(whole)["diagnoses"][0]["incident"] == "stale-gpu-process"
+
+
+def test_a_rich_frame_whose_left_edge_the_paste_cut_is_still_a_frame():
+    log = ("bigcode-evaluation-harness/lm_eval/utils.py:388 in        │\n"
+           "│ complete_code                                                    │\n"
+           "│ ❱ 388 │   │   │   │   code_gens[sample].append(                   │\n")
+    r = report(log)
+    assert [(f["file"], f["function"], f["lineno"]) for f in r["frames"]] == [
+        ("bigcode-evaluation-harness/lm_eval/utils.py", "complete_code", 388)]
+    assert r["phase"] == "eval"

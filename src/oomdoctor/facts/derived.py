@@ -117,6 +117,11 @@ def split_processes(ev: OomEvent) -> tuple[Optional[ProcessUse], list[ProcessUse
         if best.bytes >= mine * 0.9:
             me = best
             others = [p for p in others if p is not best]
+    elif me is None and len(others) == 1 and allocated_of(ev) is None and unallocated_of(ev) is None:
+        # no figure of this process (a message cut before them): NVML lists every process on
+        # the device, this one too (it holds at least its CUDA context), so a list of one with
+        # no "this process" sentence is this process under its host PID
+        me, others = others[0], []
     return me, others
 
 

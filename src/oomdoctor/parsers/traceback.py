@@ -33,7 +33,8 @@ _BARE = lazy(r"^\s*(?:(?P<file>[^\s\"]{1,1000}\.py)\",\s)?line (?P<lineno>\d+), 
 # rich's boxed tracebacks: "│ /path/to/trainer.py:1539 in train   │" (a frame per box line)
 _RICH = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in (?P<func>[\w.<>]+)\s*(?:[│┃|]\s*)?$")
 # ... whose function rich wrapped onto the next box line when the path filled the box
-_RICH_CUT = lazy(r"^\s*[│┃|]\s+(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in\s*[│┃|]\s*$")
+# (its left edge, and the path's head, lost where a paste begins mid-line: "harness/lm_eval/utils.py:388 in   │")
+_RICH_CUT = lazy(r"^\s*(?:[│┃|]\s+)?(?P<file>[^\s│┃|]+?\.py):(?P<lineno>\d+) in\s*[│┃|]\s*$")
 # ... and its source context: "│   278 │   trainer.train(...)   │", "│ ❱ 280 │   model.save_pretrained(output_dir)   │"
 # (the code runs to the box's right edge: rich_code() strips the padding and the edge in Python,
 # where a lazy group before optional padding would backtrack over every space of a long line)
