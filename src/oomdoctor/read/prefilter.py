@@ -147,6 +147,7 @@ ANCHOR_LITERALS = (
     # (Python's, IPython's)
     "\", line ", "File ~", "File /", "Cell In", "Input In [", "│ /",   # rich's boxed frames
     "](https://localhost",   # Colab's, which link their file: "[/x/gat_conv.py](https://localhost:8080/#) in message("
+    "❱ ",   # rich's mark of the line that ran, in its frames' boxes (a box whose frame line a paste cut)
     # the shell's "Killed" in the user's language
     *KILLED_LOCALISED,
 )
