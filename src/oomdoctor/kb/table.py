@@ -150,7 +150,6 @@ def fact_table(facts: Facts) -> dict[str, Any]:
             # that never set their device leave on GPU 0
             if facts.ranks.stopped_pids and ev.device_index in (0, None):
                 t["oom.unaccounted_per_worker"] = t["oom.unaccounted"] // len(facts.ranks.stopped_pids)
-        # this process's footprint when the allocator's own figures are not there
         # a request past the device by three orders of magnitude (or past 1 EiB)
         t["oom.absurd_request"] = bool(req and (req >= 2**60 or (cap and req >= ABSURD_OVER_DEVICE * cap)))
     t["oom.devices"] = sorted({e.device_index for e in facts.oom_events if e.device_index is not None})

@@ -154,10 +154,10 @@ _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
 _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
 # OpenMPI's report of a rank ended by a signal ("mpirun noticed that process rank 0 with PID 0
 # on node node1 exited on signal 9 (Killed).")
+_MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID (?:\d{1,9}|\w{1,20}) on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
 # GNU time's report of the command it ran ("Command terminated by signal 9"; its -v report follows
 # with the command's peak memory)
 _TIME_SIGNAL = lazy(r"^\s*Command terminated by signal (?P<sig>\d{1,2})\s*$")
-_MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID (?:\d{1,9}|\w{1,20}) on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
 # a pool of worker processes losing one without an exception: datasets' map ("One of the
 # subprocesses has abruptly died during map operation"), concurrent.futures' BrokenProcessPool
 # ("A process in the process pool was terminated abruptly"): most often the kernel's OOM killer

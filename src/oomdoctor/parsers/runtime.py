@@ -505,6 +505,21 @@ class _Events:
             ev.evidence.append(self.ctx.evidence(idx))
 
 
+def _ggml_where(ctx: ParseContext, i: int):
+    """(the match, its line) of ggml's CUDA check naming the device and the function under the
+    error at line ``i`` ("  current device: 0, in function ggml_cuda_pool_malloc_vmm at
+    .../ggml-cuda.cu:7812"), in some builds after its source's "ggml-cuda.cu:97: CUDA error"
+    line; (None, None) when it is not there."""
+    for j in range(i + 1, min(len(ctx.lines), i + 3)):
+        text = ctx.lines[j].text
+        m = ctx.search(_GGML_WHERE, text) if "current device" in text else None
+        if m:
+            return m, j
+        if not text.rstrip().endswith("CUDA error"):
+            break
+    return None, None
+
+
 def _exception(ctx: ParseContext, text: str) -> Optional[str]:
     m = ctx.search(_EXC_AT_START, text)
     return m.group(1) if m else None
@@ -671,17 +686,9 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
                     _LIBRARY_SOURCE_BEFORE, text[max(0, m.start() - 400):m.start()])
             if src and not ctx.search(_PYTORCH_SOURCE, src.group("path")):
                 fmt, detail = "library-allocator", f"a CUDA allocation in {src.group('file')} failed"
-        # ggml's CUDA check (llama.cpp, whisper.cpp) names the device and the function under it
-        # ("  current device: 0, in function ggml_cuda_pool_malloc_vmm at .../ggml-cuda.cu:7812"),
-        # in some builds after its source's "ggml-cuda.cu:97: CUDA error" line
-        at = next((j for j in range(i + 1, min(len(ctx.lines), i + 3))
-                   if "current device" in ctx.lines[j].text and ctx.search(_GGML_WHERE, ctx.lines[j].text)), None)
-        if at == i + 2 and not ctx.lines[i + 1].text.rstrip().endswith("CUDA error"):
-            at = None
-        ggml = ctx.search(_GGML_WHERE, ctx.lines[at].text) if at is not None else None
+        ggml, at = _ggml_where(ctx, i)
         if ggml and detail is None:
             fmt, detail = "ggml-cuda-check", f"ggml's CUDA call in {ggml.group('fn')} failed"
-            events.taken.update(ctx.lines[j].no for j in range(i + 1, at + 1))
         ev = events.add(("cuda_runtime_error", fmt == "bitsandbytes", key_text), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format=fmt, detail=detail, line=0,
             device_index=int(ggml.group("dev")) if ggml else None))
