@@ -126,6 +126,10 @@ KILLED_AFTER = "{marker}\n{between}Killed\n"
     "=> creating model 'resnet50'",
     "Instantiating model from config",
     "Loading model from models/ldm/text2img-large/model.ckpt",
+    "Error occurred when executing Echo_LoadModel:",             # ComfyUI's dialog naming a loader node
+    "Error occurred when executing CheckpointLoaderSimple:",
+    "Failed to move model to device",                            # a script's report that placing it failed
+    "ERROR: error while moving the model to GPU",
 ])
 def test_a_script_building_or_loading_its_model_is_loading_the_model(marker):
     f = facts(KILLED_AFTER.format(marker=marker, between=""))
@@ -142,6 +146,9 @@ def test_a_script_building_or_loading_its_model_is_loading_the_model(marker):
     'Creating network "x_default" with the default driver',
     "INFO: the model is ready; building model cards next",      # not at the start of the message
     "Loading model from output/checkpoint-500",                  # a resume: the resuming marker's
+    "Error occurred when executing LoadImage:",                  # a ComfyUI node that loads data
+    "Error occurred when executing KSampler:",
+    "Failed to save model to disk",                              # a save, not a placement
 ])
 def test_what_is_not_a_model_being_built_or_loaded(marker):
     assert "loading_checkpoint_shards" not in facts(KILLED_AFTER.format(marker=marker, between="")).markers

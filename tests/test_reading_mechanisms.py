@@ -1747,6 +1747,27 @@ def test_survivors_stopped_after_a_reported_death_are_not_a_silent_one():
     assert [(e["kind"], e["strength"]) for e in report(stops)["oom_events"]] == [("host_oom_killer", "weak")]
 
 
+def _cfe_entry(n, time, rank, code, pid, signal=None):
+    tb = f"Signal {-code} ({signal}) received by PID {pid}" if signal else \
+        "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+    return (f"[{n}]:\n  time      : {time}\n  host      : localhost\n  rank      : {rank} (local_rank: {rank})\n"
+            f"  exitcode  : {code} (pid: {pid})\n  error_file: <N/A>\n  traceback : {tb}\n")
+
+
+def test_a_sigkill_timed_after_another_ranks_exception_is_torchruns_stop():
+    # torchrun sends the survivors SIGTERM and, 30 s later, SIGKILL: a -9 listed after a rank
+    # that raised (exit 1) is that stop, even where the Root Cause block is cut
+    head = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n" + "=" * 60 + \
+        "\ntrain.py FAILED\n" + "-" * 60 + "\nFailures:\n"
+    cascade = head + _cfe_entry(1, "2026-09-07_13:02:58", 3, 1, 14692) + \
+        _cfe_entry(2, "2026-09-07_13:03:29", 0, -9, 14689, "SIGKILL") + "-" * 60 + "\n"
+    assert report(cascade)["oom_events"] == []
+    # ... while a -9 that came first, the exception after it, is a kill
+    first = head + _cfe_entry(1, "2026-09-07_13:03:29", 3, 1, 14692) + \
+        _cfe_entry(2, "2026-09-07_13:02:58", 0, -9, 14689, "SIGKILL") + "-" * 60 + "\n"
+    assert [e["kind"] for e in report(first)["oom_events"]] == ["host_oom_killer"]
+
+
 def test_tensorflow_0x_oom_without_a_shape_names_its_device_from_the_node_below():
     d = report("W tensorflow/core/common_runtime/executor.cc:1076] 0x18ef02bb0 Compute status: Resource exhausted: "
                "OOM when allocating tensor with shape\n"
@@ -2309,6 +2330,11 @@ def test_a_cuda_librarys_own_allocator_refusing_a_request(line, n):
     ("2025-07-08 10:39:40 ERROR    !!! Exception during processing !!! Expected all tensors to be on the same device",
      0),
     ("!!! Exception during processing!!! Expected all tensors to be on the same device", 0),
+    # ... ComfyUI's error dialog copied from the UI: the header, a blank line, the message alone
+    ("Error occurred when executing DepthAnything_V2:\n\nAllocation on device \n\n"
+     "File \"C:\\ComfyUI\\execution.py\", line 317, in execute", 1),
+    # ... a sentence that holds the words is none
+    ("The Allocation on device memory is reported below", 0),
 ])
 def test_comfyuis_report_of_the_allocators_exception(line, events):
     assert len(report(line + "\n")["oom_events"]) == events
@@ -3079,6 +3105,19 @@ def test_phase_from_a_pretrained_load_call_an_xla_program_and_a_keras_layer():
 ])
 def test_dataloader_worker_killed_as_users_retype_it(line, kind):
     assert [e["kind"] for e in report(line + "\n")["oom_events"]] == ([kind] if kind else [])
+
+
+def test_a_module_named_for_loading_data_is_the_data_loading():
+    # a data-loading library's or a script's own module ("batchgenerators/dataloading/data_loader.py")
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/x/run_training.py", line 20, in <module>\n    item = next(data_loader)\n'
+          '  File "/x/site-packages/batchgenerators/dataloading/{name}", line 126, in __next__\n'
+          "    return self.generate_train_batch()\n"
+          "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 1.20 GiB for an array with shape "
+          "(1, 512, 512, 600) and data type float64\n")
+    assert report(tb.format(name="data_loader.py"))["phase"] == "data_loading"
+    # ... not a module whose name only holds the words
+    assert report(tb.format(name="metadata_loader_utils.py"))["phase"] != "data_loading"
 
 
 def test_a_dataloader_worker_on_the_gpu_shares_it_with_its_own_job():

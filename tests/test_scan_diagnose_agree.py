@@ -267,7 +267,7 @@ DETAIL = {
     # _ARROW_SIZE the size in an ArrowMemoryError's message; _GO_TIMEOUT only rules out a
     # "signal: killed" line (its anchor is " killed"); _PADDLE_CPU_SIZE reads the size under Paddle
     # 1.x's posix_memalign enforce (the anchor)
-    "host": {"_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_SHM_PATH", "_ENOMEM_SIZE", "_ARROW_SIZE",
+    "host": {"_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_CFE_TIME", "_SHM_PATH", "_ENOMEM_SIZE", "_ARROW_SIZE",
              "_GO_TIMEOUT", "_PADDLE_CPU_SIZE"},
 }
 # \s* between words (a message a terminal wrapped) or numbers in the middle: checked by

@@ -148,6 +148,8 @@ _CFE_SECTION = lazy(r"^\s*(?P<sec>Root Cause|Failures:|Other Failures:)")
 _CFE_RANK = lazy(r"^\s*rank\s*:?\s*(?P<rank>\d{1,6}) \(local[_ ]rank:\s*(?P<lr>\d{1,5})\)")
 _CFE_EXIT = lazy(r"(?:^\s*|(?<=\)))exitcode\s*:\s*(?P<code>-?\d{1,4}) \(pid:\s*(?P<pid>\d{1,9})\)")
 _SIGNAL_PID = lazy(r"[Ss]ignal (?P<sig>\d{1,2}) \((?P<name>SIG\w{1,8})\) received by PID (?P<pid>\d{1,9})")
+# an entry's "time      : 2026-09-07_13:02:58", two or three lines above its exit code
+_CFE_TIME = lazy(r"^\s*time\s*:\s*(?P<t>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)\s*$")
 _DS_KILLING = lazy(r"Killing subprocess (?P<pid>\d{1,9})")
 _DS_RC = lazy(r"exits with return code = (?P<code>-?\d{1,4})")
 _DS_SIGNALLED = lazy(r"Main process received (?P<sig>SIG\w{1,8}), exit")
@@ -871,16 +873,35 @@ def _groups(idxs: list[int], gap: int) -> list[list[int]]:
     return out
 
 
+def _entry_time(s: _Scan, idx: int) -> Optional[str]:
+    """The time a ChildFailedError entry gives: its lines run ``[N]:``, time, host, rank,
+    exitcode, error_file, traceback (``idx`` is its exitcode or its signal line)."""
+    for j in range(idx - 1, max(-1, idx - 7), -1):
+        text = s.ctx.lines[j].text
+        if "time" in text:
+            m = _CFE_TIME.match(text)
+            return m.group("t") if m else None
+        if text.lstrip().startswith("[") and text.rstrip().endswith("]:"):
+            return None  # the entry's header: it gave no time
+    return None
+
+
 def _resolve_launchers(s: _Scan) -> None:
     """Turn launcher summaries into kills, leaving out the cascades of an exception."""
     for block in s.blocks:
         roots = [e for e in block.entries if e[0] == "root"]
         root_code = roots[0][1] if roots else None
+        # ranks that raised (a positive exit code that is no signal's) and when: torchrun sends
+        # the others SIGTERM and, 30 s later, SIGKILL, so a -9 timed after one is its stop
+        raised = [t for _sec, code, _pid, _rank, idx in block.entries
+                  if code > 0 and code not in (128 + 9, 128 + 15, 128 + 7) and (t := _entry_time(s, idx))]
         for sec, code, pid, rank, idx in block.entries:
             if code != -9:
                 continue
             if sec == "other" and root_code not in (None, -9):
                 continue  # a survivor killed after the first failure
+            if raised and (t := _entry_time(s, idx)) and min(raised) < t:
+                continue  # stopped by torchrun after another rank's exception
             s.kill(idx, _SIGKILL_ONLY, "torchrun", f"rank {rank if rank is not None else '?'} (pid {pid}) received SIGKILL (exit -9)",
                    pid=pid, ranks=[rank] if rank is not None else [])
     # DeepSpeed launcher: "Killing subprocess N" (one per child) then, when a child failed,

@@ -94,7 +94,18 @@ MARKERS = {
                                       + r"|\[ONNXRuntimeError\][^\n]{0,80}?Exception during initialization\b"
                                       # transformers refusing the device map of a quantized model it
                                       # is loading (raised in from_pretrained)
-                                      + r"|" + DEVICE_MAP_REFUSED_WORDS),
+                                      + r"|" + DEVICE_MAP_REFUSED_WORDS
+                                      # ComfyUI's error dialog naming the node that raised, one that loads
+                                      # a model ("Error occurred when executing CheckpointLoaderSimple:",
+                                      # "... Echo_LoadModel:", "... DownloadAndLoadFlorence2Model:"; not
+                                      # LoadImage's or a video loader's, whose input is data)
+                                      + r"|Error occurred when executing \w{0,60}?(?i:load\w{0,40}?(?:model|checkpoint|ckpt|unet"
+                                      r"|vae|clip|lora|pipe)|(?:model|checkpoint|ckpt|unet|vae|clip|lora|pipe|controlnet)\w{0,40}?loader)"
+                                      r"\w{0,60}:"
+                                      # a script's own report that placing its model failed ("Failed to
+                                      # move model to device", "Error while moving the model to GPU")
+                                      r"|(?i:fail\w{0,4}|error|unable) (?:while |when )?(?:to )?(?:mov|load|plac|transferr?|put)\w{0,4}"
+                                      r" (?:the )?models? (?:to|onto) (?:the )?(?i:device|gpu|cuda)\b"),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
     "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
@@ -181,7 +192,8 @@ MARKER_GATES = {
                                   "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
                                   "exception during initialization",
-                                  "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model"),
+                                  "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model",
+                                  "model to ", "models to ", "model onto ", "models onto "),
     "resuming": ("continuing training", "load", "resum", "zero state_dicts"),
     "training_completed": ("train_runtime", "training completed", "train metrics"),
     "running_training": ("running training", "start", "training", "epoch(train)", "train:",

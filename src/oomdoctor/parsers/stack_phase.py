@@ -138,6 +138,8 @@ _MODEL_LOAD = lazy(
     # ... and constructing its engine, which loads the model (MQLLMEngine, AsyncLLMEngine, LLMEngine)
     r"|vllm/[^:]{0,200}:(?:\w+\.)?from_engine_args$")
 _DATA = lazy(r"dataloader\.py:(?:__next__|_next_data|_get_data|_try_get_data)|_MultiProcessingDataLoaderIter|fetch\b|collate|arrow_dataset\.py|datasets/.*:map\b|preprocess_"
+             # a script's own module named for loading data ("network/data_loader.py:MSAFeaturize")
+             r"|(?:^|[/\\])data_loaders?\.py:"
              # (tokenising the data; a function that sets up a tokenizer, "setup_model_and_tokenizer", loads)
              r"|tokeniz(?!er$)"
              # a DataLoader starting its iterator and its worker processes (PyTorch's and Paddle's:

@@ -34,7 +34,7 @@ ANCHOR = lazy(r"(?:(?P<backend>CUDA|HIP|XPU|NPU|MLU|GCU|MUSA)\s*)?[Oo]ut\s*of\s*
 # a cheap per-line test before the real anchor search
 # a line holding none of these starts no event (one str.find each over the whole log)
 _QUICK = ("ut of memory", "ried to alloc", "capacity of", "total capacity", "OutOfMemoryError", "allocation failed with OOM",
-          "!!! Allocation on device", "NVML_SUCCESS == r ")
+          "Allocation on device", "NVML_SUCCESS == r ")
 # The exception class with its message lost: IPython's "OutOfMemoryError   Traceback (most
 # recent call last)" header of a truncated paste, or "torch.OutOfMemoryError:" alone at the
 # end of a log. torch.OutOfMemoryError is raised only by the caching allocator.
@@ -58,7 +58,10 @@ _CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3
 # ComfyUI's report of the exception a node raised, by its message alone: the allocator's first
 # words ("!!! Exception during processing !!! Allocation on device"; releases of 2024 print no
 # space before the second "!!!"), the figures lost
-_PROCESSING = lazy(r"!!! Exception during processing ?!!! Allocation on device\b(?! \d{1,3} would exceed)")
+# ... or as the whole of a line: ComfyUI's error dialog ("Error occurred when executing
+# DepthAnything_V2:", a blank line, the exception's message, the traceback) copied from the UI
+_PROCESSING = lazy(r"!!! Exception during processing ?!!! Allocation on device\b(?! \d{1,3} would exceed)"
+                   r"|^\s*Allocation on device\s*$")
 # The caching allocator failing inside its out-of-memory path: it asks NVML for the device's
 # processes to word its message, and where NVML may not answer (a MIG slice, Jetson, some
 # containers) an internal assert replaces the message ("NVML_SUCCESS == r INTERNAL ASSERT FAILED
@@ -656,7 +659,7 @@ def parse(ctx: ParseContext) -> None:
                 nvml_seen[said] = ev
                 events.append(ev)
                 continue
-            m = ctx.search(_PROCESSING, ln.text) if "!!! Allocation on device" in ln.text else None
+            m = ctx.search(_PROCESSING, ln.text) if "Allocation on device" in ln.text else None
             if m:
                 events.append(OomEvent(kind="cuda_caching_allocator", message_format="class only (message not in the log)",
                                        detail="ComfyUI reports the allocator's exception by its first words only",

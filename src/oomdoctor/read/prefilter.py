@@ -54,7 +54,7 @@ ANCHOR_LITERALS = (
     # TensorFlow's and XLA's host allocators refusing page-locked memory (parsers/runtime.py)
     "allocate pinned host",
     # ComfyUI's report of a node's exception by the allocator's first words
-    "!!! Allocation on device",
+    "Allocation on device",
     # the caching allocator's NVML assert in its out-of-memory path (parsers/torch_alloc.py)
     "NVML_SUCCESS == r ",
     # Caffe2's CUDA_ENFORCE and Caffe's CHECK with the runtime's out-of-memory code; MLX's buffer-size refusal
@@ -245,6 +245,8 @@ MARKER_LITERALS = (
     # accelerate's dispatch_model)
     "dispatched on the CPU or the disk", "offloaded to the disk", "whole model to the disk", "CPU or disk device",
     "to dispatch this model",
+    "Error occurred when executing",   # ComfyUI's dialog naming the node that raised (a loader's)
+    "model to ", "models to ", "model onto ", "models onto ",   # "Failed to move model to device"
     "Training completed. Do not forget", "***** train metrics *****", "***** Running training *****",
     "Start training", "Starting training", "Training", "***** Running Evaluation *****",
     "Running evaluation", "Start evaluation", "Starting evaluation", "Evaluating", " evaluation", "***** Running Prediction *****",
