@@ -1768,6 +1768,19 @@ def test_a_sigkill_timed_after_another_ranks_exception_is_torchruns_stop():
     assert [e["kind"] for e in report(first)["oom_events"]] == ["host_oom_killer"]
 
 
+def test_xlas_autotuner_dropping_a_convolution_that_did_not_fit_is_no_failure():
+    # the autotuner warns and goes on with another algorithm; the allocator's own error below is one
+    warn = ("2021-05-15 17:06:18.153586: W external/org_tensorflow/tensorflow/compiler/xla/service/gpu/"
+            "gpu_conv_algorithm_picker.cc:780] Failed to determine best cudnn convolution algorithm: Resource "
+            "exhausted: Allocating 174487240704 bytes exceeds the memory limit of 4294967296 bytes.\n\n"
+            "Convolution performance may be suboptimal.\n")
+    assert report(warn)["oom_events"] == []
+    bfc = ("2021-05-15 17:06:33.088411: W external/org_tensorflow/tensorflow/core/common_runtime/bfc_allocator.cc:457] "
+           "Allocator (GPU_0_bfc) ran out of memory trying to allocate 977.79GiB (rounded to 1049890968832)requested "
+           "by op \n")
+    assert [e["message_format"] for e in report(warn + bfc)["oom_events"]] == ["bfc-allocator-ran-out"]
+
+
 def test_tensorflow_0x_oom_without_a_shape_names_its_device_from_the_node_below():
     d = report("W tensorflow/core/common_runtime/executor.cc:1076] 0x18ef02bb0 Compute status: Resource exhausted: "
                "OOM when allocating tensor with shape\n"
@@ -2333,8 +2346,14 @@ def test_a_cuda_librarys_own_allocator_refusing_a_request(line, n):
     # ... ComfyUI's error dialog copied from the UI: the header, a blank line, the message alone
     ("Error occurred when executing DepthAnything_V2:\n\nAllocation on device \n\n"
      "File \"C:\\ComfyUI\\execution.py\", line 317, in execute", 1),
+    # ... or printed by a node that caught it, after its own words and a colon
+    ("Error in image_to_3d: Allocation on device \nTraceback (most recent call last):\n"
+     '  File "/x/IF_Trellis.py", line 331, in image_to_3d', 1),
+    # ... once, under the class its report names on the line before
+    ("- **Exception Type:** torch.OutOfMemoryError\n- **Exception Message:** Allocation on device ", 1),
     # ... a sentence that holds the words is none
     ("The Allocation on device memory is reported below", 0),
+    ("note: Allocation on device 0 would exceed allowed memory is the async allocator's message", 0),
 ])
 def test_comfyuis_report_of_the_allocators_exception(line, events):
     assert len(report(line + "\n")["oom_events"]) == events
@@ -3118,6 +3137,18 @@ def test_a_module_named_for_loading_data_is_the_data_loading():
     assert report(tb.format(name="data_loader.py"))["phase"] == "data_loading"
     # ... not a module whose name only holds the words
     assert report(tb.format(name="metadata_loader_utils.py"))["phase"] != "data_loading"
+
+
+@pytest.mark.parametrize("code, loads", [
+    ('pipe = transformers.pipeline(model="fixie-ai/ultravox", trust_remote_code=True)', True),
+    ('pipe = pipeline("text-generation", model=path, device=0)', True),
+    ("out = pipe(audio, max_new_tokens=30)", False),            # the pipeline called: inference
+])
+def test_transformers_pipeline_factory_given_a_model_loads_it(code, loads):
+    tb = ("Traceback (most recent call last):\n  File \"/x/run.py\", line 7, in <module>\n    " + code + "\n"
+          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+          "23.65 GiB of which 10.31 MiB is free.\n")
+    assert (report(tb)["phase"] == "model_load") is loads
 
 
 def test_a_dataloader_worker_on_the_gpu_shares_it_with_its_own_job():

@@ -80,8 +80,14 @@ _XLA_REPORT_ROW = lazy(r"^\s*(?:Allocation type: HLO (?:temp|param|output|consta
 _XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted|(?<!errors\.)(?<!except )(?P<tf>ResourceExhausted)(?=Error\b)", re.I)
 _XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
 # messages under that status that other readers own: TensorFlow's OOM (its shape and device, read
-# above) and PaddlePaddle's CPU allocator (the host's memory: parsers/host.py)
-_STATUS_READ_ELSEWHERE = ("OOM when allocating", "Fail to alloc memory of")
+# above) and PaddlePaddle's CPU allocator (the host's memory: parsers/host.py); and one that is
+# no failure
+_STATUS_READ_ELSEWHERE = ("OOM when allocating", "Fail to alloc memory of",
+                          # ... and XLA's autotuner reporting a candidate convolution whose workspace
+                          # did not fit: it warns, drops the candidate and goes on ("Failed to determine
+                          # best cudnn convolution algorithm: Resource exhausted: Allocating N bytes
+                          # exceeds the memory limit ... Convolution performance may be suboptimal")
+                          "best cudnn convolution algorithm")
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
 # says "with freed_by_count=N. The caller indicates that this is not a failure". TensorFlow 1.x
 # named no allocator: "Ran out of memory trying to allocate 720.00MiB.  See logs for memory state."

@@ -258,6 +258,9 @@ _CALL = (("checkpoint_save", lazy(r"\b_{0,2}save(?!fig\b|_(?:image|img)s?(?:_\w*
          ("model_load", lazy(r"from_pretrained\(|\bload_model\w*\(|\bload_pretrained\w*\(|\bbuild_model\(|\bget_model\("
                              # a JAX trainer's parameters and optimizer state created ("init_train_state(")
                              r"|\b" + _TRAIN_STATE + r"\("
+                             # transformers' pipeline factory given a model: it loads the weights
+                             # ("pipe = transformers.pipeline(model='org/name', ...)"; calling pipe() is not)
+                             r"|\bpipeline\([^)]{0,200}?\bmodel\s*="
                              # the model placed on the device: "model.cuda()", "self.model.to(device)",
                              # "model.to(self.args.device)"; a diffusers pipeline's models placed with it
                              # ("pipe.to(device)")

@@ -59,9 +59,11 @@ _CLASS_ONLY = lazy(r"^\s*(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:\s{3
 # words ("!!! Exception during processing !!! Allocation on device"; releases of 2024 print no
 # space before the second "!!!"), the figures lost
 # ... or as the whole of a line: ComfyUI's error dialog ("Error occurred when executing
-# DepthAnything_V2:", a blank line, the exception's message, the traceback) copied from the UI
+# DepthAnything_V2:", a blank line, the exception's message, the traceback) copied from the UI;
+# or as the end of one, after a colon: a node that caught the exception and printed its message
+# ("Error in image_to_3d: Allocation on device")
 _PROCESSING = lazy(r"!!! Exception during processing ?!!! Allocation on device\b(?! \d{1,3} would exceed)"
-                   r"|^\s*Allocation on device\s*$")
+                   r"|(?:^|:)\s*Allocation on device\s*$")
 # The caching allocator failing inside its out-of-memory path: it asks NVML for the device's
 # processes to word its message, and where NVML may not answer (a MIG slice, Jetson, some
 # containers) an internal assert replaces the message ("NVML_SUCCESS == r INTERNAL ASSERT FAILED
@@ -660,6 +662,8 @@ def parse(ctx: ParseContext) -> None:
                 events.append(ev)
                 continue
             m = ctx.search(_PROCESSING, ln.text) if "Allocation on device" in ln.text else None
+            if m and any(e.kind == "cuda_caching_allocator" and ln.no - 4 <= e.line < ln.no for e in events):
+                continue  # the message under its exception's class ("Exception Type: ...", then "... Message:")
             if m:
                 events.append(OomEvent(kind="cuda_caching_allocator", message_format="class only (message not in the log)",
                                        detail="ComfyUI reports the allocator's exception by its first words only",
