@@ -2359,6 +2359,11 @@ def test_comfyuis_report_of_the_allocators_exception(line, events):
     assert len(report(line + "\n")["oom_events"]) == events
 
 
+def test_the_allocators_first_words_after_its_class_name_the_exception():
+    (ev,) = report("torch.OutOfMemoryError: Allocation on device \n")["oom_events"]
+    assert ev["exception"] == "torch.OutOfMemoryError"
+
+
 def test_evidence_for_a_message_glued_to_a_progress_bar_quotes_the_message():
     line = ("Epoch 1/134 - steps:   0%|" + " " * 60 + "| 0/1600 [00:00<?, ?it/s]2025-07-08 10:39:40 ERROR    !!! "
             "Exception during processing !!! Allocation on device                   execution.py:430\n")

@@ -661,12 +661,16 @@ def parse(ctx: ParseContext) -> None:
                 nvml_seen[said] = ev
                 events.append(ev)
                 continue
-            m = ctx.search(_PROCESSING, ln.text) if "Allocation on device" in ln.text else None
+            # (after the exception's class, "torch.OutOfMemoryError: Allocation on device", it is
+            # the class-only form below, which names the exception)
+            m = ctx.search(_PROCESSING, ln.text) if "Allocation on device" in ln.text \
+                and "OutOfMemoryError" not in ln.text else None
             if m and any(e.kind == "cuda_caching_allocator" and ln.no - 4 <= e.line < ln.no for e in events):
                 continue  # the message under its exception's class ("Exception Type: ...", then "... Message:")
             if m:
                 events.append(OomEvent(kind="cuda_caching_allocator", message_format="class only (message not in the log)",
-                                       detail="ComfyUI reports the allocator's exception by its first words only",
+                                       detail="the allocator's exception reported by its first words only "
+                                              "(ComfyUI, or a caller that printed it)",
                                        **ctx.at(ln)))
                 continue
             m = _HEADLESS.match(ln.text) if "ried to allocate" in ln.text else None
