@@ -80,14 +80,13 @@ _XLA_REPORT_ROW = lazy(r"^\s*(?:Allocation type: HLO (?:temp|param|output|consta
 _XLA_STATUS = lazy(r"RESOURCE_EXHAUSTED|Resource exhausted|(?<!errors\.)(?<!except )(?P<tf>ResourceExhausted)(?=Error\b)", re.I)
 _XLA_MEMORYISH = lazy(r"memory|allocat", re.I)
 # messages under that status that other readers own: TensorFlow's OOM (its shape and device, read
-# above) and PaddlePaddle's CPU allocator (the host's memory: parsers/host.py); and one that is
-# no failure
-_STATUS_READ_ELSEWHERE = ("OOM when allocating", "Fail to alloc memory of",
-                          # ... and XLA's autotuner reporting a candidate convolution whose workspace
-                          # did not fit: it warns, drops the candidate and goes on ("Failed to determine
-                          # best cudnn convolution algorithm: Resource exhausted: Allocating N bytes
-                          # exceeds the memory limit ... Convolution performance may be suboptimal")
-                          "best cudnn convolution algorithm")
+# above) and PaddlePaddle's CPU allocator (the host's memory: parsers/host.py)
+_STATUS_READ_ELSEWHERE = ("OOM when allocating", "Fail to alloc memory of")
+# ... and one that is no failure: XLA's autotuner reporting a candidate convolution whose
+# workspace did not fit, which it drops before going on ("Failed to determine best cudnn
+# convolution algorithm: Resource exhausted: Allocating N bytes exceeds the memory limit ...
+# Convolution performance may be suboptimal")
+_STATUS_NO_FAILURE = ("best cudnn convolution algorithm",)
 # BFC allocator. The fatal line has "(rounded to N)requested by op"; the non-fatal warning
 # says "with freed_by_count=N. The caller indicates that this is not a failure". TensorFlow 1.x
 # named no allocator: "Ran out of memory trying to allocate 720.00MiB.  See logs for memory state."
@@ -476,7 +475,8 @@ def _xla_event(ctx: ParseContext, events: _Events, i: int, text: str) -> None:
             return
     # A RESOURCE_EXHAUSTED status about memory that none of the forms above describes.
     st = ctx.search(_XLA_STATUS, text) if ("ESOURCE" in text or "esource" in text) else None
-    if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) and not any(w in text for w in _STATUS_READ_ELSEWHERE):
+    if st and ctx.search(_XLA_MEMORYISH, text[st.end():]) \
+            and not any(w in text for w in _STATUS_READ_ELSEWHERE + _STATUS_NO_FAILURE):
         msg = text[st.start():st.start() + 200].strip()
         key = ("xla", "status", re.sub(r"\d+", "N", msg))
         events.add(key, i, lambda: OomEvent(kind="xla", backend="TF" if st.group("tf") else "XLA", line=0, detail=msg),

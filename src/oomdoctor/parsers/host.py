@@ -893,8 +893,10 @@ def _resolve_launchers(s: _Scan) -> None:
         root_code = roots[0][1] if roots else None
         # ranks that raised (a positive exit code that is no signal's) and when: torchrun sends
         # the others SIGTERM and, 30 s later, SIGKILL, so a -9 timed after one is its stop
+        # (the entries' times are read only where a -9 is listed)
         raised = [t for _sec, code, _pid, _rank, idx in block.entries
-                  if code > 0 and code not in (128 + 9, 128 + 15, 128 + 7) and (t := _entry_time(s, idx))]
+                  if code > 0 and code not in (128 + 9, 128 + 15, 128 + 7) and (t := _entry_time(s, idx))] \
+            if any(e[1] == -9 for e in block.entries) else []
         for sec, code, pid, rank, idx in block.entries:
             if code != -9:
                 continue
