@@ -3977,6 +3977,23 @@ def test_a_job_that_caught_the_allocators_error_and_went_on(line: str):
     assert (ev["kind"], ev["strength"]) == ("cuda_caching_allocator", "likely")
 
 
+@pytest.mark.parametrize("line, caught", [
+    ("ERROR:openfold3.projects.of3_all_atom.runner:OOM for query_id(s) BM50-P19. See logs/predict_err_rank0.log "
+     "for details.", True),
+    ("[2024-05-01 10:00:00] [ERROR] OOM on rank 3 at step 120", True),
+    ("2024-01-01 12:00:00 ERROR trainer: OOM in forward, skipping batch", True),
+    # advice, a setting and the kernel's killer are no failed item
+    ("ERROR: set max_len to avoid OOM for long sequences", False),
+    ("INFO: to avoid OOM for large inputs set --chunk 64", False),
+    ("ERROR: OOM killer invoked", False),
+    ("OOM for large inputs is expected without --chunk", False),
+])
+def test_an_error_record_reporting_oom_for_an_item(line: str, caught: bool):
+    events = report(line + "\n")["oom_events"]
+    assert [(e["kind"], e["backend"], e["strength"]) for e in events] == (
+        [("device_runtime", None, "likely")] if caught else [])
+
+
 def test_the_bfc_allocators_dump_summary_alone_says_an_allocation_failed():
     d = report("2021-03-18 20:49:12.347416: I tensorflow/core/common_runtime/bfc_allocator.cc:1004] "
                "total_region_allocated_bytes_: 55115776 memory_limit_: 55115776 available bytes: 0 "

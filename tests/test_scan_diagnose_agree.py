@@ -235,7 +235,8 @@ DETAIL = {
     # _ASYNC_ROW reads the table below the cudaMallocAsync message (its "out of memory" is the anchor)
     # _OOM_MESSAGE only tells which lines hold a message beside an exception named alone;
     # _WRAP_PAD takes a terminal's padding out of a message already found
-    "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS", "_ASYNC_ROW", "_OOM_MESSAGE", "_WRAP_PAD"},
+    # _SENTENCE tells which indented lines continue a message already found
+    "torch_alloc": {"_STOP", "_END", "_GOES_ON", "_HINT_VAR", "_SIZE_PARTS", "_ASYNC_ROW", "_OOM_MESSAGE", "_WRAP_PAD", "_SENTENCE"},
     # _CANN_DEVICE and _CANN_SIZE read the lines of the Ascend runtime's report under its EL0004 line;
     # _FAILURE_WORD qualifies a line that names a CUDA call and "out of memory" (the anchor)
     # _TRT_SIZE reads the request on the warning beside TensorRT's error (the anchor); _GGML_WHERE the

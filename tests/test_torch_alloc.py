@@ -110,6 +110,29 @@ def test_wrap_inside_a_number():
     assert one(text).allocated_by_pytorch_bytes == printed_bytes(int(40.30 * GIB))
 
 
+def test_wrapped_into_an_indented_column_by_a_table_layout_logger():
+    # (a logger that lays its records out as a table wraps the message into its column, the time
+    # at the right of the first row, each row padded to the column's width)
+    pad = " " * 28
+    text = ("Unable to segment document : CUDA out of memory. Tried to allocate 70.24 GiB. GPU 0 has a total capacity "
+            "of 23.68 GiB of which 2.55 GiB is free. [12/20/23 17:50:53]\n"
+            "       Process 1932079 has 21.12 GiB memory in use. Of the allocated memory 19.20 GiB is allocated by "
+            "PyTorch, and 390.95 MiB is reserved by PyTorch but" + pad + "\n"
+            "       unallocated. If reserved but unallocated memory is large try setting max_split_size_mb to avoid "
+            "fragmentation." + pad + "\n")
+    ev = one(text)
+    assert ev.allocated_by_pytorch_bytes == printed_bytes(int(19.20 * GIB))
+    assert ev.reserved_unallocated_bytes == printed_bytes(int(390.95 * MIB))
+    assert ev.process_in_use_bytes == printed_bytes(int(21.12 * GIB))
+
+
+def test_an_indented_code_line_under_the_message_is_not_its_column():
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "23.67 GiB of which 1.59 GiB is free.\n"
+            "       x = self.proj(x)  # Of the allocated memory 9.00 GiB is allocated by PyTorch\n")
+    assert one(text).allocated_by_pytorch_bytes is None
+
+
 def test_old_format_rewrapped_without_parentheses():
     text = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB \n"
             "GPU 0; 8.00 GiB total capacity; 7.20 GiB already allocated; 0 bytes free; 7.30 GiB reserved in total by PyTorch\n"

@@ -202,6 +202,14 @@ _CAUGHT = lazy(r"\b[Ff]ailed\s*\((?P<b>CUDA|HIP|XPU|NPU) out of memory\)"
                r"|\b(?i:skipping|skipped)\s+(?:this\s+|the\s+)?(?i:batch|step|sample|example|sequence|item|iteration)\b[^\n:]{0,40}:\s*"
                r"(?P<b3>CUDA|HIP|XPU|NPU) out of memory\b"
                r"|\b[Cc]aught\s+(?:an?\s+)?(?:[\w.]*Error:?\s+)?(?P<b4>CUDA|HIP|XPU|NPU) out of memory\b(?!\s*[:=]\s*\d)")
+# ... or an error record whose message opens with the abbreviation and the item it failed:
+# "ERROR:openfold3...runner:OOM for query_id(s) BM50-P19. See logs/... for details", "[ERROR] OOM on
+# rank 3 at step 120"; the abbreviation names no memory, so no backend (not "OOM when allocating",
+# TensorFlow's own message, nor "OOM killer"). The record's level is in the line or in the prefix
+# the normaliser took off
+_OOM_ITEM = r"OOM (?:for|on|in|at|while|during) (?=\S)"
+_OOM_ITEM_START = lazy(r"^\s*" + _OOM_ITEM)
+_OOM_ITEM_RECORD = lazy(r"\b(?:ERROR|CRITICAL|FATAL)\b[^\n]{0,120}?[:\]|-]\s?\s*" + _OOM_ITEM)
 _ADVICE = lazy(r"\b(?i:if|unless|avoid|prevent|to fix)\b")
 # how far below a caught notice the error it caught may be printed (the notice first, then the
 # traceback and the allocator's message)
@@ -219,7 +227,7 @@ def _recovery_notices(ctx: ParseContext) -> None:
     explained = ctx.explained_lines()
     read = sorted(explained)
     previous = 0
-    for i in ctx.lines_with(_RECOVERING_WORDS + (" out of memory",)):
+    for i in ctx.lines_with(_RECOVERING_WORDS + (" out of memory", "OOM ")):
         ln = ctx.lines[i]
         text = ln.text
         caught = None
@@ -227,7 +235,7 @@ def _recovery_notices(ctx: ParseContext) -> None:
             # (the allocator's whole message is the allocator family's, whatever surrounds it)
             if ln.no in explained or "ried to allocate" in text:
                 continue
-            caught = ctx.search(_CAUGHT, text)
+            caught = ctx.search(_CAUGHT, text) or _oom_item_record(ctx, ln)
             if caught is None or ctx.search(_ADVICE, text):
                 continue
             # the error it caught printed right under it (the notice first, then the traceback)
@@ -239,10 +247,11 @@ def _recovery_notices(ctx: ParseContext) -> None:
         k = bisect.bisect_right(read, lo)
         if k == len(read) or read[k] > ln.no:
             if caught is not None:
-                backend = next(caught.group(g) for g in ("b", "b2", "b3", "b4") if caught.group(g))
+                backend = next((caught.group(g) for g in ("b", "b2", "b3", "b4") if caught.groupdict().get(g)), None)
                 ctx.facts.oom_events.append(OomEvent(
-                    kind=allocator_kind(backend), backend=backend, strength="likely",
-                    message_format="caught notice (the allocator's first words, no figures)",
+                    kind=allocator_kind(backend) if backend else "device_runtime", backend=backend, strength="likely",
+                    message_format=("caught notice (the allocator's first words, no figures)" if backend
+                                    else "error record (OOM for an item, no figures)"),
                     detail=f"the job caught an out-of-memory error and went on: {ln.text.strip()[:160]}",
                     **ctx.at(ln)))
             else:
@@ -250,3 +259,17 @@ def _recovery_notices(ctx: ParseContext) -> None:
                     kind="device_runtime", strength="likely", message_format="recovery notice (message not in the log)",
                     detail=f"a trainer caught an OOM and retried: {ln.text.strip()[:160]}", **ctx.at(ln)))
         previous = ln.no
+
+
+def _oom_item_record(ctx: ParseContext, ln):
+    """An error record that opens its message with "OOM for <item>" (see _OOM_ITEM)."""
+    text = ln.text
+    if "OOM " not in text:
+        return None
+    m = ctx.search(_OOM_ITEM_RECORD, text)
+    if m is None and ln.raw and len(ln.raw) > len(text):
+        m = ctx.search(_OOM_ITEM_START, text)
+        prefix = ln.raw[:len(ln.raw) - len(text.lstrip())]
+        if m is not None and not (ctx.search(_LEVEL_FIELD, prefix) or ctx.search(_LEVEL_WORD, prefix)):
+            m = None
+    return m

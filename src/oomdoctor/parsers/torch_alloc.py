@@ -131,6 +131,12 @@ _END = lazy(r"PYTORCH_\w*ALLOC_CONF\s*$|notes/cuda\.html[#\w-]*\)|empty_cache`|f
                   r"|by\s*PyTorch\s*\)\s*\.?\s*$")
 # a line that still belongs to a message whose last line looked like an end
 _GOES_ON = lazy(r"^\s*(?:=\s*expandable|See\s*documentation|\(https?://|If\s*reserved)")
+# an indented line that opens one of the message's own sentences: the message wrapped into an
+# indented column (a logger that lays its records out as a table, rich's among them: "       Process
+# 1932079 has 21.12 GiB memory in use. Of the allocated memory ..."), not code; the lines under it
+# indented as far are that column's too
+_SENTENCE = lazy(r"^(?P<indent>\s+)(?:Process\s*\d+\s*has|Including\s*non-PyTorch|Of\s*the\s*allocated"
+                 r"|GPU\s*\d+\s*has\s*a\s*total|If\s*reserved)")
 
 # sizes no GPU has: NVML reports garbage in some containers / WSL (16 EiB "in use")
 _ABSURD = 2**50
@@ -208,11 +214,18 @@ def _message_window(ctx: ParseContext, i: int) -> str:
     text = ctx.lines[i].text
     parts = [text]
     ended = bool(_END.search(text))
+    column = None   # the indent of a column the message wrapped into (see _SENTENCE)
     for j in range(i + 1, min(len(ctx.lines), i + 10)):
         nxt = ctx.lines[j].text
         if ended and not _GOES_ON.search(nxt):
             break
-        if not nxt.strip() or (_STOP.search(nxt) and not _GOES_ON.search(nxt)) or ANCHOR.search(nxt):
+        if column is None and len(parts) == 1:
+            m = _SENTENCE.search(nxt)
+            column = m.group("indent") if m else None
+        in_column = (column is not None and len(nxt) > len(column) and nxt.startswith(column)
+                     and not nxt[len(column)].isspace())
+        if (not nxt.strip() or (_STOP.search(nxt) and not _GOES_ON.search(nxt) and not in_column)
+                or ANCHOR.search(nxt)):
             break
         parts.append(nxt.strip("\r"))
         # the end may itself be wrapped ("...cuda.html#environment-variables" / ")")

@@ -40,6 +40,8 @@ ANCHOR_LITERALS = (
     "MEM_OBJECT_ALLOCATION",   # OpenCL's CL_MEM_OBJECT_ALLOCATION_FAILURE
     "ran out-of-memory",                                 # a platform's replica status
     "memory budget", "OOM Detected",                     # Dask's nanny; a trainer's batch retry
+    # an error record reporting the abbreviation for one item it failed (parsers/memory_words.py)
+    "OOM for", "OOM on", "OOM in", "OOM at", "OOM while", "OOM during",
     "System memory low",                                 # Ray 2.0's raylet killing a task
     "requested buffer", "bad allocation",               # ONNX Runtime's arena; MSVC's std::bad_alloc
     "sufficient GPU memory",                             # "Insufficient GPU memory error" (MLC LLM's check)
