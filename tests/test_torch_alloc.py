@@ -133,6 +133,36 @@ def test_an_indented_code_line_under_the_message_is_not_its_column():
     assert one(text).allocated_by_pytorch_bytes is None
 
 
+def test_a_message_that_starts_in_an_indented_column_goes_on_in_its_rows():
+    # (rich's logging handler prints the time and level in a left column and wraps the message in
+    # the column beside it: every row after the first is indented as far as the message starts)
+    col = " " * 29
+    text = ("[01/23/25 10:01:02] ERROR    Command failed with an unexpected error.\n"
+            + col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.63 GiB. GPU 0 has a total\n"
+            + col + "capacity of 79.10 GiB of which 3.11 GiB is free. Including non-PyTorch memory, this process\n"
+            + col + "has 75.98 GiB memory in use. Of the allocated memory 70.10 GiB is allocated by PyTorch, and\n"
+            + col + "4.23 GiB is reserved by PyTorch but unallocated.\n")
+    ev = one(text)
+    assert (ev.device_index, ev.total_capacity_bytes) == (0, printed_bytes(int(79.10 * GIB)))
+    assert ev.allocated_by_pytorch_bytes == printed_bytes(int(70.10 * GIB))
+    assert ev.reserved_unallocated_bytes == printed_bytes(int(4.23 * GIB))
+
+
+def test_an_indented_message_stops_at_code_a_frame_or_a_shallower_line():
+    col = " " * 4
+    deeper = (col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+              "of 23.67 GiB of which 1.59 GiB is free.\n" + col + "    x = f(y)  # Of the allocated memory 9.00 GiB "
+              "is allocated by PyTorch\n")
+    frame = (col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+             "of 23.67 GiB of which 1.59 GiB is free.\n" + col + 'File "/x/of_the_allocated.py", line 3, in f  '
+             "# Of the allocated memory 9.00 GiB is allocated by PyTorch\n")
+    shallower = (col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                 "capacity of 23.67 GiB of which 1.59 GiB is free.\n  Of the allocated memory 9.00 GiB is allocated "
+                 "by PyTorch\n")
+    for text in (deeper, frame, shallower):
+        assert one(text).allocated_by_pytorch_bytes is None, text
+
+
 def test_old_format_rewrapped_without_parentheses():
     text = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB \n"
             "GPU 0; 8.00 GiB total capacity; 7.20 GiB already allocated; 0 bytes free; 7.30 GiB reserved in total by PyTorch\n"

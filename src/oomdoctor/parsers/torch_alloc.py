@@ -214,7 +214,11 @@ def _message_window(ctx: ParseContext, i: int) -> str:
     text = ctx.lines[i].text
     parts = [text]
     ended = bool(_END.search(text))
-    column = None   # the indent of a column the message wrapped into (see _SENTENCE)
+    # the indent of a column the message wrapped into (see _SENTENCE): where the message itself
+    # starts indented (a table's column, rich's message column under its time and level), the
+    # lines indented exactly as far, their first character not a space, are its next rows
+    lead = len(text) - len(text.lstrip(" "))
+    column = " " * lead if lead >= 2 else None
     for j in range(i + 1, min(len(ctx.lines), i + 10)):
         nxt = ctx.lines[j].text
         if ended and not _GOES_ON.search(nxt):
@@ -224,8 +228,9 @@ def _message_window(ctx: ParseContext, i: int) -> str:
             column = m.group("indent") if m else None
         in_column = (column is not None and len(nxt) > len(column) and nxt.startswith(column)
                      and not nxt[len(column)].isspace())
-        if (not nxt.strip() or (_STOP.search(nxt) and not _GOES_ON.search(nxt) and not in_column)
-                or ANCHOR.search(nxt)):
+        # in the column, indentation is the layout's, but a frame or a new record still stops it
+        stop = _STOP.search(nxt.lstrip() if in_column else nxt) and not _GOES_ON.search(nxt)
+        if not nxt.strip() or stop or ANCHOR.search(nxt):
             break
         parts.append(nxt.strip("\r"))
         # the end may itself be wrapped ("...cuda.html#environment-variables" / ")")
