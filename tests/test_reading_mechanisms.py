@@ -819,6 +819,35 @@ def test_a_frame_wrapped_at_a_space_is_rejoined():
     d = report(log)
     assert [f["function"] for f in d["frames"]] == ["test"]
     assert d["phase"] == "eval"
+    # the code under a rejoined frame is its code, and the row it was wrapped onto no frame of its own
+    assert [f["code"] for f in d["frames"]] == ["self.fit(model)"]
+
+
+def test_a_frame_wrapped_into_a_column_is_rejoined():
+    # (a logger that wraps its message in an indented column breaks a frame at a word: "File"
+    # alone, then the quoted path, itself cut where the row was full)
+    col = " " * 29
+    log = ("[01/23/25 10:01:02] ERROR    Command failed with an unexpected error.\n"
+           + col + "Traceback (most recent call last):\n"
+           + col + "  File\n"
+           + col + '"/home/user/site-packages/fairseq2/recipes/__init_\n'
+           + col + '_.py", line 40, in main\n'
+           + col + "    exit_code = _run()\n"
+           + col + "  File\n"
+           + col + '"/home/user/site-packages/torch/optim/adamw.py", line 40, in step\n'
+           + col + "    exp_avg = torch.zeros_like(p)\n"
+           + col + "RuntimeError: boom\n")
+    frames = report(log)["frames"]
+    assert [(f["file"].rsplit("/", 1)[-1], f["function"], f["code"]) for f in frames] == [
+        ("__init__.py", "main", "exit_code = _run()"), ("adamw.py", "step", "exp_avg = torch.zeros_like(p)")]
+
+
+def test_a_code_line_under_a_frame_cut_after_in_is_not_its_function():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/torch/distributed/launch.py", line 326, in\n'
+           "    sigkill_handler(signal.SIGTERM, None)  # not coming back\n"
+           "RuntimeError: boom\n")
+    assert all(not f["function"].startswith("sigkill_handler") for f in report(log)["frames"])
 
 
 @pytest.mark.parametrize("log,phase", [

@@ -148,7 +148,7 @@ def test_a_message_that_starts_in_an_indented_column_goes_on_in_its_rows():
     assert ev.reserved_unallocated_bytes == printed_bytes(int(4.23 * GIB))
 
 
-def test_an_indented_message_stops_at_code_a_frame_or_a_shallower_line():
+def test_an_indented_message_stops_at_code_a_frame_or_a_new_record():
     col = " " * 4
     deeper = (col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
               "of 23.67 GiB of which 1.59 GiB is free.\n" + col + "    x = f(y)  # Of the allocated memory 9.00 GiB "
@@ -156,10 +156,10 @@ def test_an_indented_message_stops_at_code_a_frame_or_a_shallower_line():
     frame = (col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
              "of 23.67 GiB of which 1.59 GiB is free.\n" + col + 'File "/x/of_the_allocated.py", line 3, in f  '
              "# Of the allocated memory 9.00 GiB is allocated by PyTorch\n")
-    shallower = (col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-                 "capacity of 23.67 GiB of which 1.59 GiB is free.\n  Of the allocated memory 9.00 GiB is allocated "
-                 "by PyTorch\n")
-    for text in (deeper, frame, shallower):
+    record = (col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+              "capacity of 23.67 GiB of which 1.59 GiB is free.\n" + col + "[2024-06-02 09:14:11] Of the allocated "
+              "memory 9.00 GiB is allocated by PyTorch\n")
+    for text in (deeper, frame, record):
         assert one(text).allocated_by_pytorch_bytes is None, text
 
 

@@ -223,7 +223,7 @@ def _message_window(ctx: ParseContext, i: int) -> str:
         nxt = ctx.lines[j].text
         if ended and not _GOES_ON.search(nxt):
             break
-        if column is None and len(parts) == 1:
+        if len(parts) == 1 and not (column and nxt.startswith(column) and nxt[len(column):][:1].strip()):
             m = _SENTENCE.search(nxt)
             column = m.group("indent") if m else None
         in_column = (column is not None and len(nxt) > len(column) and nxt.startswith(column)

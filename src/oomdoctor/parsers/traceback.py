@@ -74,8 +74,11 @@ def parse(ctx: ParseContext) -> None:
     lines = ctx.lines
     stack: list[tuple[int, Frame]] = []   # a flight-recorder or faulthandler stack (innermost first)
     debugger: Optional[int] = None        # where the frames of a debugger's report (innermost first) begin
+    joined_to = -1   # the last line a hard-wrapped frame was rejoined from: not a frame of its own
     for i, ln in enumerate(lines):
         text = ln.text
+        if i <= joined_to:
+            continue
         if debugger is not None and len(frames) > debugger and not _in_frame_block(lines, i):
             # the report's frames end at the first line that is neither a frame nor its code
             _outermost_first(ctx, frames, debugger)
@@ -114,15 +117,20 @@ def parse(ctx: ParseContext) -> None:
             frames.append(Frame(file=file, lineno=lineno, function=func[:200], code=None, line=ln.no))
             ctx.frame_index.append(i)
             continue
-        if m is None and 'File "' in text and i + 1 < len(lines):
-            # a frame hard-wrapped by the terminal (mid-word) or the issue tracker (at a
-            # space it dropped): rejoin it
-            for sep in ("", " "):
+        last = i   # the frame's last line (its code, if printed, is on the next)
+        if m is None and i + 1 < len(lines) and ('File "' in text or text.strip() == "File"):
+            # a frame hard-wrapped by the terminal (mid-word), the issue tracker (at a space it
+            # dropped) or a logger wrapping its column at a word ("File" alone, the quoted path
+            # on the next row): rejoin it
+            # (in a column every row is indented: there the indent is the layout's, not the text's)
+            for sep, strip in (("", False), (" ", False), ("", True)):
                 joined = text
                 for j in range(i + 1, min(len(lines), i + 3)):
-                    joined += sep + lines[j].text
+                    piece = lines[j].text.lstrip() if strip else lines[j].text
+                    joined += (" " if joined.strip() == "File" else sep) + piece
                     m = _PY.match(joined)
                     if m:
+                        last = joined_to = j
                         break
                 if m:
                     break
@@ -168,8 +176,8 @@ def parse(ctx: ParseContext) -> None:
                     break
                 if _RICH.match(t):
                     break
-        if code is None and not ipython and i + 1 < len(lines):   # IPython's next lines are context
-            nxt = lines[i + 1].text
+        if code is None and not ipython and last + 1 < len(lines):   # IPython's next lines are context
+            nxt = lines[last + 1].text
             if nxt.strip() and not _PY.match(nxt) and not _CARET.match(nxt) and nxt[:1].isspace():
                 code = nxt.strip()[:300]
         frames.append(Frame(file=file, lineno=lineno, function=func.strip()[:200], code=code, line=ln.no))
