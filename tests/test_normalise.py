@@ -35,6 +35,16 @@ CASES = [
     ("[ 7063.247407] Memory cgroup out of memory: Killed process 63214 (python)", "Memory cgroup out of memory: Killed process 63214 (python)", None),
     ("Mar  1 10:00:00 node1 kernel: [2059991.491542] Out of memory: Killed process 25315 (python3)",
      "Out of memory: Killed process 25315 (python3)", None),
+    # journald keeps any service's output under the syslog prefix, with the program's name and pid
+    ("Apr 17 01:25:09 node1 ollama[56169]: ggml_cuda_init: found 2 CUDA devices:", "ggml_cuda_init: found 2 CUDA devices:", None),
+    ("Nov 28 10:00:01 node1 python[1234]:   File \"train.py\", line 3, in <module>", "  File \"train.py\", line 3, in <module>", None),
+    # Docker Compose's service prefix (v2 and v1); the message keeps its indentation
+    ("trainer-1  | torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", None),
+    ("web_1  |   File \"/usr/lib/python3.6/threading.py\", line 916, in _bootstrap_inner",
+     "  File \"/usr/lib/python3.6/threading.py\", line 916, in _bootstrap_inner", None),
+    ("chroma_bench-chroma-1  | 2023-09-29 22:17:52 Killed", "Killed", None),
+    # kubectl logs --prefix
+    ("[pod/train-job-0/pytorch] [rank1]: RuntimeError: x", "RuntimeError: x", 1),
     ("ERROR    | 2024-08-21 22:56:04 | autotrain.trainers.common:wrapper:121 - HIP out of memory.", "HIP out of memory.", None),
     ("[XTuner][2024-01-01 10:00:00][INFO] Start training", "Start training", None),
     # loguru's default format
@@ -61,6 +71,10 @@ CASES = [
     ("RuntimeError: Expected all tensors to be on the same device", "RuntimeError: Expected all tensors to be on the same device", None),
     ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.", None),
     ("    loss.backward()", "    loss.backward()", None),
+    # a table's row is not a Compose service ("| " after a name with no number), nor a line that
+    # opens with a date other than syslog's
+    ("layer  | 0.53 | 0.61", "layer  | 0.53 | 0.61", None),
+    ("| epoch_1 | 0.53 |", "| epoch_1 | 0.53 |", None),
 ]
 
 
@@ -159,7 +173,8 @@ def test_prefix_layers_read_as_the_layered_reference_on_every_fixture_line():
 
 _LAYERS = ["[rank3]: ", "[default0]:", "node2: ", " 7: ", "[2024-01-01 10:00:00,123] ", "[INFO] ",
            "(RayWorker pid=12, ip=10.0.0.1) ", "> ", "[1,5]<stdout>:", "worker-1: ", "[Rank 4] ",
-           "E0325 20:57:27.620000 2606 api.py:869] ", "WARNING:torch.x:", "Mar  1 10:00:00 node9 kernel: "]
+           "E0325 20:57:27.620000 2606 api.py:869] ", "WARNING:torch.x:", "Mar  1 10:00:00 node9 kernel: ",
+           "Apr 17 01:25:09 node1 ollama[56169]: ", "trainer-1  | ", "[pod/train-0/pytorch] "]
 
 
 @given(st.lists(st.sampled_from(_LAYERS), max_size=14),

@@ -78,7 +78,13 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     (lazy(rf"^\[?{_DATE}[ T]{_TIME}(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?\s?"), "time"),
     # dmesg "[12345.678901] " and syslog "Mar  1 10:00:00 host kernel: "
     (lazy(r"^\[\s*\d+\.\d+\]\s?"), "time"),
-    (lazy(rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?P<host>\S+) (?:kernel|slurmstepd|slurmd)(?:\[\d+\])?: (?:\[\s*\d+\.\d+\] )?"), "time"),
+    # (any program's: journald keeps a service's output so, "Apr 17 01:25:09 node1 ollama[56169]: ")
+    (lazy(rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?P<host>\S+) [\w./@-]+(?:\[\d+\])?: (?:\[\s*\d+\.\d+\] )?"), "time"),
+    # Docker Compose "trainer-1  | " (v1 "web_1  | "): the service's name padded to the widest,
+    # then "| "; what follows keeps its own indentation (a traceback's frames)
+    (lazy(r"^(?P<host>[A-Za-z0-9][\w.-]*[-_]\d+) *\| "), "host"),
+    # kubectl logs --prefix "[pod/train-0/pytorch] "
+    (lazy(r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] "), "host"),
     # OpenMPI --tag-output "[1,3]<stdout>:"
     (lazy(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:\s?"), "rank"),
     # torchrun --tee "[default0]:" (and custom role names), "[rank3]:", "[Rank 3] "
@@ -139,7 +145,7 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
 
 # Cheap test: does this line possibly carry any prefix at all? (standard library: one call a line)
 _MAYBE_PREFIX = stdlib_re.compile(
-    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||"
+    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||[\w.-]+[-_]\d+ *\| |"
     + _LEVEL + r" \d|\||: [IWEF] ))"
 )
 
