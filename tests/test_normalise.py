@@ -30,6 +30,7 @@ CASES = [
     ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899505 closing signal SIGTERM",
      "Sending process 899505 closing signal SIGTERM", None),
     ("[1,3]<stderr>:RuntimeError: x", "RuntimeError: x", 3),
+    ("[1,mpirank:5,algo-1]<stderr>:  File \"x.py\", line 3, in f", "  File \"x.py\", line 3, in f", 5),
     ("(RayWorker pid=123, ip=10.0.0.1) ERROR: out", "out", None),
     ("> torch.cuda.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.", None),
     ("[ 7063.247407] Memory cgroup out of memory: Killed process 63214 (python)", "Memory cgroup out of memory: Killed process 63214 (python)", None),
@@ -174,7 +175,7 @@ def test_prefix_layers_read_as_the_layered_reference_on_every_fixture_line():
 _LAYERS = ["[rank3]: ", "[default0]:", "node2: ", " 7: ", "[2024-01-01 10:00:00,123] ", "[INFO] ",
            "(RayWorker pid=12, ip=10.0.0.1) ", "> ", "[1,5]<stdout>:", "worker-1: ", "[Rank 4] ",
            "E0325 20:57:27.620000 2606 api.py:869] ", "WARNING:torch.x:", "Mar  1 10:00:00 node9 kernel: ",
-           "Apr 17 01:25:09 node1 ollama[56169]: ", "trainer-1  | ", "[pod/train-0/pytorch] "]
+           "Apr 17 01:25:09 node1 ollama[56169]: ", "trainer-1  | ", "[pod/train-0/pytorch] ", "[1,mpirank:2,algo-1]<stdout>:"]
 
 
 @given(st.lists(st.sampled_from(_LAYERS), max_size=14),

@@ -87,6 +87,8 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     (lazy(r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] "), "host"),
     # OpenMPI --tag-output "[1,3]<stdout>:"
     (lazy(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:\s?"), "rank"),
+    # ... as SageMaker's MPI launcher tags it, with the host: "[1,mpirank:5,algo-1]<stderr>:"
+    (lazy(r"^\[\d+,mpirank:(?P<rank>\d+),[\w.-]+\]<std(?:out|err)>:"), "rank"),
     # torchrun --tee "[default0]:" (and custom role names), "[rank3]:", "[Rank 3] "
     (lazy(r"^\[(?:[A-Za-z_][\w-]*?)(?P<rank>\d+)\]:\s?"), "rank"),
     (lazy(r"^\[[Rr]ank ?(?P<rank>\d+)\]:?\s?"), "rank"),
