@@ -52,6 +52,9 @@ CASES = [
     ("2024-12-08 18:25:31.748 | WARNING  | data:next_batch:88 - rank 3 waited 41 ms", "rank 3 waited 41 ms", None),
     ("3: 2024-12-08 18:25:31.748 | INFO     | __main__:<module>:12 - epoch 1 | step 5", "epoch 1 | step 5", 3),
     ("2024-05-01T10:00:00.123456Z torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", None),
+    # the CRI format of Kubernetes nodes' container logs: time, stream, full or partial tag
+    ("2024-06-02T09:14:11.123456789Z stderr F   File \"a.py\", line 1, in f", "  File \"a.py\", line 1, in f", None),
+    ("2024-06-02T09:14:11.123456789Z stdout P [rank2]: step 3", "step 3", 2),
     # TensorFlow / XLA C++ logging
     ("2024-04-03 10:11:40.412113: W external/xla/xla/tsl/framework/bfc_allocator.cc:291] Allocator (GPU_0_bfc) ran",
      "Allocator (GPU_0_bfc) ran", None),
@@ -83,6 +86,24 @@ CASES = [
 def test_prefixes(raw, text, rank):
     got, got_rank, _host = strip_prefixes(raw)
     assert (got, got_rank) == (text, rank)
+
+
+def test_json_records_are_read_as_their_message():
+    import json
+    tb = 'Traceback (most recent call last):\n  File "a.py", line 1, in f\n    x()\nRuntimeError: boom\n'
+    docker = "".join(json.dumps({"log": ln + "\n", "stream": "stderr", "time": "2024-06-02T09:14:11Z"}) + "\n"
+                     for ln in tb.splitlines())
+    lines = normalise(docker.rstrip("\n"))
+    assert [ln.text for ln in lines] == tb.splitlines()
+    assert [ln.no for ln in lines] == [1, 2, 3, 4]
+    # one record holding a whole traceback (a JSON formatter's exc_info): its lines, one number
+    lines = normalise('{"level": "error", "msg": ' + json.dumps(tb) + "}")
+    assert [ln.text for ln in lines] == tb.splitlines() and {ln.no for ln in lines} == {1}
+    assert [ln.text for ln in normalise('{"severity": "ERROR", "textPayload": "[rank1]: RuntimeError: x"}')] == [
+        "RuntimeError: x"]
+    # a record cut short, and JSON that is no log record, stay as they are
+    for text in ('{"log": "RuntimeError: x', '{"train_batch_size": 8, "message_len": 3}', '{"log": 3}'):
+        assert [ln.text for ln in normalise(text)] == [text]
 
 
 def test_ansi_and_escape_remnants():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import json
 import re as stdlib_re
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Optional
@@ -76,6 +77,9 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     (lazy(r"^\s{0,3}>\s?"), "quote"),
     # ISO / shipper timestamps: "2024-01-01T10:00:00.123Z ", "[2024-01-01 10:00:00,123] "
     (lazy(rf"^\[?{_DATE}[ T]{_TIME}(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?\s?"), "time"),
+    # ... and after it the stream and tag of the CRI format, the container log files Kubernetes
+    # nodes keep (/var/log/pods): "2024-06-02T09:14:11.123456789Z stderr F " ("P": a partial line)
+    (lazy(r"^(?:stdout|stderr) [FP] "), "time"),
     # dmesg "[12345.678901] " and syslog "Mar  1 10:00:00 host kernel: "
     (lazy(r"^\[\s*\d+\.\d+\]\s?"), "time"),
     # (any program's: journald keeps a service's output so, "Apr 17 01:25:09 node1 ollama[56169]: ")
@@ -324,6 +328,29 @@ def _without_code_span(raw: str) -> str:
     return raw
 
 
+# A log kept as JSON records, one a line: Docker's json-file driver ({"log": "...\\n", "stream":
+# ..., "time": ...}), the JSON formatters of logging libraries and cloud log exports ("message",
+# "msg", "textPayload"). The record's message is the line (several lines where it holds a
+# whole traceback); a record cut short or any other JSON is left as it is.
+_RECORD_KEYS = ('"log":', '"message":', '"msg":', '"textPayload":')
+
+
+def _record_message(physical: str) -> Optional[str]:
+    s = physical.strip()
+    if not (s[:2] == '{"' and s[-1:] == "}") or not any(k in s for k in _RECORD_KEYS):
+        return None
+    try:
+        record = json.loads(s)
+    except ValueError:
+        return None
+    if isinstance(record, dict):
+        for key in ("log", "message", "msg", "textPayload"):
+            value = record.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.rstrip("\n")
+    return None
+
+
 def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
     """One physical line → one or more logical lines (CR segments, glued records).
     ``glue=False``: the line holds no glue candidate (``_glue_candidates``)."""
@@ -331,6 +358,11 @@ def normalise_line(no: int, physical: str, glue: bool = True) -> list[Line]:
         physical = physical[:MAX_LINE]
     if physical.endswith("\r"):
         physical = physical[:-1]
+    if '{"' in physical[:16]:
+        message = _record_message(physical)
+        if message is not None:
+            # each line of the message is a line of the log (its number the record's)
+            return [ln for part in message.split("\n") for ln in normalise_line(no, part)]
     raw = strip_ansi(physical)
     if "**" in raw and not raw[:1].isspace():
         # markdown bold a user put around part of a pasted line ("**RuntimeError: CUDA out of
