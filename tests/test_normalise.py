@@ -30,6 +30,10 @@ CASES = [
     ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899505 closing signal SIGTERM",
      "Sending process 899505 closing signal SIGTERM", None),
     ("[1,3]<stderr>:RuntimeError: x", "RuntimeError: x", 3),
+    ("[rank: 3] Child process with PID 11479 terminated with code 1.", "Child process with PID 11479 terminated with code 1.", 3),
+    # the logging module's "%(asctime)s - %(name)s - %(levelname)s - %(message)s", and the other order
+    ("2022-06-21 20:40:24,602 - speechbrain.core - ERROR - Exception:", "Exception:", None),
+    ("2024-06-02 09:14:11,123 - ERROR - __main__ - RuntimeError: x", "RuntimeError: x", None),
     ("[1,mpirank:5,algo-1]<stderr>:  File \"x.py\", line 3, in f", "  File \"x.py\", line 3, in f", 5),
     ("(RayWorker pid=123, ip=10.0.0.1) ERROR: out", "out", None),
     ("> torch.cuda.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.", None),

@@ -134,3 +134,27 @@ def test_a_dataloader_worker_that_exited_beside_a_crash_crashed():
     d = oomdoctor.diagnose("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
                            "shared memory (shm).\n" + exited).model_dump(mode="json")
     assert d["diagnoses"][0]["incident"] == "shm-exhausted"
+
+
+def test_a_loggers_caption_over_a_traceback_is_not_its_exception():
+    # logging.exception("Exception:") writes its record, then the traceback
+    text = ("2022-06-21 20:40:24,602 - speechbrain.core - ERROR - Exception:\n"
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 208, in <module>\n'
+            "    raise ValueError(\n"
+            "ValueError: Loss is not finite and patience is exhausted.\n")
+    failures = _lookalikes_only(text).facts.failures
+    assert [(f.kind, f.line) for f in failures] == [("python_exception", 5)]
+
+
+def test_an_exception_without_a_message_before_the_next_traceback_is_one():
+    # (Python prints an exception with an empty message as its class alone, no colon)
+    text = ("Traceback (most recent call last):\n"
+            '  File "train.py", line 3, in <module>\n'
+            "    assert ok\n"
+            "AssertionError\n"
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 3, in <module>\n'
+            "    assert ok\n"
+            "AssertionError\n")
+    assert [f.line for f in _lookalikes_only(text).facts.failures] == [4]

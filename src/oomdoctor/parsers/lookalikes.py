@@ -219,6 +219,12 @@ def _python_exceptions(ctx: ParseContext, fs: _Failures) -> None:
         m = ctx.search(_EXCEPTION_LINE, text) or (ctx.search(_QUALIFIED_EXCEPTION, text) if i in closing else None)
         if not m or ctx.search(_MEMORY_WORDS, text) or ctx.search(_WRAPPERS, text):
             continue
+        if text.rstrip().endswith(":") and not (m.groupdict().get("msg") or "").strip() and i + 1 < len(ctx.lines) \
+                and ctx.lines[i + 1].text.lstrip().startswith("Traceback (most recent call last)"):
+            # a logger's caption over the traceback it prints ("ERROR - Exception:", what
+            # logging.exception("Exception:") writes): a traceback's exception line follows its
+            # frames, and Python never ends one with a colon (an empty message prints the class alone)
+            continue
         message = text.strip()
         fs.add("python_exception", message, message, i)
 
