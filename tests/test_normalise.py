@@ -36,6 +36,8 @@ CASES = [
     ("2024-06-02 09:14:11,123 - ERROR - __main__ - RuntimeError: x", "RuntimeError: x", None),
     ("[1,mpirank:5,algo-1]<stderr>:  File \"x.py\", line 3, in f", "  File \"x.py\", line 3, in f", 5),
     ("(RayWorker pid=123, ip=10.0.0.1) ERROR: out", "out", None),
+    ("(axolotl-hi-spot, pid=21) [rank0]: RuntimeError: x", "RuntimeError: x", 0),
+    ("(raylet, ip=10.0.0.1) A worker died or was killed while executing a task", "A worker died or was killed while executing a task", None),
     ("> torch.cuda.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.", None),
     ("[ 7063.247407] Memory cgroup out of memory: Killed process 63214 (python)", "Memory cgroup out of memory: Killed process 63214 (python)", None),
     ("Mar  1 10:00:00 node1 kernel: [2059991.491542] Out of memory: Killed process 25315 (python3)",
