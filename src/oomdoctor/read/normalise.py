@@ -106,7 +106,9 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     # Ray / vLLM workers "(Worker pid=123) ", "(RayWorker pid=1, ip=10.0.0.1) ", vLLM's
     # multiprocessing executor "(VllmWorker rank=0 pid=2420) " (a tensor-parallel worker, not a rank
     # of the job)
-    (lazy(r"^\((?:[\w.]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
+    (lazy(r"^\((?:[\w.-]+,? )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), "host"),
+    # ... and Ray's own processes: "(raylet) ", "(raylet, ip=10.0.0.1) ", "(gcs_server) "
+    (lazy(r"^\((?:raylet|gcs_server|dashboard_agent|log_monitor|monitor)(?:, ip=[\d.]+)?\)\s?"), "host"),
     # Metaflow's task prefix "[177/train/578 (pid 28936)] " (run/step/task, after its timestamp),
     # and a bracketed UUID after it, a run's or a request's id
     (lazy(r"^\[\d+/[\w.-]+/\d+ \(pid \d+\)\]\s?"), "host"),
