@@ -30,6 +30,7 @@ CASES = [
     ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899505 closing signal SIGTERM",
      "Sending process 899505 closing signal SIGTERM", None),
     ("[1,3]<stderr>:RuntimeError: x", "RuntimeError: x", 3),
+    ("rank:  3 | 2022-04-03 18:44:26,615 CRITICAL | Traceback (most recent call last):", "Traceback (most recent call last):", 3),
     ("[rank: 3] Child process with PID 11479 terminated with code 1.", "Child process with PID 11479 terminated with code 1.", 3),
     # the logging module's "%(asctime)s - %(name)s - %(levelname)s - %(message)s", and the other order
     ("2022-06-21 20:40:24,602 - speechbrain.core - ERROR - Exception:", "Exception:", None),

@@ -96,6 +96,8 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     # torchrun --tee "[default0]:" (and custom role names), "[rank3]:", "[Rank 3] "
     (lazy(r"^\[(?:[A-Za-z_][\w-]*?)(?P<rank>\d+)\]:\s?"), "rank"),
     (lazy(r"^\[[Rr]ank:? ?(?P<rank>\d+)\]:?\s?"), "rank"),   # (Lightning's "[rank: 3] ")
+    # ParlAI's "rank:  3 | 2022-04-03 18:44:26,615 CRITICAL | " (the rank padded to two places)
+    (lazy(r"^rank: {1,3}(?P<rank>\d+) \| "), "rank"),
     # pdsh "node2: " / "worker-1: " (lower-case start and a digit, never an exception name)
     # Host names have no underscores; YAML keys such as "bf16: true" or "stage3_x: 1" are
     # not hosts, and a bare scalar after the colon is a config echo, not a log line.
@@ -148,6 +150,8 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     # the logging module's "%(asctime)s - %(name)s - %(levelname)s - " (either order of the two)
     # once its time is gone: "- root - ERROR - ", "- ERROR - __main__ - "
     (lazy(rf"^- (?:[\w.<>-]+ - {_LEVEL}|{_LEVEL} - [\w.<>-]+) - "), "logger"),
+    # ... and a level set off by a bar once the time before it is gone: "CRITICAL | "
+    (lazy(rf"^{_LEVEL} \| "), "logger"),
     # a bare "[2024-01-01 10:00:00] " after a rank prefix
     (lazy(rf"^\[{_DATE} {_TIME}\]\s?"), "time"),
     # a level left alone once its timestamp is gone: "[INFO] ", "ERROR: ", "WARNING - "
