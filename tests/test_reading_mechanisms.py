@@ -4601,6 +4601,12 @@ def test_the_framework_of_the_allocator_paths_tensorflow_and_jaxlib_log(log, fra
     ([("/app/mmdet/core/bbox/assigners/max_iou_assigner.py", "assign", "overlaps = bbox_overlaps(gt_bboxes, bboxes)"),
       ("/app/mmdet/core/bbox/geometry.py", "bbox_overlaps", "lt = torch.max(bboxes1[:, None, :2], bboxes2[:, :2])")],
      "forward"),
+    # ... or matching them to the ground truth (detectron2's matcher and anchor labelling)
+    ([("/app/detectron2/modeling/proposal_generator/rpn.py", "label_and_sample_anchors",
+       "matched_idxs, gt_labels_i = retry_if_cuda_oom(self.anchor_matcher)(match_quality_matrix)"),
+      ("/app/detectron2/utils/memory.py", "wrapped", "return func(*args, **kwargs)"),
+      ("/app/detectron2/modeling/matcher.py", "__call__", "assert torch.all(match_quality_matrix >= 0)")], "forward"),
+    ([("/app/detectron2/structures/boxes.py", "pairwise_iou", "inter = pairwise_intersection(boxes1, boxes2)")], "forward"),
     # a scatter op of a graph layer
     ([("/env/site-packages/torch_scatter/scatter.py", "scatter_max", "return torch.ops.torch_scatter.scatter_max(src)")],
      "forward"),

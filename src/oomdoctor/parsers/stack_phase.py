@@ -216,7 +216,10 @@ _STEP = (
                      # layer libraries' ops (scatter, sparse convolutions, graph layers)
                      r"|(?:^|/)(?:torch_scatter|torch_sparse|torch_cluster|MinkowskiEngine|spconv)/|torch_geometric/nn/"
                      # a detector's training targets: anchors assigned to boxes by their overlaps
-                     r"|(?:^|/)(?:assigners|iou_calculators)/|:(?:bbox|box|boxlist)_(?:overlaps|iou)$")),
+                     # (mmdetection's assigners; detectron2's and DETR's matchers, detectron2's
+                     # labelling of anchors and proposals and its pairwise IoU)
+                     r"|(?:^|/)(?:assigners|iou_calculators)/|:(?:bbox|box|boxlist)_(?:overlaps|iou)$"
+                     r"|/matcher\.py:|:label_and_sample_(?:anchors|proposals)$|:pairwise_iou$")),
 )
 
 
