@@ -55,6 +55,8 @@ CASES = [
     ("[pod/train-job-0/pytorch] [rank1]: RuntimeError: x", "RuntimeError: x", 1),
     ("ERROR    | 2024-08-21 22:56:04 | autotrain.trainers.common:wrapper:121 - HIP out of memory.", "HIP out of memory.", None),
     ("[XTuner][2024-01-01 10:00:00][INFO] Start training", "Start training", None),
+    ("ERROR [09/26 19:32:28 d2.engine.train_loop]: Exception during training:", "Exception during training:", None),
+    ("[06/09 11:05:25 d2.engine.hooks]: Overall training speed: 22 iterations", "Overall training speed: 22 iterations", None),
     # loguru's default format
     ("2024-12-08 18:25:31.748 | WARNING  | data:next_batch:88 - rank 3 waited 41 ms", "rank 3 waited 41 ms", None),
     ("3: 2024-12-08 18:25:31.748 | INFO     | __main__:<module>:12 - epoch 1 | step 5", "epoch 1 | step 5", 3),

@@ -132,6 +132,9 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     (lazy(rf"^{_LEVEL}\s*\| {_DATE} {_TIME} \| [\w.:<>]+ - "), "logger"),
     # loguru's default format once its timestamp is gone: "| INFO     | train:train_loop:214 - "
     (lazy(rf"^\|\s*{_LEVEL}\s*\| [\w.<>-]+:[\w.<>-]+:\d+ - "), "logger"),
+    # detectron2's logger "[09/26 19:32:28 d2.engine.train_loop]: ", its level before it when not
+    # INFO ("ERROR [09/26 ...]: ", "WARNING [...]: ")
+    (lazy(rf"^(?:{_LEVEL} )?\[\d{{2}}/\d{{2}} {_TIME} [\w.]+\]: "), "logger"),
     # XTuner lite "[XTuner][2024-01-01 10:00:00][INFO] "
     (lazy(rf"^\[XTuner\]\[{_DATE} {_TIME}\]\[{_LEVEL}\] "), "logger"),
     # axolotl "[INFO] [axolotl.train.train:12] [PID:123] [RANK:1] " (time already gone)
@@ -161,7 +164,7 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
 # Cheap test: does this line possibly carry any prefix at all? (standard library: one call a line)
 _MAYBE_PREFIX = stdlib_re.compile(
     r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||[\w.-]+[-_]\d+ *\| |"
-    + _LEVEL + r" \d|\||: [IWEF] ))"
+    + _LEVEL + r" [\d\[]|\||: [IWEF] ))"
 )
 
 
