@@ -141,6 +141,8 @@ def test_exit_codes_are_unique_and_in_order():
     ("memory allocation of 2097152 bytes failed", "cpu_allocator"),
     ("numpy._core._exceptions._ArrayMemoryError: Unable to allocate 1.49 TiB for an array with shape (400000, 512000) and data type float64",
      "cpu_allocator"),
+    # ... its message without the class (caught and printed, or pasted alone)
+    ("Unable to allocate 52.4 GiB for an array with shape (2604215, 30, 180) and data type float32", "cpu_allocator"),
 ])
 def test_host_memory_messages(line, kind):
     (ev,) = _host_only(line).facts.oom_events
@@ -154,6 +156,13 @@ def test_rusts_allocation_failure_states_its_request():
     (ev,) = _host_only("memory allocation of memory allocation of 20971522097152 bytes failed\n bytes failed\n"
                        "memory allocation of 2097152 bytes failed\n").facts.oom_events
     assert ev.count == 2 and ev.tried_to_allocate_bytes is None
+
+
+def test_a_numpy_message_without_its_class_is_sized_and_other_unable_to_allocate_lines_are_not_it():
+    (ev,) = _host_only("Unable to allocate 52.4 GiB for an array with shape (2604215, 30, 180) and data type float32"
+                       ).facts.oom_events
+    assert abs(ev.host_bytes - 52.4 * 2**30) < 2 and ev.message_format == "numpy"
+    assert not _host_only("Unable to allocate 52.4 GiB: no more swap\n").facts.oom_events
 
 
 def test_numpy_size_is_binary():

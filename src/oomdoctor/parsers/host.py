@@ -271,6 +271,8 @@ _REPORT_REACH = 30
 _IPY_REACH = 400
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
 _NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
+# ... its whole message, which no other library prints
+_NUMPY_MESSAGE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B)) for an array with shape \(")
 # pybind11's own check when Python could not make an object it hands over (torch.save's zip writer
 # turning a storage into bytes, an exporter handing a serialised model to Python), raised as the
 # error's message: the host's memory, most often
@@ -347,7 +349,8 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "failed with -", "Fail to alloc memory of", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
           "unable to write to file </torch_", "mpirun noticed", "terminated by signal", "abruptly", "Bus error", "exit codes of the workers", "was sent SIGKILL",
-          "KernelRestarter", "kernel appears to have died", " restarted", "input dependencies", "memory budget", "Kernel crashed", "YARN", "physical memory limits") \
+          "KernelRestarter", "kernel appears to have died", " restarted", "input dependencies", "memory budget", "Kernel crashed", "YARN", "physical memory limits",
+          "for an array with shape") \
     + _PAGING_WORDS + KILLED_LOCALISED
 
 
@@ -620,6 +623,13 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
             fmt = "numpy" if ("Array" in m.group("exc") or size) else "python"
             found = (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, fmt,
                      ("numpy could not allocate an array" if fmt == "numpy" else "Python MemoryError") + (f": {msg[:160]}" if msg else ""))
+    elif "for an array with shape" in text and (m := ctx.search(_NUMPY_MESSAGE, text)):
+        # numpy's message without its class (caught and printed with str(e), or pasted alone):
+        # "Unable to allocate 52.4 GiB for an array with shape (2604215, 30, 180) and data type float32"
+        parts = re.match(r"(?P<num>[\d.,]+)\s*(?P<unit>\S+)", m.group("size"))
+        n = to_bytes(parts.group("num"), parts.group("unit")) if parts else None
+        msg = text[m.start():].strip()
+        found = (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, "numpy", f"numpy could not allocate an array: {msg[:160]}")
     elif "memory allocation of" in text and (m := ctx.search(_RUST_ALLOC, text)):
         # (two threads' messages interleaved on one line garble the figure: no size then)
         n = int(m.group("n")) if text.count("memory allocation of") == 1 else None
