@@ -3903,6 +3903,10 @@ def test_a_models_code_that_builds_loads_or_predicts_is_no_training_forward(fn: 
      "device_runtime", "mindspore-memory-pool"),
     ("RuntimeError: Device(id:0) memory isn't enough and alloc failed, kernel name: Default/MatMul-op12, "
      "alloc size: 1073741824B\n", "device_runtime", "mindspore-memory-pool"),
+    ("[ERROR] PRE_ACT(145615,fffbdf67f120,python):2025-01-12-09:48:13.703.514 [mindspore/ccsrc/backend/common/mem_reuse/"
+     "mem_dynamic_allocator.cc:392] AddMemBlockAndMemBufByEagerFree] TotalUsedMemStatistics : 24725382656 plus "
+     "TotalUsedByEventMemStatistics : 0 and plus alloc size : 100555779072 is more than total mem size : 61079552000.\n",
+     "device_runtime", "mindspore-dynamic-allocator"),
     ("Failed to allocate. Freeing memory cache and retrying.\nFailed to allocate again.\n"
      "Error during forward propagation:\n  ConvolutionCudaCudnn\n", "device_runtime", "nnabla-caching-allocator"),
     ("W1215 12:46:31.567991 168330 system_allocator.cc:205] cudaHostAlloc failed.\n"
@@ -3921,6 +3925,11 @@ def test_jittors_totals_and_mindsporess_size_are_read():
     assert (ev["total_capacity_bytes"], ev["backend"]) == (4 * 2**30, "CUDA")
     [ev] = report("RuntimeError: Device(id:0) memory isn't enough and alloc failed, alloc size: 1073741824B\n")["oom_events"]
     assert ev["tried_to_allocate_bytes"] == 1073741824
+    [ev] = report("TotalUsedMemStatistics : 24725382656 plus TotalUsedByEventMemStatistics : 0 and plus alloc size : "
+                  "100555779072 is more than total mem size : 61079552000.\n")["oom_events"]
+    assert (ev["tried_to_allocate_bytes"], ev["total_capacity_bytes"]) == (100555779072, 61079552000)
+    # a statistics line of the same allocator that refuses nothing
+    assert not report("TotalUsedMemStatistics : 24725382656, total mem size : 61079552000\n")["oom_events"]
 
 
 @pytest.mark.parametrize("text", [
@@ -4071,6 +4080,21 @@ def test_a_loads_own_report_of_its_failure_under_the_allocation_error_places_it(
                "llama_new_context_with_model: failed to allocate compute buffers\n"
                "llama_init_from_gpt_params: error: failed to create context with model 'model.gguf'\n")
     assert d["phase"] == "model_load"
+    # (llama.cpp since its rename, and its server)
+    d = report("ggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 14822711296\n"
+               "graph_reserve: failed to allocate compute buffers\n"
+               "llama_init_from_model: failed to initialize the context: failed to allocate compute pp buffers\n")
+    assert d["phase"] == "model_load"
+    d = report("ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 14822711296\n"
+               "srv    load_model: failed to load model, 'models/m.gguf'\n")
+    assert d["phase"] == "model_load"
+
+
+def test_ggmls_hip_build_under_cudas_names_is_hip():
+    # (its HIP build runs the CUDA backend's code: "cudaMalloc failed", then the buffer of "ROCm0")
+    [ev] = report("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 14136.04 MiB on device 0: cudaMalloc failed: "
+                  "out of memory\nggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 14822711296\n")["oom_events"]
+    assert (ev["kind"], ev["backend"], ev["device_index"]) == ("hip", "HIP", 0)
 
 
 def test_tensorrt_llms_executor_without_memory_for_a_component():

@@ -41,7 +41,12 @@ _DETECTION_VAL_GATES = ("map@", "map50")
 # ("llama_new_context_with_model: failed to allocate compute buffers", "exiting due to model loading
 # error"); TensorRT-LLM's executor that could not be created ("Executor creation failed due to ...")
 _LOAD_FAILED_WORDS = (r"(?<!\b[Nn]o )\berror loading model(?=\s*[:.]|\s*$)|\bexiting due to model loading error\b"
-                      r"|\bllama_new_context_with_model: failed to allocate\b|\bExecutor creation failed\b")
+                      r"|\bllama_new_context_with_model: failed to allocate\b|\bExecutor creation failed\b"
+                      # (llama.cpp since its rename: "llama_init_from_model: failed to initialize the
+                      # context: failed to allocate compute pp buffers"; its server's "load_model:
+                      # failed to load model")
+                      r"|\bllama_init_from_model: failed to (?:allocate|initialize the context)\b"
+                      r"|\bload_model: failed to load model\b")
 
 MARKERS = {
     "saving_checkpoint": lazy(
@@ -191,6 +196,7 @@ MARKER_GATES = {
     "loading_checkpoint_shards": ("load", "instantiating", "building", "creating", "initializing",
                                   "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",
+                                  "init_from_model: failed",
                                   "exception during initialization",
                                   "dispatched on the cpu", "to the disk", "cpu or disk device", "to dispatch this model",
                                   "model to ", "models to ", "model onto ", "models onto "),

@@ -323,7 +323,7 @@ _QUOTED_ADVICE = lazy(r"\b(?i:to avoid|avoid|if you (?:see|get|hit)|continuing w
 # literals one of which every form below holds (the advice test runs only on such lines)
 _FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate again", "buffer of size",
                     "insufficient GPU memory", "PinnedPlace", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY",
-                    "Insufficient GPU memory error")
+                    "Insufficient GPU memory error", "is more than total mem size")
 # MLC LLM's check that the model fits before it runs (TVMError: "Insufficient GPU memory error: The
 # available single GPU memory is 19314.976 MB, which is less than the sum of model weight size
 # (51.083 MB) and temporary buffer size (106.819 MB)."): what is available, and the parts summed
@@ -347,6 +347,11 @@ _JITTOR_TOTALS = lazy(r"^\s*Total: ?(?P<total>" + _NUM + r"\s*" + _UNIT + r") ?U
 _MINDSPORE_POOL = lazy(r"(?i:memory isn't enough)(?=[^\n]{0,40}?\balloc failed)|\b(?i:malloc|alloc)[\w ]{0,40} failed,"
                        r" (?i:memory isn't enough)")
 _MINDSPORE_SIZE = lazy(r"alloc size: ?(?P<n>\d{1,20}) ?B?\b")
+# ... and its dynamic allocator refusing a block larger than the device (mem_dynamic_allocator.cc:
+# "TotalUsedMemStatistics : 24725382656 plus TotalUsedByEventMemStatistics : 0 and plus alloc size
+# : 100555779072 is more than total mem size : 61079552000.")
+_MINDSPORE_TOTAL = lazy(r"\bTotalUsedMemStatistics ?: ?(?P<used>\d{1,20})\b[^\n]{0,120}?\bplus alloc size ?: ?(?P<n>\d{1,20})"
+                        r" is more than total mem size ?: ?(?P<total>\d{1,20})")
 # nnabla's caching allocator: one retry after freeing its cache ("Failed to allocate. Freeing
 # memory cache and retrying."); the retry failing ("Failed to allocate again.") ends the run
 _NNABLA_RETRY = "Freeing memory cache and retrying"
@@ -457,7 +462,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
           "insufficient GPU memory", "Insufficient GPU memory error", "dispatched on the CPU", "offloaded to the disk",
           "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model",
-          "Workspace can't be allocated")
+          "Workspace can't be allocated", "is more than total mem size")
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -1026,6 +1031,15 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
             tried_to_allocate_bytes=n, detail="MindSpore's device memory pool could not allocate: "
             + text[m.start():m.start() + 160].strip()))
         return True
+    m = ctx.search(_MINDSPORE_TOTAL, text) if "is more than total mem size" in text else None
+    if m:
+        n, total = int(m.group("n")), int(m.group("total"))
+        events.add(("device_runtime", "mindspore", n), i, lambda: OomEvent(
+            kind="device_runtime", exception=exc, line=0, message_format="mindspore-dynamic-allocator",
+            tried_to_allocate_bytes=n, total_capacity_bytes=total,
+            detail=f"MindSpore's memory pool could not add a block of {n} bytes: {int(m.group('used'))} bytes "
+                   f"in use, the device's total {total}"))
+        return True
     if "Failed to allocate again" in text and ctx.search(_NNABLA_AGAIN, text) \
             and any(_NNABLA_RETRY in ctx.lines[j].text for j in range(max(0, i - 4), i)):
         events.add(("device_runtime", "nnabla"), i, lambda: OomEvent(
@@ -1054,6 +1068,11 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
                      and abs(ev.tried_to_allocate_bytes - n) <= _GGML_MIB_ROUNDING
                      and 0 <= ctx.lines[i].no - ev.line <= 3), None)
         if same is not None:
+            if same.kind == "cuda_runtime_error" and kind not in ("cuda_runtime_error", "cpu_allocator") \
+                    and not m.group("host"):
+                # ggml's HIP and MUSA builds run its CUDA backend's code under CUDA's names
+                # ("cudaMalloc failed"); the buffer's backend ("ROCm0") says whose memory it was
+                same.kind, same.backend = kind, backend
             events.cover(same, i)
             return True
         what = f"{be}{m.group('dev') or ''}{m.group('host') or ''}"

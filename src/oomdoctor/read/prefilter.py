@@ -46,6 +46,7 @@ ANCHOR_LITERALS = (
     "requested buffer", "bad allocation",               # ONNX Runtime's arena; MSVC's std::bad_alloc
     "sufficient GPU memory",                             # "Insufficient GPU memory error" (MLC LLM's check)
     "Workspace can't be allocated",                      # DeepSpeed's inference kernels
+    "total mem size",                                    # MindSpore's allocator refusing a block
     "CUDA error", "HIP error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error", "NCCL error", "NCCL WARN",
     "unhandled cuda error", "Kill", "killed by signal", "SIGKILL", "Signal 9", "Signal 7", "aught signal", "exitcode",
     "return code", "Exit Code", "oom-kill", "oom_kill", "oom kill", "OOM kill", "OOM-kill", "total_vm",
