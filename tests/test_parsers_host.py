@@ -185,6 +185,8 @@ def test_numpy_size_is_binary():
     "    fd, size = storage._share_fd_()\nRuntimeError: unable to write to file </torch_74396_2983595444>",
     "RuntimeError: unable to write to file </torch_18692_1954506624>: No space left on device (28)",
     "RuntimeError: unable to write to file </torch_74396_2983595444_0>",
+    # a launcher's report of a rank's status as Python gives it (composer)
+    "ERROR:composer.cli.launcher:Rank 2 crashed with exit code -7.",
 ])
 def test_shared_memory_is_not_a_host_oom(text):
     """A bus error is /dev/shm running out, never the host's RAM: a worker's death is an
@@ -246,3 +248,17 @@ def test_hostile_input_never_raises(text):
 ])
 def test_srun_exit_codes_other_than_253_are_no_host_oom(line):
     assert _host_only(line + "\n").facts.oom_events == []
+
+
+@pytest.mark.parametrize("text", [
+    "Killed.",
+    "Loading checkpoint shards:  97%|  | 29/30 [00:35<00:01,  1.39s/it]Killed.",
+])
+def test_the_shells_killed_with_the_users_full_stop(text):
+    (ev,) = _host_events(_host_only(text))
+    assert ev.kind == "host_oom_killer"
+
+
+def test_killed_in_a_sentence_with_a_full_stop_is_not_the_shells():
+    assert not _host_events(_host_only("Process was Killed.\n"))
+    assert not _host_events(_host_only("ERROR:composer.cli.launcher:Rank 2 crashed with exit code -71.\n"))

@@ -3913,6 +3913,9 @@ def test_a_models_code_that_builds_loads_or_predicts_is_no_training_forward(fn: 
      "W1215 12:46:31.568040 168330 naive_best_fit_allocator.cc:519] cudaHostAlloc Cannot allocate 122880000 bytes "
      "in CUDAPinnedPlace\n", "cuda_runtime_error", "cuda-driver-host-alloc"),
     ("  temporary_buffer::allocate: get_temporary_buffer failed\n", "cuda_runtime_error", None),
+    # cuRAND's and cuSPARSE's allocation failures, as cuBLAS's
+    ("CURANDError: CURAND_STATUS_ALLOCATION_FAILED\n", "cublas_alloc", None),
+    ("RuntimeError: CUDA error: CUSPARSE_STATUS_ALLOC_FAILED when calling `cusparseCreate(handle)`\n", "cublas_alloc", None),
 ])
 def test_other_frameworks_allocators_running_out(text: str, kind: str, fmt):
     [ev] = report(text)["oom_events"]

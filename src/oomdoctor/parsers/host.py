@@ -196,7 +196,8 @@ _SHELL_JOB = lazy(r"(?:^|:\s)line \d{1,7} ?:\s*(?P<pid>\d{1,9}) Killed\b|^\s*\[\
 # glibc's strsignal(SIGKILL) in that language (read/prefilter.py KILLED_LOCALISED).
 _KILLED = "(?:Killed|" + "|".join(re.escape(w) for w in KILLED_LOCALISED if w not in KILLED_ORDINARY) + ")"
 _ORDINARY = "|".join(re.escape(w) for w in KILLED_ORDINARY)
-_BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED}|{_ORDINARY})\s*$|(?<=[\]|%])\s*{_KILLED}\s*$"
+# (a full stop after it is the pasting user's: "...1.39s/it]Killed.")
+_BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED}\.?|{_ORDINARY})\s*$|(?<=[\]|%])\s*{_KILLED}\.?\s*$"
                     # ... or glued to the end of a status line the job printed without its newline
                     # (a spinner: "NerfAcc: Setting up CUDA (This may take a few minutes the first
                     # time)Killed"; "Loading data...Killed", "Loading data... Killed"): after the
@@ -324,6 +325,9 @@ _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared mem
 _SHM_DISK = lazy(r"No space left on device")
 _SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
 _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>"
+               # a launcher's report of a child's status as Python gives it, minus the signal
+               # (composer's "Rank 2 crashed with exit code -7.", "exited with exit code -7")
+               r"|\bexit (?:code|status):? -7\b"
                # a debugger's report: gdb's "Thread 787 "name" received signal SIGBUS, Bus error."
                r"|received signal SIGBUS\b"
                # a native backtrace handler's report (UCX, NCCL's process): "Caught signal 7 (Bus error: ...)";

@@ -98,6 +98,8 @@ _HIP_ERROR = lazy(r"HIP error: out of memory|hipErrorOutOfMemory")
 # -- cuBLAS / cuDNN / other CUDA libraries --------------------------------------------------
 _LIB_ALLOC = lazy(r"(?P<status>CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED"
                         r"|CUFFT_ALLOC_FAILED|HIPBLAS_STATUS_ALLOC_FAILED|rocblas_status_memory_error"
+                        # cuRAND's and cuSPARSE's (CuPy, spaCy's thinc, torch.sparse)
+                        r"|CURAND_STATUS_ALLOCATION_FAILED|CUSPARSE_STATUS_ALLOC_FAILED"
                         # nvJPEG (DALI's and torchvision's GPU JPEG decoding)
                         r"|NVJPEG_STATUS_ALLOCATOR_FAILURE)")
 _CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas(?:Lt)?Create")
@@ -448,7 +450,7 @@ _XPU = lazy(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_
                   r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
 
 _MAX_EVIDENCE = 12
-_QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAllocation", "ALLOC_FAILED", "NOT_INITIALIZED",
+_QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATION_FAILED", "NOT_INITIALIZED",
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",

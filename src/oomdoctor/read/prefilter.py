@@ -74,7 +74,7 @@ ANCHOR_LITERALS = (
     # their patterns require; tests/test_scan_diagnose_agree.py holds the two together).
     # Lower-case ones start where a byte is rare or already starts another literal ("otal
     # capacity", "me device"): the prefix-tree pattern stops at every byte that starts one
-    "OUT_OF_", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATOR_FAILURE", "NOT_INITIALIZED", "unable to find an engine",
+    "OUT_OF_", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATION_FAILED", "ALLOCATOR_FAILURE", "NOT_INITIALIZED", "unable to find an engine",
     "cuDNN algorithm", "memory_error", "in memory thread", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES",
     "Failed to CUDA", "CUresult", "cuMem", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY", "failed with OOM", "recover from OOM", "due to CUDA OOM", "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "DEVMEM Allocation failed", "Allocator fail", "pod memory limits", "Allocation type: HLO", "XLA label: ", "XLA Label: ", "cclInvalid", "NCCL communicator", "unhandled system error",
     "remote process exited", "Exceeded job memory", "Exceeded step memory",
