@@ -242,7 +242,8 @@ MARKER_LITERALS = (
     "loading model", "loading the model", "loading weights", "loading the weights", "method load_model",
     "method 'load_model",
     # llama.cpp's load that failed (its weights, its context), TensorRT-LLM's executor not created
-    "model loading error", "llama_new_context_with_model: failed", "Executor creation failed",
+    "model loading error", "llama_new_context_with_model: failed", "llama_init_from_model: failed",
+    "load_model: failed to load model", "Executor creation failed",
     "Exception during initialization",   # ONNX Runtime's session, not created
     # a model whose device map the GPUs could not hold (transformers' checks in from_pretrained,
     # accelerate's dispatch_model)
