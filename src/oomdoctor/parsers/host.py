@@ -271,9 +271,10 @@ _REPORT_REACH = 30
 # how far below IPython's header its exception's own line may be (the frames of a traceback)
 _IPY_REACH = 400
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
-_NUMPY_SIZE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))")
+_NUMPY_REQUEST = r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))"
+_NUMPY_SIZE = lazy(_NUMPY_REQUEST)
 # ... its whole message, which no other library prints
-_NUMPY_MESSAGE = lazy(r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B)) for an array with shape \(")
+_NUMPY_MESSAGE = lazy(_NUMPY_REQUEST + r" for an array with shape \(")
 # pybind11's own check when Python could not make an object it hands over (torch.save's zip writer
 # turning a storage into bytes, an exporter handing a serialised model to Python), raised as the
 # error's message: the host's memory, most often
@@ -570,6 +571,18 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
     return False
 
 
+def _numpy_bytes(m) -> Optional[int]:
+    """The bytes of numpy's request (a match of _NUMPY_REQUEST's ``size``)."""
+    parts = re.match(r"(?P<num>[\d.,]+)\s*(?P<unit>\S+)", m.group("size"))
+    return to_bytes(parts.group("num"), parts.group("unit")) if parts else None
+
+
+def _python_memory_error(n: Optional[int], msg: str, fmt: str) -> tuple:
+    """(fold key, size, format, detail) of Python's or numpy's MemoryError."""
+    what = "numpy could not allocate an array" if fmt == "numpy" else "Python MemoryError"
+    return (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, fmt, what + (f": {msg[:160]}" if msg else ""))
+
+
 def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     """CPU allocator / MemoryError / numpy: certain host-memory events with their size."""
     ctx = s.ctx
@@ -620,20 +633,14 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
             size = ctx.search(_NUMPY_SIZE, msg) if msg else None
             n = None
             if size:
-                parts = re.match(r"(?P<num>[\d.,]+)\s*(?P<unit>\S+)", size.group("size"))
-                n = to_bytes(parts.group("num"), parts.group("unit")) if parts else None
+                n = _numpy_bytes(size)
             elif "Arrow" in m.group("exc") and (arrow := ctx.search(_ARROW_SIZE, msg)):
                 n = int(arrow.group("n"))
-            fmt = "numpy" if ("Array" in m.group("exc") or size) else "python"
-            found = (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, fmt,
-                     ("numpy could not allocate an array" if fmt == "numpy" else "Python MemoryError") + (f": {msg[:160]}" if msg else ""))
+            found = _python_memory_error(n, msg, "numpy" if ("Array" in m.group("exc") or size) else "python")
     elif "for an array with shape" in text and (m := ctx.search(_NUMPY_MESSAGE, text)):
         # numpy's message without its class (caught and printed with str(e), or pasted alone):
         # "Unable to allocate 52.4 GiB for an array with shape (2604215, 30, 180) and data type float32"
-        parts = re.match(r"(?P<num>[\d.,]+)\s*(?P<unit>\S+)", m.group("size"))
-        n = to_bytes(parts.group("num"), parts.group("unit")) if parts else None
-        msg = text[m.start():].strip()
-        found = (("py", n, re.sub(r"\d+", "N", msg)[:120]), n, "numpy", f"numpy could not allocate an array: {msg[:160]}")
+        found = _python_memory_error(_numpy_bytes(m), text[m.start():].strip(), "numpy")
     elif "memory allocation of" in text and (m := ctx.search(_RUST_ALLOC, text)):
         # (two threads' messages interleaved on one line garble the figure: no size then)
         n = int(m.group("n")) if text.count("memory allocation of") == 1 else None

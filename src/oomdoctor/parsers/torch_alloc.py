@@ -209,6 +209,12 @@ def _hint_text(found: str) -> str:
     return " ".join(found.split())
 
 
+def _in_column(column: Optional[str], line: str) -> bool:
+    """Is ``line`` a row of the column ``column`` (its indent): indented exactly as far?"""
+    return (column is not None and len(line) > len(column) and line.startswith(column)
+            and not line[len(column)].isspace())
+
+
 def _message_window(ctx: ParseContext, i: int) -> str:
     """The anchor line plus the lines a hard wrap may have pushed the rest onto."""
     text = ctx.lines[i].text
@@ -223,11 +229,11 @@ def _message_window(ctx: ParseContext, i: int) -> str:
         nxt = ctx.lines[j].text
         if ended and not _GOES_ON.search(nxt):
             break
-        if len(parts) == 1 and not (column and nxt.startswith(column) and nxt[len(column):][:1].strip()):
+        in_column = _in_column(column, nxt)
+        if len(parts) == 1 and not in_column:
             m = _SENTENCE.search(nxt)
             column = m.group("indent") if m else None
-        in_column = (column is not None and len(nxt) > len(column) and nxt.startswith(column)
-                     and not nxt[len(column)].isspace())
+            in_column = _in_column(column, nxt)
         # in the column, indentation is the layout's, but a frame or a new record still stops it
         stop = _STOP.search(nxt.lstrip() if in_column else nxt) and not _GOES_ON.search(nxt)
         if not nxt.strip() or stop or ANCHOR.search(nxt):

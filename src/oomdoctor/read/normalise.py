@@ -344,7 +344,8 @@ def _without_code_span(raw: str) -> str:
 # ..., "time": ...}), the JSON formatters of logging libraries and cloud log exports ("message",
 # "msg", "textPayload"). The record's message is the line (several lines where it holds a
 # whole traceback); a record cut short or any other JSON is left as it is.
-_RECORD_KEYS = ('"log":', '"message":', '"msg":', '"textPayload":')
+_RECORD_FIELDS = ("log", "message", "msg", "textPayload")
+_RECORD_KEYS = tuple(f'"{field}":' for field in _RECORD_FIELDS)
 
 
 def _record_message(physical: str) -> Optional[str]:
@@ -356,7 +357,7 @@ def _record_message(physical: str) -> Optional[str]:
     except ValueError:
         return None
     if isinstance(record, dict):
-        for key in ("log", "message", "msg", "textPayload"):
+        for key in _RECORD_FIELDS:
             value = record.get(key)
             if isinstance(value, str) and value.strip():
                 return value.rstrip("\n")
