@@ -77,6 +77,16 @@ CASES = [
     # Metaflow's task prefix (after its timestamp) and a run's id
     ("2023-04-29 06:01:12.977 [177/train/578 (pid 28936)] [09c561ee-a44c-4795-967c-7183a83b3160] OSError: x",
      "OSError: x", None),
+    # rich's logging handler: time, level padded to eight, the path column at the row's end
+    ("[03/17/23 20:03:12] ERROR    torch.OutOfMemoryError: CUDA out of memory. Tried to     engine.py:12",
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to", None),
+    ("                    WARNING  colossalai - colossalai - WARNING: x", "colossalai - colossalai - WARNING: x", None),
+    ("[20:03:12] INFO     failed in train.py:12", "failed in train.py:12", None),
+    ("2025-06-29 11:57:32 INFO     epoch is incremented. current_epoch: 1, epoch: 2        train_util.py:779",
+     "epoch is incremented. current_epoch: 1, epoch: 2", None),
+    ("    ERROR    y", "    ERROR    y", None),
+    ("ERROR  y", "ERROR  y", None),
+    ("                    INFO y", "                    INFO y", None),
     # not prefixes: exception names, code, plain text
     ("[1/2/3 done] step", "[1/2/3 done] step", None),
     ("INFO 12 files read", "INFO 12 files read", None),
@@ -167,7 +177,10 @@ def _reference_strip(text: str):
     if not m or m.end() == 0:
         return text, None, None
     ranks, hosts = m.captures("rank"), m.captures("host")
-    return text[m.end():], int(ranks[0]) if ranks else None, next((h for h in hosts if h), None)
+    end = len(text)
+    if m.captures("column") and (path := n._RICH_PATH.search(text, m.end())):
+        end = path.start()
+    return text[m.end():end], int(ranks[0]) if ranks else None, next((h for h in hosts if h), None)
 
 
 @functools.cache

@@ -148,6 +148,20 @@ def test_a_message_that_starts_in_an_indented_column_goes_on_in_its_rows():
     assert ev.reserved_unallocated_bytes == printed_bytes(int(4.23 * GIB))
 
 
+def test_a_message_after_a_time_and_level_goes_on_in_the_rows_under_it():
+    # (rich's handler, the message on the record's first row: the rows it wrapped onto are
+    # indented to where it began, and the path column ends the first row)
+    col = " " * 29
+    text = ("[11/29/26 03:26:09] ERROR    torch.OutOfMemoryError: CUDA out of memory. Tried to     engine.py:12\n"
+            + col + "allocate 2.00 GiB. GPU 0 has a total capacity of 79.19\n"
+            + col + "GiB of which 1.02 GiB is free.\n")
+    ev = one(text)
+    assert (ev.tried_to_allocate_bytes, ev.free_bytes) == (2 * GIB, printed_bytes(int(1.02 * GIB)))
+    # ... and rows indented otherwise are not its own
+    other = text.replace(col, " " * 4)
+    assert one(other).free_bytes is None
+
+
 def test_an_indented_message_stops_at_code_a_frame_or_a_new_record():
     col = " " * 4
     deeper = (col + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "

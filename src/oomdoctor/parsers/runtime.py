@@ -322,7 +322,8 @@ _JITTOR_OVERFLOW = lazy(r"^\s*(?P<where>GPU|CPU) ?memory is overflow, please red
 # without prefetch"): no failure
 _QUOTED_ADVICE = lazy(r"\b(?i:to avoid|avoid|if you (?:see|get|hit)|continuing without|falling back|fall back|instead)\b"
                       r"|['\"`‘“](?:GPU|CPU|Executor creation|Device|Malloc)")
-# literals one of which every form below holds (the advice test runs only on such lines)
+# literals one of which every form below holds (the advice test runs only on such lines;
+# _QUICK, the lines this family reads at all, includes them)
 _FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate again", "buffer of size",
                     "insufficient GPU memory", "PinnedPlace", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY",
                     "Insufficient GPU memory error", "is more than total mem size")
@@ -460,11 +461,10 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "mem-fraction-static", "Not enough memory to handle", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
           "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",
-          "failed with error 2", "to cudaMalloc", "to hipMalloc", "cuMem", "Maximum pool size exceeded", "get_temporary_buffer failed",
-          "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace", "buffer of size",
-          "insufficient GPU memory", "Insufficient GPU memory error", "dispatched on the CPU", "offloaded to the disk",
+          "failed with error 2", "to cudaMalloc", "to hipMalloc", "cuMem", "get_temporary_buffer failed",
+          "dispatched on the CPU", "offloaded to the disk",
           "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model",
-          "Workspace can't be allocated", "is more than total mem size")
+          "Workspace can't be allocated") + _FRAMEWORK_GATES
 
 
 def _size(text: Optional[str]) -> Optional[int]:

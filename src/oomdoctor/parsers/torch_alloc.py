@@ -224,6 +224,12 @@ def _message_window(ctx: ParseContext, i: int) -> str:
     # starts indented (a table's column, rich's message column under its time and level), the
     # lines indented exactly as far, their first character not a space, are its next rows
     lead = len(text) - len(text.lstrip(" "))
+    # ... or where it started on its row before normalisation took a time and level off the
+    # row (rich's "[03/17/23 20:03:12] ERROR    torch.OutOfMemoryError: ... Tried to"): the
+    # rows under it indented as far are the message's
+    raw, head = ctx.lines[i].raw, text[lead:lead + 24]
+    if raw is not text and head and (at := raw.find(head)) > lead:
+        lead = at
     column = " " * lead if lead >= 2 else None
     for j in range(i + 1, min(len(ctx.lines), i + 10)):
         nxt = ctx.lines[j].text

@@ -115,6 +115,12 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     # and a bracketed UUID after it, a run's or a request's id
     (lazy(r"^\[\d+/[\w.-]+/\d+ \(pid \d+\)\]\s?"), "host"),
     (lazy(r"^\[[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\]\s?"), "host"),
+    # rich's logging handler (ColossalAI, kohya's scripts, slideflow, ...): its time "[03/17/23
+    # 20:03:12] " ("[%x %X]", "[20:03:12] ", or a format of the ones above, already gone),
+    # spaces as wide where the time repeats, then the level padded to eight; the path column at
+    # the row's right end goes too (see strip_prefixes)
+    (lazy(r"^(?P<column>(?:(?:\[\d{2}/\d{2}/\d{2,4} \d{2}:\d{2}:\d{2}\]|\[\d{2}:\d{2}:\d{2}\]| {9,24}) )?"
+          r"(?:DEBUG {4}|INFO {5}|WARNING {2}|ERROR {4}|CRITICAL ))(?=[^\s|])"), "logger"),
     # vLLM's logger (and OpenRLHF's, SkyPilot's, which copy it): "ERROR 10-14 12:32:47
     # multiproc_worker_utils.py:233] ", from vLLM 0.8 "INFO 06-01 10:00:00 [core.py:58] "
     (lazy(rf"^{_LEVEL} (?:\d{{2}}-\d{{2}}|{_DATE}) {_TIME} \[?[\w./-]+\.py:\d+\] "), "logger"),
@@ -163,11 +169,13 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
 
 # Cheap test: does this line possibly carry any prefix at all? (standard library: one call a line)
 _MAYBE_PREFIX = stdlib_re.compile(
-    r"^(?:\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||[\w.-]+[-_]\d+ *\| |"
+    r"^(?: {0,25}(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||[\w.-]+[-_]\d+ *\| |"
     + _LEVEL + r" [\d\[]|\||: [IWEF] ))"
 )
 
 
+# the path column of rich's handler, right-aligned at the end of a record's first row
+_RICH_PATH = stdlib_re.compile(r" {2,}[\w.-]+\.py:\d+ *$")
 _PADDED_EXC = lazy(r"\S( {8,})(?=(?:[A-Za-z_][\w]*\.){0,6}[A-Z]\w*(?:Error|Exception): )")
 # a timestamped record glued after other text: the standard library finds the "[" of a
 # timestamp in C, a loop over every "[" of a line (often ten or more) costs four times more
@@ -287,12 +295,15 @@ def strip_prefixes(text: str) -> tuple[str, Optional[int], Optional[str]]:
     layer = _one_layer()
     pos = 0
     rank = host = None
+    column = False
     for _ in range(12):
         m = layer.match(text, pos)
         if m is None or m.end() == pos:
             break
         group = m.lastgroup
-        if group is not None:
+        if group == "column":
+            column = True
+        elif group is not None:
             if group[0] == "r":
                 if rank is None:
                     rank = int(m.group(group))
@@ -301,6 +312,8 @@ def strip_prefixes(text: str) -> tuple[str, Optional[int], Optional[str]]:
         pos = m.end()
     if pos == 0:
         return text, None, None
+    if column and (end := _RICH_PATH.search(text, pos)):
+        return text[pos:end.start()], rank, host
     return text[pos:], rank, host
 
 
