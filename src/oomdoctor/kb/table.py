@@ -61,7 +61,10 @@ def fact_table(facts: Facts) -> dict[str, Any]:
     t["oom.any"] = bool(facts.oom_events)
     t["oom.hypothetical"] = False   # True only where the classifier reads a log that stops early as if it had failed
     t["oom.pressure"] = False       # True only where it reads a run with memory pressure and no failure as if it had
-    t["oom.device"] = any(k in DEVICE_KINDS for k in kinds)
+    # the kinds of the events on a device (NCCL's shared-memory segment is host memory in
+    # /dev/shm, though NCCL is a device library)
+    t["oom.device_kinds"] = sorted({e.kind for e in facts.oom_events if e.kind in DEVICE_KINDS and e.backend != "shm"})
+    t["oom.device"] = bool(t["oom.device_kinds"])
     t["oom.host"] = any(k in HOST_KINDS for k in kinds)
     t["oom.shared_memory"] = any(e.backend == "shm" for e in facts.oom_events)
     t["oom.certain"] = any(e.strength == "certain" for e in facts.oom_events)

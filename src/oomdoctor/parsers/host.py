@@ -275,6 +275,11 @@ _NUMPY_REQUEST = r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:
 _NUMPY_SIZE = lazy(_NUMPY_REQUEST)
 # ... its whole message, which no other library prints
 _NUMPY_MESSAGE = lazy(_NUMPY_REQUEST + r" for an array with shape \(")
+# ... and its refusal of an array whose bytes pass what the process can address (a 32-bit build,
+# or a shape whose product overflows): "ValueError: array is too big.", from numpy 1.x "array is too
+# big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size." - a request no host
+# memory can serve, raised where the array is made
+_NUMPY_TOO_BIG = lazy(r"Error:\s{0,3}array is too big(?:\.|;|$)")
 # pybind11's own check when Python could not make an object it hands over (torch.save's zip writer
 # turning a storage into bytes, an exporter handing a serialised model to Python), raised as the
 # error's message: the host's memory, most often
@@ -347,10 +352,14 @@ _CAUGHT_SIGNAL = lazy(r"[Cc]aught signal (?:[1-8]|1[0-9]) \(")
 # Lines that say a Python-level failure happened (a launcher kill after them is a cascade).
 _TRACEBACK = lazy(r"Traceback \(most recent call last\)")
 _EXC_LINE = lazy(r"^\s*(?P<exc>" + EXCEPTION_CLASS + r")(?::|\s*$)")
+# ... and c10's report of a C++ exception, its native stack under it ("Exception raised from
+# c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call first):"),
+# which a rank prints as it dies of a CUDA error outside Python's reach (a watchdog's thread)
+_C10_REPORT = lazy(r"^\s*Exception raised from \S[^\n]{0,300}\(most recent call first\):")
 _WRAPPER_EXC = ("ChildFailedError", "CalledProcessError", "RayActorError", "ActorDiedError",
                 "WorkerCrashedError", "RaySystemError")
 _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "memory", "SIG", "Signal",
-          "exit", "Exit", "Error", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
+          "exit", "Exit", "Error", "Exception raised from", "DataLoader", "Root Cause", "Failures:", "FAILED", "Out Of Memory",
           "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "failed with -", "Fail to alloc memory of", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
           "unable to write to file </torch_", "mpirun noticed", "terminated by signal", "abruptly", "Bus error", "exit codes of the workers", "was sent SIGKILL",
@@ -450,6 +459,8 @@ def _scan_line(s: _Scan, i: int) -> None:
         s.failure_at(i)
     exc = ctx.search(_EXC_LINE, text) if ("Error" in text or "Exception" in text) else None
     if exc and not exc.group("exc").endswith(_WRAPPER_EXC):
+        s.failure_at(i)
+    elif exc is None and "Exception raised from" in text and ctx.search(_C10_REPORT, text):
         s.failure_at(i)
     if _kernel(s, i, text) or _scheduler(s, i, text) or _memory_errors(s, i, text, exc):
         return
@@ -641,6 +652,9 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
         # numpy's message without its class (caught and printed with str(e), or pasted alone):
         # "Unable to allocate 52.4 GiB for an array with shape (2604215, 30, 180) and data type float32"
         found = _python_memory_error(_numpy_bytes(m), text[m.start():].strip(), "numpy")
+    elif "array is too big" in text and (m := ctx.search(_NUMPY_TOO_BIG, text)):
+        found = (("numpy-too-big",), None, "numpy-too-big",
+                 "numpy refused an array larger than the process can address: " + text.strip()[:160])
     elif "memory allocation of" in text and (m := ctx.search(_RUST_ALLOC, text)):
         # (two threads' messages interleaved on one line garble the figure: no size then)
         n = int(m.group("n")) if text.count("memory allocation of") == 1 else None

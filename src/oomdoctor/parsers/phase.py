@@ -55,6 +55,10 @@ MARKERS = {
         r"Saving checkpoint at \d+ (?:iterations|epochs)|\[Torch\] Saving|saving checkpoint"
         # a checkpoint named for which it is ("Saving latest checkpoint model trained for 3 epochs")
         r"|Saving (?:the )?(?:latest|best|last|final|current|new) (?:model )?checkpoint"
+        # latent-diffusion's trainers (and the Stable Diffusion fine-tuners built on them) announce
+        # their save so: "Summoning checkpoint." (last.ckpt when the run stops), "Here comes the
+        # checkpoint..." (every N steps, often glued to the progress bar it broke into)
+        r"|\bSummoning checkpoint\b|Here comes the checkpoint\b"
         # a save's own error report ("Error saving model: CUDA out of memory ...")
         r"|(?<!\bno )(?:error|fail\w{0,4}) (?:while |when )?saving (?:the )?(?:model|checkpoint|weights|adapter)"
         # FSDP warns per tensor it cannot copy while building the full state dict of a save
@@ -192,7 +196,7 @@ MARKERS = {
 # Lower-case literals of which every match of the marker holds one (see ParseContext.grep):
 # only the lines holding one are searched. Checked against MARKERS by a test.
 MARKER_GATES = {
-    "saving_checkpoint": ("sav", "failed to clone"),
+    "saving_checkpoint": ("sav", "failed to clone", "summoning checkpoint", "comes the checkpoint"),
     "loading_checkpoint_shards": ("load", "instantiating", "building", "creating", "initializing",
                                   "processing", "reading", "converting", "mmap", "open",
                                   "quantizing", "executor creation failed", "new_context_with_model: failed",

@@ -46,7 +46,10 @@ _CUDA_ERROR = lazy(r"(?:CUDA|Cuda) (?:runtime )?[Ee]rror: out of memory|cuda run
                    r"|\bout_of_memory: CUDA error at:")
 # TensorFlow's "failed to allocate 3.77G (4046333952 bytes) from device: ..."
 _FAILED_TO_ALLOCATE = r"failed to allocate (?P<size>" + _NUM + r"\s*" + _UNIT + r")\s*\((?P<n>\d{1,20}) bytes\)[^\n]{0,80}"
-_CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r")?CUDA_ERROR_OUT_OF_MEMORY")
+# (and its managed memory, XLA's when a job asks for more than the device: "failed to alloc
+# 34357903360 bytes unified memory; result: CUDA_ERROR_OUT_OF_MEMORY: out of memory")
+_CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r"|failed to alloc (?P<unified>\d{1,20}) bytes unified memory; result: )?"
+                        r"CUDA_ERROR_OUT_OF_MEMORY")
 # ... and its pinned host buffers ("failed to alloc 4294967296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY",
 # cuMemHostAlloc): page-locked host memory, not the device's
 _CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: CUDA_ERROR_OUT_OF_MEMORY"
@@ -285,7 +288,7 @@ _OOM_RETRY = lazy(r"OOM Detected, reducing batch/grad size to (?P<batch>\d{1,6})
 # A CUDA runtime or driver call named with its result in words, as frameworks' C++ checks
 # print it ("cudaGetLastError out of memory errno:2", MindSpore's "cudaHostAlloc failed, ret[2],
 # out of memory"): the call says which memory, page-locked host memory for the host allocators
-_CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b|cudaSuccess\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b[^\n]{0,80}?\bout of memory\b")
+_CUDA_CALL_OOM = lazy(r"\b(?!cudaError\b|cudaSuccess\b)(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\b[^\n]{0,300}?\bout of memory\b")
 # ... or a CUDA check that prints where it failed on one line, then the error's string and the call
 # on the next ("CUDA Runtime Error at: .../data_struct_cuda.cu:83" / "out of memory cudaMalloc(&p, n)")
 _STRING_THEN_CALL = lazy(r"^\W{0,3}out of memory\s+(?P<call>cu(?:da|Mem)[A-Z]\w{2,40})\s*\(")
@@ -293,8 +296,9 @@ _ERROR_WORD = lazy(r"\b(?i:error|failed|failure)\b")
 # ... its message hard-wrapped mid-word: the next line starts with the rest of the cut word
 _WORD_REST_OOM = lazy(r"^[a-z]{1,12}\W{0,3}out of memory\b")
 # ... on a line that says something failed (not a notice that a call "will not run out of memory";
-# not "no error"): a word of failure, an exception's name or an error record's level
-_FAILURE_WORD = lazy(r"\b(?:failed|errno|returned)\b|\bret\[|(?<!\bno )\berror\b|\w+Error:|^\W*(?:ERROR|FATAL|[EF]\d{4} )")
+# not "no error"): a word of failure, an exception's name or an error record's level (dlib's "Error while
+# calling cudaMalloc(...) in file ...: code: 2, reason: out of memory")
+_FAILURE_WORD = lazy(r"\b(?:failed|errno|returned)\b|\bret\[|(?<!\bno )\berror\b|\w+Error:|^\W*(?:ERROR|Error\b|FATAL|[EF]\d{4} )")
 # ... or a library's own check saying that memory could not be allocated, with the device
 # allocation call that failed ("Could not allocate memory: gpu_memory.h:112 cudaMalloc(&rawptr,
 # n_bytes) failed with error out of memory", whatever the error's words or where a paste cuts them)
@@ -410,6 +414,15 @@ _NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"
                        # NCCL >= 2.19 puts the cause under "Last error:" in the exception's message
                        r"|(?:^|Last error:\s*)Failed to CUDA (?:calloc|malloc|host alloc)(?: async)? \d+ bytes"
                        r"|NCCL WARN [^\n]{0,200}?out of memory")
+# ... and its shared-memory transport, which could not create its segment in /dev/shm ("NCCL WARN
+# Error while creating shared memory segment /dev/shm/nccl-Ewjreo (size 33030528), error: No space
+# left on device (28)", or under "Last error:" without the reason): shared memory ran out when the
+# reason is ENOSPC or ENOMEM, likely so when none is given; another reason ("Call to shm_open
+# failed : Permission denied" above it) is not memory
+_NCCL_SHM = lazy(r"Error while creating shared memory segment \S{0,200} \(size (?P<n>\d{1,20})\)"
+                 r"(?:, error: (?P<why>[^\n]{0,80}?)\s*\((?P<errno>\d{1,4})\))?")
+_NCCL_SHM_REASON = lazy(r"NCCL WARN Call to \w{1,30} failed\s*:\s*(?P<why>[^\n]{1,80})")
+_SHM_SPACE_ERRNOS = (28, 12)   # ENOSPC, ENOMEM
 _NCCL_DEV = lazy(r"(?:^|\s)[\w.-]{0,80}:\d{1,9}:\d{1,9} \[(?P<dev>\d{1,3})\]")
 _NCCL_UNHANDLED = lazy(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
 
@@ -451,7 +464,7 @@ _XPU = lazy(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_
                   r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
 
 _MAX_EVIDENCE = 12
-_QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATION_FAILED", "NOT_INITIALIZED",
+_QUICK = ("out of memory", "OUT_OF_MEMORY", "shared memory segment", "allocate pinned host", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATION_FAILED", "NOT_INITIALIZED",
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
@@ -465,6 +478,28 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "allocate pinned host", "MemoryAlloc
           "dispatched on the CPU", "offloaded to the disk",
           "whole model to the disk", "resource allocation failed", "CPU or disk device", "to dispatch this model",
           "Workspace can't be allocated") + _FRAMEWORK_GATES
+
+
+def _nccl_shm(ctx: ParseContext, events, i: int, m, exc) -> None:
+    """NCCL's shared-memory segment that could not be created: an event when /dev/shm was out of
+    room (the reason it gives, or none: likely), one for the WARN line and its echo under "Last
+    error:"."""
+    if m.group("errno"):
+        if int(m.group("errno")) not in _SHM_SPACE_ERRNOS:
+            return
+        strength = "certain"
+    else:
+        # the call that failed, reported just above ("Call to shm_open failed : Permission denied")
+        above = (ctx.search(_NCCL_SHM_REASON, ctx.lines[j].text) for j in range(max(0, i - 3), i))
+        why = next((r.group("why") for r in above if r), None)
+        if why is not None and not any(w in why for w in ("No space left", "Cannot allocate memory")):
+            return
+        strength = "certain" if why else "likely"
+    n = int(m.group("n"))
+    events.add(("nccl", "shm"), i, lambda: OomEvent(
+        kind="nccl", backend="shm", line=0, exception=exc, strength=strength, message_format="nccl-shm-segment",
+        tried_to_allocate_bytes=n, detail="NCCL could not create a shared-memory segment in /dev/shm for its "
+        "transport between processes: " + m.group(0)[:200]))
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -738,7 +773,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         if joined and joined.group("n"):
             m, at = joined, i - 1
     if m:
-        n = int(m.group("n")) if m.group("n") else None
+        size = m.group("n") or m.group("unified")
+        n = int(size) if size else None
         last = events.backpedal
         if n and last is not None and 0 < at - last[1] <= 2 and abs(n - _BACKPEDAL * last[2]) <= 0.01 * last[2]:
             # TensorFlow's GPU allocator asking again for nine tenths of what the driver just
@@ -749,7 +785,8 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             return
         ev = events.add(("cuda_runtime_error", "driver", n), at, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="cuda-driver-api",
-            tried_to_allocate_bytes=n, line=0, detail="CUDA_ERROR_OUT_OF_MEMORY"))
+            tried_to_allocate_bytes=n, line=0,
+            detail="CUDA_ERROR_OUT_OF_MEMORY" + (" allocating unified (managed) memory" if m.group("unified") else "")))
         events.backpedal = (ev, at, n) if n else None
         return
     m = ctx.search(_LIB_ALLOC, text)
@@ -784,6 +821,10 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="nccl", backend="CUDA", line=0, device_index=d,
             detail="NCCL could not allocate GPU memory for its buffers: "
                    + text[m.start():m.start() + 200].replace("NCCL WARN ", "", 1).strip()))
+        return
+    m = ctx.search(_NCCL_SHM, text) if "shared memory segment" in text else None
+    if m:
+        _nccl_shm(ctx, events, i, m, exc)
         return
     m = ctx.search(_BNB_CHECK, text)
     if m:
@@ -920,6 +961,10 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("device_runtime", engine), i, lambda: OomEvent(
             kind="device_runtime", backend="CUDA", exception=exc, line=0, message_format="inference-engine-budget",
             total_capacity_bytes=cap, free_bytes=free,
+            # the start-up guard measures before the engine allocates anything: PyTorch has
+            # reserved nothing yet, so what is not free is held by other processes (and the
+            # CUDA context)
+            reserved_total_bytes=0 if free is not None else None,
             detail=f"{engine} {says}: " + text[m.start():m.start() + 160].strip()))
         return
     for gate, rx, fmt, backend, strength, detail in _DEVICE_MAP_REFUSALS:

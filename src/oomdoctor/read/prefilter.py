@@ -234,6 +234,7 @@ FAILURE_LITERALS = (
 # the cases logs print.
 MARKER_LITERALS = (
     "Saving", "saving", "SAVING", "save_pretrained(", "Failed to clone() tensor", "failed to clone() tensor",
+    "Summoning checkpoint", "Here comes the checkpoint",
     "Loading checkpoint shards", "loading weights file", "Loading model weights", "model under default dtype",
     "Loading base model", "load_model_and_tokenizer", "uilding ", "reating ", "nitializing ", "nstantiating ", "Loading the model from", "Loading pretrained model from", "Quantizing", "Continuing training from checkpoint", "Loading model from ", "Loading weights ",
     "Resuming ", "resuming ", "resume_from_checkpoint", "Loading optimizer state", "load_checkpoint(", "'train_runtime':",

@@ -1,0 +1,116 @@
+"""Failure messages read through the whole pipeline: libraries' own words for memory that ran
+out (numpy's size refusal, NCCL's shared-memory segment, XLA's managed memory, dlib's CUDA
+check), save announcements, and a native exception before a launcher's kills."""
+from __future__ import annotations
+
+import pytest
+
+import oomdoctor
+
+
+def report(text: str) -> dict:
+    return oomdoctor.diagnose(text).model_dump(mode="json")
+
+
+def top(r: dict) -> str | None:
+    return r["diagnoses"][0]["incident"] if r["diagnoses"] else None
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: array is too big.",
+    "ValueError: array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size.",
+])
+def test_numpys_refusal_of_an_array_past_the_address_space_is_a_host_allocation(line):
+    text = ('  File "replay_memory.py", line 12, in __init__\n'
+            "    self.screens = np.empty((self.size, 84, 84), dtype=np.uint8)\n" + line + "\n")
+    r = report(text)
+    (ev,) = r["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("cpu_allocator", "numpy-too-big")
+    assert top(r) == "host-oom"
+
+
+@pytest.mark.parametrize("line", [
+    "the array is too big to print, showing a summary",
+    "print('array is too big')",
+])
+def test_the_words_outside_an_error_are_no_allocation(line):
+    assert report(line + "\n")["oom_events"] == []
+
+
+_SEGMENT = "Error while creating shared memory segment /dev/shm/nccl-Ewjreo (size 33030528)"
+
+
+@pytest.mark.parametrize("text,strength", [
+    # the reason on the line: no room in /dev/shm
+    (f"node1:3663:4044 [0] misc/shmutils.cc:129 NCCL WARN {_SEGMENT}, error: No space left on device (28)\n",
+     "certain"),
+    # the echo under "Last error:" without a reason: likely
+    ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+     f"Last error:\n{_SEGMENT}\n", "likely"),
+    # the failed call's reason on the line above
+    ("node1:1:2 [0] include/shm.h:27 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
+     f"node1:1:2 [0] include/shm.h:48 NCCL WARN {_SEGMENT}\n", "certain"),
+])
+def test_nccls_shared_memory_segment_that_did_not_fit_is_shared_memory(text, strength):
+    r = report(text)
+    (ev,) = r["oom_events"]
+    assert (ev["kind"], ev["backend"], ev["strength"]) == ("nccl", "shm", strength)
+    assert ev["tried_to_allocate_bytes"] == 33030528
+    assert top(r) == "shm-exhausted"
+    # NCCL's device buffers are not why: the segment is host memory
+    assert "non-pytorch-memory" not in [d["incident"] for d in r["diagnoses"]]
+
+
+@pytest.mark.parametrize("text", [
+    # another reason: not memory
+    "node1:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied\n"
+    "node1:27106:27302 [0] NCCL INFO include/shm.h:41 -> 2\n"
+    f"node1:27106:27302 [0] include/shm.h:48 NCCL WARN {_SEGMENT}\n",
+    f"node1:1:2 [0] misc/shmutils.cc:129 NCCL WARN {_SEGMENT}, error: Permission denied (13)\n",
+])
+def test_a_segment_refused_for_another_reason_is_no_memory_event(text):
+    assert report(text)["oom_events"] == []
+
+
+def test_xlas_managed_memory_refusal_states_its_size_and_its_retry_is_the_same_attempt():
+    text = ("2021-10-15 15:01:29.566577: E external/org_tensorflow/tensorflow/stream_executor/cuda/cuda_driver.cc:764] "
+            "failed to alloc 34357903360 bytes unified memory; result: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
+            "2021-10-15 15:01:29.567270: E external/org_tensorflow/tensorflow/stream_executor/cuda/cuda_driver.cc:764] "
+            "failed to alloc 30922113024 bytes unified memory; result: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n")
+    (ev,) = report(text)["oom_events"]
+    assert (ev["tried_to_allocate_bytes"], ev["count"]) == (34357903360, 2)
+    assert "unified" in ev["detail"]
+
+
+def test_a_library_check_naming_the_cuda_call_far_before_its_reason():
+    text = ("Error while calling cudaMalloc(&backward_data_workspace, backward_data_workspace_size_in_bytes) in file "
+            "/home/user/Applications/dlib/dlib/dnn/cudnn_dlibapi.cpp:888. code: 2, reason: out of memory\n")
+    (ev,) = report(text)["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == ("cuda_runtime_error", "cuda-call")
+    # ... while another call's failure on such a line is not memory
+    other = text.replace("code: 2, reason: out of memory", "code: 11, reason: invalid argument")
+    assert report(other)["oom_events"] == []
+
+
+@pytest.mark.parametrize("announce", [
+    "Summoning checkpoint.",
+    "Epoch 0: 0%| | 1/1010 [00:02<47:26, 2.82s/it, loss=0.0249, v_num=0, train/losHere comes the checkpoint...",
+])
+def test_latent_diffusions_save_announcement_before_a_kill_is_a_save(announce):
+    r = report("Epoch 0: 100%|█| 209/209 [06:12<00:00,  1.78s/it, loss=0.0685]\n" + announce + "\nKilled\n")
+    assert r["phase"] == "checkpoint_save"
+    assert top(r) == "host-oom"
+
+
+def test_a_native_exception_before_the_launchers_sigterms_is_not_a_silent_death():
+    sigterms = "".join(
+        f"[2025-02-24 20:48:57,82{k}] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process "
+        f"826{k} closing signal SIGTERM\n" for k in range(4))
+    native = ("Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 "
+              "(most recent call first):\n"
+              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f430d478d87 in "
+              "/usr/lib/python3.10/dist-packages/torch/lib/libc10.so)\n\n")
+    assert report(native + sigterms)["oom_events"] == []
+    # ... while the SIGTERMs alone still say a rank died without one (a weak lead)
+    (ev,) = report(sigterms)["oom_events"]
+    assert ev["strength"] == "weak"
