@@ -420,7 +420,7 @@ _NCCL_OOM = lazy(r"Cuda failure (?:\d{1,4} )?'out of memory'"
 # reason is ENOSPC or ENOMEM, likely so when none is given; another reason ("Call to shm_open
 # failed : Permission denied" above it) is not memory
 _NCCL_SHM = lazy(r"Error while creating shared memory segment \S{0,200} \(size (?P<n>\d{1,20})\)"
-                 r"(?:, error: (?P<why>[^\n]{0,80}?)\s*\((?P<errno>\d{1,4})\))?")
+                 r"(?:, error: [^\n]{0,80}?\s*\((?P<errno>\d{1,4})\))?")
 _NCCL_SHM_REASON = lazy(r"NCCL WARN Call to \w{1,30} failed\s*:\s*(?P<why>[^\n]{1,80})")
 _SHM_SPACE_ERRNOS = (28, 12)   # ENOSPC, ENOMEM
 _NCCL_DEV = lazy(r"(?:^|\s)[\w.-]{0,80}:\d{1,9}:\d{1,9} \[(?P<dev>\d{1,3})\]")
