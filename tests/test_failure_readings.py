@@ -114,3 +114,23 @@ def test_a_native_exception_before_the_launchers_sigterms_is_not_a_silent_death(
     # ... while the SIGTERMs alone still say a rank died without one (a weak lead)
     (ev,) = report(sigterms)["oom_events"]
     assert ev["strength"] == "weak"
+
+
+def test_ggmls_buffer_report_and_its_backends_cut_line_are_one_failure():
+    text = ("alloc_tensor_range: failed to allocate CUDA1 buffer of size 21335654400\n"
+            "cudaMalloc failed: out of memory\n")
+    (ev,) = report(text)["oom_events"]
+    assert (ev["message_format"], ev["device_index"], ev["tried_to_allocate_bytes"]) == ("ggml-buffer", 1, 21335654400)
+    assert [e["line"] for e in ev["evidence"]] == [1, 2]
+    # ... while a call's failure further down is a failure of its own
+    far = text.replace("\ncudaMalloc", "\nstep 1\nstep 2\nstep 3\ncudaMalloc")
+    assert len(report(far)["oom_events"]) == 2
+
+
+def test_the_name_scope_of_an_eager_op_names_the_phase():
+    line = ("OOM when allocating tensor with shape[25088,4096] and type float on "
+            "/job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu [Op:Add] name: {}\n")
+    assert report(line.format("fc1_233/random_uniform/"))["phase"] == "model_load"
+    assert report(line.format("gradient_tape/model/dense/MatMul/"))["phase"] == "backward"
+    # (a scope that names no phase says nothing: an op runs in either pass)
+    assert report(line.format("model/dense/MatMul/"))["phase"] is None

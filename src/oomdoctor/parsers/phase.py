@@ -749,7 +749,9 @@ _TF_SCOPES = (
     ("optimizer_step", lazy(r"(?:^|/)(?:Adam|AdamW|Adagrad|Adadelta|RMSProp|Momentum|LAMB|Adafactor|SGD|training)(?:_\d+)?/|/(?:Adam|AdamW)(?:_\d+)?$"
                             r"|/adam_[mv](?:_\d+)?(?:/|$)")),
     ("checkpoint_load", lazy(r"^save(?:_\d+)?/")),
-    ("model_load", lazy(r"(?:^|/)Initializer/|/Assign$")),
+    # (a variable's initial value: graph mode's "Initializer/", eager Keras' "fc1/random_uniform/"
+    # for a layer it builds)
+    ("model_load", lazy(r"(?:^|/)Initializer/|/Assign$|\w/(?:random_uniform|random_normal|truncated_normal)(?:_\d+)?(?:/|$)")),
     ("data_loading", lazy(_TF_ITERATOR)),
 )
 
@@ -759,7 +761,9 @@ _TF_SCOPES = (
 # pass, an optimizer's apply op its step, a Keras function traced for predict() or evaluate()
 # ("__inference_predict_function_9480", "__inference_test_function_77") evaluation; any other op
 # (MatMul, Mul) runs in either pass and says nothing
-_TF_OP = lazy(r"\[Op:(?P<name>[\w.-]{1,200})\]")
+# (and after it the name scope the op ran in, "[Op:Add] name: fc1_233/random_uniform/", read as a
+# graph node's)
+_TF_OP = lazy(r"\[Op:(?P<name>[\w.-]{1,200})\](?:\s{0,3}name:\s{0,3}(?P<scope>[\w./-]{1,300}))?")
 _TF_OPS = (
     # (not "Conv2DBackpropInput": the forward pass of a transposed convolution runs it too)
     ("backward", lazy(r"^\w*(?:Grad(?:V\d)?|BackpropFilter\w*)$")),
@@ -778,6 +782,9 @@ def _tf_node_hint(ctx: ParseContext, idx: int, within: int = 30) -> Optional[tup
         phase = _phase_in(_TF_OPS, m.group("name")) if m else None
         if phase:
             return phase, ctx.lines[i].no, f"TensorFlow op {m.group('name')[:60]}"
+        scope = m.group("scope") if m else None
+        if scope and (phase := _phase_in(_TF_SCOPES, scope)):
+            return phase, ctx.lines[i].no, f"TensorFlow op {m.group('name')[:30]} in {scope[:60]}"
     for i in _after_first(ctx, ("[[Node", "[[node", "{{node"), idx, within):
         m = ctx.search(_TF_NODE, ctx.lines[i].text)
         if not m:

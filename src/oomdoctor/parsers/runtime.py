@@ -480,6 +480,13 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "shared memory segment", "allocate p
           "Workspace can't be allocated") + _FRAMEWORK_GATES
 
 
+def _ggml_buffer_above(ctx: ParseContext, events, i: int) -> Optional[OomEvent]:
+    """ggml's report of a device buffer it could not allocate, on one of the three lines above."""
+    no = ctx.lines[i].no
+    return next((ev for ev in events.by_key.values() if ev.message_format == "ggml-buffer"
+                 and ev.kind != "cpu_allocator" and 0 < no - ev.line <= 3), None)
+
+
 def _nccl_shm(ctx: ParseContext, events, i: int, m, exc) -> None:
     """NCCL's shared-memory segment that could not be created: an event when /dev/shm was out of
     room (the reason it gives, or none: likely), one for the WARN line and its echo under "Last
@@ -869,6 +876,11 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         ggml = ctx.search(_GGML_ALLOCATING, call_text) if not sized and "allocating" in call_text else None
         if ggml:
             n = _size(ggml.group("size"))
+        elif not sized and (same := _ggml_buffer_above(ctx, events, at)) is not None:
+            # the backend's line cut to its last words ("cudaMalloc failed: out of memory") under
+            # ggml's report of the buffer it was for: one failure
+            events.cover(same, at)
+            return
         _call_event(events, at, exc, call, n=n, dev=int(ggml.group("dev")) if ggml else None)
         return
     m = ctx.search(_CUPY_POOL, text) if "out of memory to allocate" in text or "ut of memory allocating" in text else None
