@@ -134,3 +134,25 @@ def test_the_name_scope_of_an_eager_op_names_the_phase():
     assert report(line.format("gradient_tape/model/dense/MatMul/"))["phase"] == "backward"
     # (a scope that names no phase says nothing: an op runs in either pass)
     assert report(line.format("model/dense/MatMul/"))["phase"] is None
+
+
+def test_nccls_segment_message_hard_wrapped_in_a_quoted_paste():
+    text = ("> E0605 09:26:44.248647    1054 pjrt_stream_executor_client.cc:2839] Execution of replica 0\n"
+            "> failed: INTERNAL: NCCL operation ncclGroupEnd() failed: unhandled system error (run with \n"
+            "> NCCL_DEBUG=INFO for details). Last NCCL warning(error) log entry (may be unrelated)  'Error \n"
+            "> while creating shared memory segment /dev/shm/nccl-TfciGV (size 31850880), error: No space\n"
+            "> left on device (28)'.\n")
+    r = report(text)
+    (ev,) = r["oom_events"]
+    assert (ev["kind"], ev["backend"], ev["strength"], ev["tried_to_allocate_bytes"]) == ("nccl", "shm", "certain", 31850880)
+    assert top(r) == "shm-exhausted"
+
+
+@pytest.mark.parametrize("line,phase", [
+    # a weight file in a folder named for checkpoints: the model's weights
+    ("Loading model from checkpoints/instruct-pix2pix-00-22000.ckpt", "model_load"),
+    # a training run's checkpoint folder: a resume
+    ("Loading model from output/checkpoint-500.", "checkpoint_load"),
+])
+def test_a_weight_file_is_the_model_whatever_its_folder_is_called(line, phase):
+    assert report(line + "\nDiffusionWrapper has 859.53 M params.\nKilled\n")["phase"] == phase

@@ -48,6 +48,10 @@ _LOAD_FAILED_WORDS = (r"(?<!\b[Nn]o )\berror loading model(?=\s*[:.]|\s*$)|\bexi
                       r"|\bllama_init_from_model: failed to (?:allocate|initialize the context)\b"
                       r"|\bload_model: failed to load model\b")
 
+# a file of weights named where a model is loaded from ("checkpoints/instruct-pix2pix-00-22000.ckpt"):
+# the model's weights, not a training run's checkpoint to resume from, whatever its folder is called
+_WEIGHT_FILE = r"\.(?:ckpt|safetensors|pth|pt|bin|gguf)\b"
+
 MARKERS = {
     "saving_checkpoint": lazy(
         r"Saving model checkpoint to|Saving checkpoint|Saving the FSDP model checkpoint|Saving (?:the )?(?:\w+ )?model (?:to|checkpoint)"
@@ -77,7 +81,7 @@ MARKERS = {
                                       r"|(?m:^)[\s=>*#-]{0,4}(?:\[\w{1,4}\]\s{0,2})?(?:[Bb]uilding|[Cc]reating|[Ii]nitializing|[Ii]nstantiating) (?=(?:the |a )?"
                                       r"(?i:model|u-?net|vae|text encoders?)(?![-\w])(?! parallel)"
                                       r"(?![^\n]{0,60}\b(?i:done|finished|completed?|took|succeeded|successfully)\b))"
-                                      r"|\bLoading (?:the |pretrained |base )?model from (?![^\n]{0,200}(?i:checkpoint))"
+                                      r"|\bLoading (?:the |pretrained |base )?model from (?![^\n]{0,200}(?i:checkpoint)(?!\S{0,200}" + _WEIGHT_FILE + r"))"
                                       # a weight file read by name ("Loading weights [06c50424] from .../model.ckpt",
                                       # the Stable Diffusion web UI's; darknet's "Loading weights from x.conv.74"),
                                       # not a resume's checkpoint
@@ -116,7 +120,7 @@ MARKERS = {
                                       r"|(?i:fail\w{0,4}|error|unable) (?:while |when )?(?:to )?(?:mov|load|plac|transferr?|put)\w{0,4}"
                                       r" (?:the )?models? (?:to|onto) (?:the )?(?i:device|gpu|cuda)\b"),
     # (a banner's "Resuming from checkpoint: False" is a setting that says it does not)
-    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
+    "resuming": lazy(r"Continuing training from checkpoint|Loading model from \S*checkpoint(?!\S{0,200}" + _WEIGHT_FILE + r")|(?<![Nn]ot )(?<![Nn]o )(?i:r)esuming (?:training )?from(?!(?: ?\w{1,20}){0,3}\s*[:=]\s*(?i:false|none|null|no|0|''|\"\")\s*[,;]?\s*$)|resume_from_checkpoint\s*[:=]\s*(?!None\b|null\b|False\b|''|\"\")\S+|Loading optimizer state|load_checkpoint\("
                      # transformers' DeepSpeed integration, and DeepSpeed reading a ZeRO checkpoint's shards
                      r"|Attempting to resume from|successfully read \d+ ZeRO state_dicts"),
     # the Trainer's closing summary: the final save_model() comes right after it

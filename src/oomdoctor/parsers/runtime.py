@@ -830,6 +830,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
                    + text[m.start():m.start() + 200].replace("NCCL WARN ", "", 1).strip()))
         return
     m = ctx.search(_NCCL_SHM, text) if "shared memory segment" in text else None
+    if "shared memory segment" in text and (m is None or not m.group("errno")):
+        # the message hard-wrapped (a terminal, a paste quoted line by line): its "Error" at the
+        # end of the line above, its reason on the next line
+        whole = (ctx.rejoined(i - 1, _NCCL_SHM, max_lines=2) if i and m is None else None) \
+            or ctx.rejoined(i, _NCCL_SHM, max_lines=1)
+        if whole is not None and (m is None or whole.group("errno")):
+            m = whole
     if m:
         _nccl_shm(ctx, events, i, m, exc)
         return
