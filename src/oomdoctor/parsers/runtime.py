@@ -480,11 +480,16 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "shared memory segment", "allocate p
           "Workspace can't be allocated") + _FRAMEWORK_GATES
 
 
+def _event_above(ctx: ParseContext, events, i: int, same, reach: int = 3, here: bool = False) -> Optional[OomEvent]:
+    """The event for which ``same`` holds reported on one of the ``reach`` lines above line ``i``
+    (or on it, with ``here``): one failure that ggml reports in two lines."""
+    no = ctx.lines[i].no
+    return next((ev for ev in events.by_key.values() if (0 if here else 1) <= no - ev.line <= reach and same(ev)), None)
+
+
 def _ggml_buffer_above(ctx: ParseContext, events, i: int) -> Optional[OomEvent]:
     """ggml's report of a device buffer it could not allocate, on one of the three lines above."""
-    no = ctx.lines[i].no
-    return next((ev for ev in events.by_key.values() if ev.message_format == "ggml-buffer"
-                 and ev.kind != "cpu_allocator" and 0 < no - ev.line <= 3), None)
+    return _event_above(ctx, events, i, lambda ev: ev.message_format == "ggml-buffer" and ev.kind != "cpu_allocator")
 
 
 def _nccl_shm(ctx: ParseContext, events, i: int, m, exc) -> None:
@@ -1130,9 +1135,8 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
         # the same failure its backend's own line reported just above (ggml's CUDA backend:
         # "allocating 1234.00 MiB on device 0: cudaMalloc failed"): one event (that line rounds
         # to a hundredth of a MiB: 8900.01 MiB is this line's 9332334592 bytes)
-        same = next((ev for ev in events.by_key.values() if ev.tried_to_allocate_bytes is not None
-                     and abs(ev.tried_to_allocate_bytes - n) <= _GGML_MIB_ROUNDING
-                     and 0 <= ctx.lines[i].no - ev.line <= 3), None)
+        same = _event_above(ctx, events, i, lambda ev: ev.tried_to_allocate_bytes is not None
+                            and abs(ev.tried_to_allocate_bytes - n) <= _GGML_MIB_ROUNDING, here=True)
         if same is not None:
             if same.kind == "cuda_runtime_error" and kind not in ("cuda_runtime_error", "cpu_allocator") \
                     and not m.group("host"):
