@@ -69,7 +69,16 @@ def test_nccls_shared_memory_segment_that_did_not_fit_is_shared_memory(text, str
     f"node1:1:2 [0] misc/shmutils.cc:129 NCCL WARN {_SEGMENT}, error: Permission denied (13)\n",
 ])
 def test_a_segment_refused_for_another_reason_is_no_memory_event(text):
-    assert report(text)["oom_events"] == []
+    r = report(text)
+    assert r["oom_events"] == []
+    # ... nor a shared-memory failure of the host's: no incident at all
+    assert "shm_exhausted" not in [f["kind"] for f in r["failures"]]
+    assert r["diagnoses"] == []
+
+
+def test_shm_open_refused_for_want_of_room_is_still_shared_memory():
+    r = report("node1:1:2 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : No space left on device\n")
+    assert "shm_exhausted" in [f["kind"] for f in r["failures"]]
 
 
 def test_xlas_managed_memory_refusal_states_its_size_and_its_retry_is_the_same_attempt():

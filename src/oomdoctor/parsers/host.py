@@ -26,6 +26,7 @@ from ..read.patterns import lazy
 from ..read.prefilter import KILLED_LOCALISED, KILLED_ORDINARY
 from . import memory_words
 from .base import EXCEPTION_CLASS, ParseContext
+from .runtime import nccl_shm_match, nccl_shm_strength
 
 _STRENGTH_ORDER = {"certain": 0, "likely": 1, "weak": 2}
 # A SIGKILL with nothing saying why (a scheduler's kill -9 looks the same) is only
@@ -316,6 +317,8 @@ _DL_SIGNAL = lazy(r"(?i:dataloader) (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[x
                   # (the message quoted in a sentence ends at its closing quote)
                   r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)(?:\.|\s*$|[\"'`](?=[\s.,]|$))")
 _DL_EXITED = lazy(r"(?i:dataloader) worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
+# (the reason shm_open gives: "Call to shm_open failed : Permission denied")
+_SHM_OPEN_REASON = lazy(r"shm_open\b[^\n]{0,80}?failed\s*:\s*(?P<why>[^\n]{1,80})")
 _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)|out of shared memory"
                   r"|killed by signal: Bus error|Error while creating shared memory segment|unable to allocate shared memory"
                   r"|shm_open\b[^\n]{0,80}(?:failed|No space)|Cannot allocate shared memory"
@@ -754,6 +757,13 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
                          + (f" with exit code {code}" if code else ""), exc, "host"))
             return
     if ctx.search(_SHM, text) or ("No space left" in text and ctx.search(_SHM_DISK, text) and ctx.search(_SHM_PATH, text)):
+        if ("shared memory segment" in text and nccl_shm_strength(ctx, i, nccl_shm_match(ctx, i, text)) is None) \
+                or ("shm_open" in text and (r := ctx.search(_SHM_OPEN_REASON, text))
+                    and not any(w in r.group("why") for w in ("No space left", "Cannot allocate memory"))):
+            # the segment could not be had for a reason that is not room (NCCL's "Call to
+            # shm_open failed : Permission denied", on the line or above its segment message;
+            # another errno): not shared memory exhausted
+            return
         s.shm.append(i)
         if "bus error" in text.lower() and "worker" in text:
             s.dl.append((i, "certain", "a DataLoader worker hit a bus error: shared memory (/dev/shm) exhausted", None, "shm"))

@@ -492,21 +492,40 @@ def _ggml_buffer_above(ctx: ParseContext, events, i: int) -> Optional[OomEvent]:
     return _event_above(ctx, events, i, lambda ev: ev.message_format == "ggml-buffer" and ev.kind != "cpu_allocator")
 
 
+def nccl_shm_strength(ctx: ParseContext, i: int, m) -> Optional[str]:
+    """How surely NCCL's failed shared-memory segment (``m``, a match of its message on line
+    ``i``) says /dev/shm ran out: "certain" for ENOSPC/ENOMEM (on the line or from the call
+    reported just above it), "likely" with no reason given, None for another reason
+    ("Call to shm_open failed : Permission denied" is not memory)."""
+    if m is not None and m.group("errno"):
+        return "certain" if int(m.group("errno")) in _SHM_SPACE_ERRNOS else None
+    above = (ctx.search(_NCCL_SHM_REASON, ctx.lines[j].text) for j in range(max(0, i - 3), i))
+    why = next((r.group("why") for r in above if r), None)
+    if why is not None and not any(w in why for w in ("No space left", "Cannot allocate memory")):
+        return None
+    return "certain" if why else "likely"
+
+
+def nccl_shm_match(ctx: ParseContext, i: int, text: str):
+    """NCCL's shared-memory segment message on line ``i``, joined with the next line (or this
+    one with the line above) where the message was hard-wrapped (a terminal, a paste quoted
+    line by line): its "Error" at the end of the line above, its reason on the next line."""
+    m = ctx.search(_NCCL_SHM, text) if "shared memory segment" in text else None
+    if "shared memory segment" in text and (m is None or not m.group("errno")):
+        whole = (ctx.rejoined(i - 1, _NCCL_SHM, max_lines=2) if i and m is None else None) \
+            or ctx.rejoined(i, _NCCL_SHM, max_lines=1)
+        if whole is not None and (m is None or whole.group("errno")):
+            m = whole
+    return m
+
+
 def _nccl_shm(ctx: ParseContext, events, i: int, m, exc) -> None:
     """NCCL's shared-memory segment that could not be created: an event when /dev/shm was out of
     room (the reason it gives, or none: likely), one for the WARN line and its echo under "Last
     error:"."""
-    if m.group("errno"):
-        if int(m.group("errno")) not in _SHM_SPACE_ERRNOS:
-            return
-        strength = "certain"
-    else:
-        # the call that failed, reported just above ("Call to shm_open failed : Permission denied")
-        above = (ctx.search(_NCCL_SHM_REASON, ctx.lines[j].text) for j in range(max(0, i - 3), i))
-        why = next((r.group("why") for r in above if r), None)
-        if why is not None and not any(w in why for w in ("No space left", "Cannot allocate memory")):
-            return
-        strength = "certain" if why else "likely"
+    strength = nccl_shm_strength(ctx, i, m)
+    if strength is None:
+        return
     n = int(m.group("n"))
     events.add(("nccl", "shm"), i, lambda: OomEvent(
         kind="nccl", backend="shm", line=0, exception=exc, strength=strength, message_format="nccl-shm-segment",
@@ -834,14 +853,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             detail="NCCL could not allocate GPU memory for its buffers: "
                    + text[m.start():m.start() + 200].replace("NCCL WARN ", "", 1).strip()))
         return
-    m = ctx.search(_NCCL_SHM, text) if "shared memory segment" in text else None
-    if "shared memory segment" in text and (m is None or not m.group("errno")):
-        # the message hard-wrapped (a terminal, a paste quoted line by line): its "Error" at the
-        # end of the line above, its reason on the next line
-        whole = (ctx.rejoined(i - 1, _NCCL_SHM, max_lines=2) if i and m is None else None) \
-            or ctx.rejoined(i, _NCCL_SHM, max_lines=1)
-        if whole is not None and (m is None or whole.group("errno")):
-            m = whole
+    m = nccl_shm_match(ctx, i, text)
     if m:
         _nccl_shm(ctx, events, i, m, exc)
         return
