@@ -171,6 +171,13 @@ def test_numpy_size_is_binary():
     assert ev.host_bytes == 512 * 2**20
 
 
+@pytest.mark.parametrize("text,n", [("512. MiB", 512 * 2**20), ("1,024 bytes", 1024), ("20.00 MiB", 20 * 2**20),
+                                    ("1.52GiB", round(1.52 * 2**30))])
+def test_one_size_reader_reads_numpys_trailing_dot_and_the_usual_forms(text, n):
+    from oomdoctor.facts.sizes import parse_size
+    assert parse_size(text) == n
+
+
 @pytest.mark.parametrize("text", [
     "RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error. It is possible that dataloader's workers "
     "are out of shared memory. Please try to raise your shared memory limit.",

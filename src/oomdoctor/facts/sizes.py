@@ -23,8 +23,9 @@ _BINARY = {
 }
 _DECIMAL = {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15, "eb": 10**18}
 
-# A number (thousands separators allowed) and a unit, optionally glued together.
-SIZE_RE = re.compile(r"(?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[KMGTPE]i?B|bytes?|B)\b", re.I)
+# A number (thousands separators allowed) and a unit, optionally glued together; numpy prints
+# three significant digits, so a trailing dot ("512. MiB") is a whole number.
+SIZE_RE = re.compile(r"(?P<num>\d[\d,]*(?:\.\d*)?)\s*(?P<unit>[KMGTPE]i?B|bytes?|B)\b", re.I)
 
 
 def to_bytes(number: str | float | int, unit: str, *, decimal: bool = False) -> int | None:

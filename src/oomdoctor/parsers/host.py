@@ -587,8 +587,7 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
 
 def _numpy_bytes(m) -> Optional[int]:
     """The bytes of numpy's request (a match of _NUMPY_REQUEST's ``size``)."""
-    parts = re.match(r"(?P<num>[\d.,]+)\s*(?P<unit>\S+)", m.group("size"))
-    return to_bytes(parts.group("num"), parts.group("unit")) if parts else None
+    return parse_size(m.group("size"))
 
 
 def _python_memory_error(n: Optional[int], msg: str, fmt: str) -> tuple:
