@@ -165,3 +165,68 @@ def test_nccls_segment_message_hard_wrapped_in_a_quoted_paste():
 ])
 def test_a_weight_file_is_the_model_whatever_its_folder_is_called(line, phase):
     assert report(line + "\nDiffusionWrapper has 859.53 M params.\nKilled\n")["phase"] == phase
+
+
+_RAY_DIED = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+             "the problem, check the logs for the dead worker. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker "
+             "unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) "
+             "The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. "
+             "(3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.\n")
+
+
+@pytest.mark.parametrize("crash", [
+    # abseil's failure-signal handler, as Ray's and TensorFlow's workers print it (before the report)
+    "(SPURuntime pid=1625248) *** SIGSEGV received at time=1695013707 on cpu 99 ***\n" + _RAY_DIED,
+    # a worker's own CUDA fault, streamed to the driver after the report
+    _RAY_DIED + "(WorkerDict pid=93663) WARNING 02-21 04:32:47 model_runner_base.py:143] Failed to pickle inputs of "
+                "failed execution: CUDA error: an illegal memory access was encountered\n",
+])
+def test_a_death_whose_report_lists_the_oom_killer_among_causes_is_the_crash_the_log_shows(crash):
+    r = report(crash)
+    assert r["diagnoses"] == []
+    assert r["failures"] and r["failures"][0]["kind"] in ("segfault", "illegal_memory_access")
+    # ... while the report alone stays a weak lead of the host's memory
+    (ev,) = report(_RAY_DIED)["oom_events"]
+    assert (ev["kind"], ev["strength"], ev["symptom"]) == ("host_oom_killer", "weak", None)
+
+
+def test_tensorrts_builder_out_of_memory_then_a_crash_ended_the_build():
+    oom = "[07/25/2022-14:14:51] [TRT] [E] 2: [virtualMemoryBuffer.cpp::resizePhysical::161] Error Code 2: OutOfMemory (no further information)\n"
+    (ev,) = report(oom * 3 + "Segmentation fault (core dumped)\n")["oom_events"]
+    assert ev["message_format"] == "tensorrt"
+    # ... while a tactic skipped for want of memory, the build going on, is no failure
+    assert report(oom + "[07/25/2022-14:14:52] [TRT] [W] Skipping tactic 3 due to insufficient memory on requested "
+                        "size of 4294967296 detected for tactic 0x0000000000000004.\n")["oom_events"] == []
+
+
+def test_paddles_legacy_allocator_refusal_is_a_sized_device_event():
+    text = ("W0429 20:27:11.855510 29126 legacy_allocator.cc:161] Cannot allocate 36.000000MB in GPU 0, available 342.625000MB\n"
+            "W0429 20:27:11.855520 29126 legacy_allocator.cc:164] total 8502771712\n"
+            "W0429 20:27:11.855527 29126 legacy_allocator.cc:165] GpuMinChunkSize 256.000000B\n")
+    (ev,) = report(text)["oom_events"]
+    assert (ev["kind"], ev["message_format"], ev["device_index"]) == ("cuda_runtime_error", "paddle-allocator", 0)
+    assert (ev["tried_to_allocate_bytes"], ev["free_bytes"], ev["total_capacity_bytes"]) == (36 * 2**20, 359268352, 8502771712)
+    # ... while its start-up warning that it could not reserve its share, then goes on, is none
+    assert report("W0429 20:27:11.855363 29126 system_allocator.cc:122] Cannot malloc 7087.16 MB GPU memory. Please "
+                  "shrink FLAGS_fraction_of_gpu_memory_to_use environment variable to a lower value.\n")["oom_events"] == []
+
+
+_METAL_FAILED = "ggml_metal_graph_compute: command buffer 8 failed with status 5\nGGML_ASSERT: ggml-metal.m:1177: false\n"
+
+
+def test_a_metal_command_buffer_failing_after_ggml_passed_the_working_set_is_memory():
+    over = ("ggml_metal_add_buffer: allocated 'scr1            ' buffer, size =   256.00 MB, (23984.91 / 21845.34), "
+            "warning: current allocated size is greater than the recommended max working set size\n")
+    (ev,) = report(over + _METAL_FAILED)["oom_events"]
+    assert (ev["kind"], ev["backend"], ev["strength"]) == ("mps", "Metal", "likely")
+    assert "23984.91" in ev["detail"]
+    # ... while the same failure without the warning says nothing of memory (status 5 is any error)
+    assert report(_METAL_FAILED)["oom_events"] == []
+
+
+def test_a_request_a_hundred_times_the_device_is_no_activation():
+    line = ("RuntimeError: CUDA out of memory. Tried to allocate {} GiB (GPU 0; 10.92 GiB total capacity; 154.77 MiB "
+            "already allocated; 9.95 GiB free; 39.23 MiB cached)\n")
+    assert top(report(line.format("1339.86"))) == "unknown-oom"
+    # ... while one of about the device, with no phase, is most often one
+    assert top(report(line.format("12.00"))) == "activation-memory"

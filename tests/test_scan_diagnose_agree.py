@@ -249,19 +249,21 @@ DETAIL = {
     # check's "out of memory cudaMalloc(...)" (the anchor); _XGB_FIGURE the figures under XGBoost's
     # allocation error, _CUDA_JL_USAGE and _CUDA_JL_POOL those under CUDA.jl's (their messages are
     # the anchors), _CUPY_HELD_REST the rest of CuPy's message on the line a console wrapped it to,
-    # _MLC_PART and _MLC_END the sizes MLC LLM's check sums and its end (its message is the anchor)
+    # _MLC_PART and _MLC_END the sizes MLC LLM's check sums and its end (its message is the anchor);
+    # _PADDLE_LEGACY_TOTAL the device's size under Paddle 1.x's legacy allocator refusal (the anchor)
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",
                 "_PYTORCH_SOURCE", "_LIBRARY_SOURCE_BEFORE", "_LIBRARY_SOURCE_BARE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE", "_GGML_WHERE",
                 "_ORT_NOT_USED", "_ORT_CPU_ONLY", "_JITTOR_TOTALS", "_MINDSPORE_SIZE", "_GGML_ALLOCATING",
                 "_TRTLLM_TOTAL", "_TRTLLM_FREE", "_QUOTED_ADVICE", "_ERROR_WORD", "_XGB_FIGURE", "_CUDA_JL_USAGE",
-                "_CUDA_JL_POOL", "_CUPY_HELD_REST", "_MLC_PART", "_MLC_END"},
+                "_CUDA_JL_POOL", "_CUPY_HELD_REST", "_MLC_PART", "_MLC_END", "_PADDLE_LEGACY_TOTAL"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
     # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint;
     # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure;
-    # _BFC_LIMIT the BFC allocator's limit in the statistics above its error (the anchor)
+    # _BFC_LIMIT the BFC allocator's limit in the statistics above its error (the anchor); _GGML_METAL_OVER
+    # ggml's over-the-working-set warning above its Metal command buffer's failure (the anchor)
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
                      "_TF_HINT", "_DEVICE_IN_NAME", "_NODE_DEVICE", "_HBM_CAPACITY", "_DISK_FULL", "_XLA_ASYNC_FREE",
-                     "_XLA_ASYNC_IN_USE", "_BFC_LIMIT"},
+                     "_XLA_ASYNC_IN_USE", "_BFC_LIMIT", "_GGML_METAL_OVER"},
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH
     # qualifies a "No space left on device" line; _ENOMEM_SIZE reads the size of an ENOMEM line,

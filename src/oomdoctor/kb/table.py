@@ -27,11 +27,11 @@ from ..memory import fingerprint_facts
 
 CUDA_CONTEXT = 512 * 2**20   # what a CUDA context and its kernels take, outside PyTorch's figures
 HOST_REQUEST_PRESSURE = 4 * 2**30   # one host allocation this large is pressure in itself
-# a request this many times the device says nothing of what filled it: a size computed wrongly or
-# a dense computation no setting makes fit (the corpus labels them "cause not determined"; between
-# the 64 times that the report's note names and the 100,000 times that parsers/lookalikes.py reads
-# as a corrupted size)
-ABSURD_OVER_DEVICE = 1000
+# a request this many times the device (two orders of magnitude) says nothing of what filled it: a
+# size computed wrongly or a dense computation no setting makes fit, not an activation of a run
+# that fitted before (the corpus labels them "cause not determined"; between the 64 times that the
+# report's note names and the 100,000 times that parsers/lookalikes.py reads as a corrupted size)
+ABSURD_OVER_DEVICE = 100
 _STRENGTH = {"certain": 0, "likely": 1, "weak": 2}
 
 

@@ -633,6 +633,17 @@ _MLX_BUFFER = lazy(r"(?:^|Error:\s*|error:\s*)\[metal::malloc\] Attempting to al
                    r"allowed buffer size of (?P<max>\d{1,20}) bytes")
 
 
+# ggml's Metal backend: a command buffer that failed ("ggml_metal_graph_compute: command buffer 8
+# failed with status 5", the generic MTLCommandBufferStatusError) after ggml warned that what it
+# had allocated passed the device's recommended working set ("... size = 256.00 MB, (23984.91 /
+# 21845.34), warning: current allocated size is greater than the recommended max working set
+# size"): the GPU's share of unified memory ran out. Without the warning the status says nothing.
+_GGML_METAL_FAILED = lazy(r"command buffer \d{1,4} failed with status (?P<st>\d{1,3})")
+_GGML_METAL_OVER = lazy(r"\((?P<alloc>\d{1,9}(?:\.\d{1,4})?) / (?P<ws>\d{1,9}(?:\.\d{1,4})?)\),? ?warning: current "
+                        r"allocated size is greater than the recommended max working set size")
+_GGML_METAL_REACH = 40   # lines above the failure in which the warning is looked for
+
+
 # PyTorch's MPS allocator refusing one buffer larger than Metal allows ("RuntimeError: Invalid
 # buffer size: 18.00 GB", MPSAllocator's TORCH_CHECK, its size in its own binary units)
 _MPS_BUFFER = lazy(r"(?:^|Error:\s*)Invalid buffer size: (?P<size>\d{1,9}(?:\.\d{1,4})? (?:KB|MB|GB|TB))\s*$")
@@ -642,6 +653,17 @@ def _parse_metal(ctx: ParseContext, events: _Events) -> None:
     for i in ctx.lines_with((_METAL_OOM,)):
         events.add(("metal",), i, lambda: OomEvent(kind="mps", backend="Metal", line=0,
                                                    message_format="metal-command-buffer"))
+    for i in ctx.lines_with(("failed with status",)):
+        if "command buffer" not in ctx.lines[i].text or not ctx.search(_GGML_METAL_FAILED, ctx.lines[i].text):
+            continue
+        over = next((m for j in range(i - 1, max(-1, i - 1 - _GGML_METAL_REACH), -1)
+                     if "working set" in ctx.lines[j].text and (m := ctx.search(_GGML_METAL_OVER, ctx.lines[j].text))),
+                    None)
+        if over is not None:
+            events.add(("metal",), i, lambda: OomEvent(
+                kind="mps", backend="Metal", line=0, strength="likely", message_format="ggml-metal-over-working-set",
+                detail=f"a Metal command buffer failed after ggml had allocated {over.group('alloc')} MB, over the "
+                       f"recommended working set of {over.group('ws')} MB"))
     for i in ctx.lines_with(("] Unable to allocate",)):
         m = ctx.search(_MLX_MALLOC, ctx.lines[i].text)
         if m:

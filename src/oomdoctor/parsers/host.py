@@ -1005,6 +1005,10 @@ _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "schedule
                   "interrupt": "interrupt-echo"}
 # the formats of a launcher's kills that only say a rank died without a Python exception
 SILENT_DEATH_FORMATS = (_SOURCE_FORMAT["torchrun-survivors"], _SOURCE_FORMAT["deepspeed"])
+# a death whose report lists the OOM killer among its possible causes (Ray's worker that died
+# "by an unexpected system error": "(1) ... OOM killer ... (3) ... crashed unexpectedly due to
+# SIGSEGV"), weak: where the log shows another of them, that one is why
+MAYBE_OOM_FORMATS = (_SOURCE_FORMAT["ray"],)
 _SOURCE_RANK = {"kernel": 0, "slurm": 1, "scheduler": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "dask": 3, "torchrun": 4, "deepspeed": 5,
                 "launcher": 6, "shell": 7, "notebook-kernel": 7, "torchrun-survivors": 8, "exit-137": 9,
                 "interrupt": 10}

@@ -19,7 +19,7 @@ from ..facts.derived import split_processes
 from ..facts.models import Failure
 from ..read.patterns import lazy
 from .base import EXCEPTION_CLASS, ParseContext
-from .host import KILL_EXIT_CODES, SILENT_DEATH_FORMATS
+from .host import KILL_EXIT_CODES, MAYBE_OOM_FORMATS, SILENT_DEATH_FORMATS
 from .traceback import frames_for
 
 _MAX_EVIDENCE = 12
@@ -89,6 +89,8 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
           r"(?!" + "|".join(rf"{c}\b" for c in KILL_EXIT_CODES) + r")-?\d{1,4}")),
     ("segfault", ("Segmentation fault", "SIGSEGV", "-11", "core dumped"),
      lazy(r"Segmentation fault|Signal 11 \(SIGSEGV\)|<Signals\.SIGSEGV: 11>|exitcode\s*:\s*-11\b"
+                # abseil's failure-signal handler (Ray, TensorFlow, JAX): "*** SIGSEGV received at time=..."
+                r"|\*\*\* SIGSEGV received at\b"
                 r"|\(exitcode: -11\)|return code = -11\b|(?<!Aborted |Bus error )\(core dumped\)")),
     # a Windows process ended by a crash, as its exit status says (an IDE's "Process finished with exit
     # code -1073741819 (0xC0000005)", subprocess's unsigned "3221225477") or Python's faulthandler
@@ -407,6 +409,12 @@ def _symptoms(ctx: ParseContext) -> None:
                 f := next((f for f in own if f.line < ev.line), None)):
             ev.symptom = (f"the launcher stopped the ranks after the {f.kind.replace('_', ' ')} at line {f.line}, "
                           "a failure that is not memory")
+        elif ev.strength == "weak" and ev.message_format in MAYBE_OOM_FORMATS and own:
+            # (in any order: a worker's own output reaches the driver's log before or after the
+            # death's report)
+            f = own[0]
+            ev.symptom = (f"the report of the death lists the OOM killer as one possible cause; the log shows another: "
+                          f"the {f.kind.replace('_', ' ')} at line {f.line}")
         if ev.symptom:
             ctx.note(f"line {ev.line}: the out-of-memory message is not counted as memory pressure: {ev.symptom}")
         elif req and cap and req > FAR_OVER_CAPACITY * cap:

@@ -239,6 +239,12 @@ _ENGINE_GATES = ("memory for the cache blocks", "stored in KV cache", "available
 _PADDLE_OOM = lazy(r"Out of memory error on GPU (?P<dev>\d{1,3})\.\s*Cannot allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r") memory"
                    r"(?: on GPU \d{1,3})?(?:,\s*(?P<alloc>" + _NUM + r"\s*" + _UNIT + r") memory has been allocated)?"
                    r"(?:,?\s*(?:and )?available memory is only (?P<free>" + _NUM + r"\s*" + _UNIT + r"))?")
+# ... and its legacy allocator of releases 1.x (legacy_allocator.cc), which logs the refusal
+# before it raises, the device's size below it: "Cannot allocate 36.000000MB in GPU 0, available
+# 342.625000MB", "total 8502771712"
+_PADDLE_LEGACY = lazy(r"Cannot allocate (?P<req>" + _NUM + r"\s*" + _UNIT + r") in GPU (?P<dev>\d{1,3}), available (?P<free>"
+                      + _NUM + r"\s*" + _UNIT + r")")
+_PADDLE_LEGACY_TOTAL = lazy(r"^\s*total (?P<n>\d{1,20})\s*$")
 # ... and its releases before 1.5 refusing the first chunk of GPU memory the allocator asks
 # for (a fraction of the device) when less is free (platform/gpu_info.cc, GpuMaxChunkSize):
 # "EnforceNotMet: enforce allocating <= available failed, 1829703254 > 1604058880"
@@ -468,7 +474,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "shared memory segment", "allocate p
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
-          "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU", "allocating <= available", "ut of memory allocating", "Out of GPU memory trying",
+          "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU", "B in GPU ", "allocating <= available", "ut of memory allocating", "Out of GPU memory trying",
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
           "stored in KV cache", "available KV cache memory", "on startup is less than desired",
           "mem-fraction-static", "Not enough memory to handle", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
@@ -635,14 +641,15 @@ def _cuda_suffix(ctx: ParseContext, i: int, exc: Optional[str]) -> tuple[Optiona
 
 
 _TRT_AFTERMATH = 40   # lines after a builder's OutOfMemory in which its build's failure is reported
+_TRT_ENDED = ("fail", "traceback", "exception", "segmentation fault", "core dumped", "aborted")
 
 
 def _trt_build_failed(ctx: ParseContext, i: int) -> bool:
     """Did something fail after TensorRT's builder reported a tactic out of memory (the engine's
-    build, the conversion that called it, an exception)?"""
+    build, the conversion that called it, an exception, the process crashing)?"""
     for j in range(i + 1, min(len(ctx.lines), i + 1 + _TRT_AFTERMATH)):
         low = ctx.lines[j].text.lower()
-        if ("fail" in low or "traceback" in low or "exception" in low) and "outofmemory" not in low:
+        if any(w in low for w in _TRT_ENDED) and "outofmemory" not in low:
             return True
     return False
 
@@ -979,6 +986,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="paddle-allocator",
             device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
             already_allocated_bytes=_size(m.group("alloc")), free_bytes=_size(m.group("free")),
+            detail="PaddlePaddle's GPU allocator could not allocate the request"))
+        return
+    m = ctx.search(_PADDLE_LEGACY, text) if "B in GPU " in text else None
+    if m:
+        total = ctx.below(i, _PADDLE_LEGACY_TOTAL, lines=2)
+        events.add(("cuda_runtime_error", "Paddle", m.group("dev"), m.group("req")), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="paddle-allocator",
+            device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
+            free_bytes=_size(m.group("free")), total_capacity_bytes=int(total.group("n")) if total else None,
             detail="PaddlePaddle's GPU allocator could not allocate the request"))
         return
     m = ctx.search(_PADDLE_CHUNK, text) if "allocating <= available" in text else None
