@@ -476,9 +476,10 @@ def test_a_failure_that_is_not_memory_gets_no_memory_leads():
     assert not any(d.warning for d in oomdoctor.diagnose(text).diagnoses)
 
 
-# synthetic: TensorFlow's message names the tensor and nothing else (no frame, no figures)
+# synthetic: TensorFlow's message names the tensor and nothing else (no frame, no figures; a matrix,
+# which a weight or a batch may be)
 _UNPLACED_TF = ("2020-12-08 15:56:49.623677: W tensorflow/core/framework/op_kernel.cc:1767] OP_REQUIRES failed at "
-                "cwise_ops_common.cc:82 : Resource exhausted: OOM when allocating tensor with shape[32,193,512] and "
+                "cwise_ops_common.cc:82 : Resource exhausted: OOM when allocating tensor with shape[4096,4096] and "
                 "type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n")
 
 

@@ -86,6 +86,8 @@ class OomEvent(Model):
     private_pool_bytes: Optional[int] = None
     allowed_bytes: Optional[int] = Field(default=None, description="per-process memory fraction limit")
     other_allocations_bytes: Optional[int] = Field(default=None, description="MPS 'other allocations'")
+    tensor_shape: Optional[list[int]] = Field(default=None, description="the shape of the tensor that could not be "
+                                                                        "allocated, where the message prints it (TensorFlow)")
     processes: list[ProcessUse] = Field(default_factory=list)
     hint: Optional[str] = Field(default=None, description="the allocator's hint text; says which version, never what happened")
     detail: Optional[str] = Field(default=None, description="free text: signal, exit code, kernel victim, NCCL call ...")

@@ -90,6 +90,11 @@ def fact_table(facts: Facts) -> dict[str, Any]:
         t["oom.reserved_unallocated"] = ev.reserved_unallocated_bytes
         t["oom.reserved_total"] = ev.reserved_total_bytes
         t["oom.host_bytes"] = ev.host_bytes
+        shape = ev.tensor_shape or []
+        t["oom.tensor_dims"] = len(shape) if shape else None
+        # a convolution's kernel as TensorFlow lays it out, [height, width, in, out] with a small
+        # square window: four dimensions, but a weight
+        t["oom.conv_kernel_shape"] = len(shape) == 4 and shape[0] == shape[1] <= 7 and min(shape[2:]) > shape[0]
         req = ev.tried_to_allocate_bytes
         cap = ev.total_capacity_bytes
         unalloc = unallocated_of(ev)

@@ -511,6 +511,7 @@ def _tf_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
         kind="cpu_allocator" if host else "xla", backend="TF", line=0,
         message_format="tf-oom-when-allocating" if dtype else "tf-oom-when-allocating-shape-only",
         tried_to_allocate_bytes=req, host_bytes=req if host else None,
+        tensor_shape=[int(d) for d in dims] if dims and all(d.isdigit() for d in dims) else None,
         device_index=int(dev.group("d")) if dev and not host else None,
         detail=f"tensor {shape or '(no shape printed)'} {dtype or ''} by allocator {alloc or '?'}".replace("  ", " ")),
         exception=exc)
