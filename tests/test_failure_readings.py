@@ -230,3 +230,30 @@ def test_a_request_a_hundred_times_the_device_is_no_activation():
     assert top(report(line.format("1339.86"))) == "unknown-oom"
     # ... while one of about the device, with no phase, is most often one
     assert top(report(line.format("12.00"))) == "activation-memory"
+
+
+def test_a_device_librarys_bad_alloc_that_wraps_a_cuda_fault_is_the_fault():
+    fault = ("MemoryError: std::bad_alloc: CUDA error at: /opt/conda/include/rmm/mr/device/cuda_memory_resource.hpp:60: "
+             "cudaErrorIllegalAddress an illegal memory access was encountered\n")
+    r = report(fault)
+    assert r["oom_events"] == [] and r["diagnoses"] == []
+    assert r["failures"][0]["kind"] == "illegal_memory_access"
+    # ... while the same wrapper around the allocation's own failure is memory
+    oom = ("MemoryError: std::bad_alloc: out_of_memory: CUDA error at: /opt/conda/include/rmm/mr/device/"
+           "cuda_memory_resource.hpp:70: cudaErrorMemoryAllocation out of memory\n")
+    assert report(oom)["oom_events"]
+
+
+@pytest.mark.parametrize("line,kind", [
+    ("Caused by: com.nvidia.spark.rapids.jni.GpuSplitAndRetryOOM: GPU OutOfMemory: could not split inputs and retry",
+     "cuda_runtime_error"),
+    ("(TID 37289) (10.0.0.1 executor 2): com.nvidia.spark.rapids.jni.SplitAndRetryOOM: Attempted to handle a split, "
+     "but was not initialized with a splitPolicy.", "cuda_runtime_error"),
+    ("com.nvidia.spark.rapids.jni.CpuRetryOOM: CPU OutOfMemory", "cpu_allocator"),
+])
+def test_spark_rapids_retry_framework_giving_up_is_memory_of_its_side(line, kind):
+    (ev,) = report(line + "\n")["oom_events"]
+    assert (ev["kind"], ev["message_format"]) == (kind, "spark-rapids-retry-oom")
+    # ... while its class named in a stack frame or a setting is not a failure
+    assert report("at com.nvidia.spark.rapids.RmmRapidsRetryIterator$.withRetryNoSplit(RmmRapidsRetryIterator.scala:185)\n"
+                  )["oom_events"] == []

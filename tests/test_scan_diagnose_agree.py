@@ -264,13 +264,14 @@ DETAIL = {
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
                      "_TF_HINT", "_DEVICE_IN_NAME", "_NODE_DEVICE", "_HBM_CAPACITY", "_DISK_FULL", "_XLA_ASYNC_FREE",
                      "_XLA_ASYNC_IN_USE", "_BFC_LIMIT", "_GGML_METAL_OVER"},
+    # _WRAPPED_CUDA_FAULT only rules out a MemoryError (the anchor) that wraps a CUDA fault;
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH
     # qualifies a "No space left on device" line; _ENOMEM_SIZE reads the size of an ENOMEM line,
     # _ARROW_SIZE the size in an ArrowMemoryError's message; _GO_TIMEOUT only rules out a
     # "signal: killed" line (its anchor is " killed"); _PADDLE_CPU_SIZE reads the size under Paddle
     # 1.x's posix_memalign enforce (the anchor)
-    "host": {"_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_CFE_TIME", "_SHM_PATH", "_ENOMEM_SIZE", "_ARROW_SIZE",
+    "host": {"_WRAPPED_CUDA_FAULT", "_K_REAPER", "_CFE_TITLE", "_CFE_SECTION", "_CFE_RANK", "_CFE_TIME", "_SHM_PATH", "_ENOMEM_SIZE", "_ARROW_SIZE",
              "_GO_TIMEOUT", "_PADDLE_CPU_SIZE"},
 }
 # \s* between words (a message a terminal wrapped) or numbers in the middle: checked by

@@ -261,6 +261,10 @@ _PY_MEMORY = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?Me
 # Traceback (most recent call last)"): the class, where the pasted log ends before its message
 _IPY_MEMORY_HEADER = lazy(r"^\s*(?P<exc>(?:[A-Za-z_]\w{0,40}\.){0,6}_?(?:Array|Arrow)?MemoryError)\s{2,}"
                           r"Traceback \(most recent call last\)(?P<msg>)")
+# ... and the CUDA error a device library's std::bad_alloc wraps, where it is not an allocation
+# failure (a sticky fault of an earlier kernel)
+_WRAPPED_CUDA_FAULT = lazy(r"CUDA error\b[^\n]{0,300}?(?:cudaErrorIllegalAddress|illegal memory access|cudaErrorLaunchFailure"
+                           r"|unspecified launch failure|cudaErrorMisalignedAddress|misaligned address|device-side assert)")
 _ARROW_SIZE = lazy(r"^(?:malloc|realloc) of size (?P<n>\d{1,20}) failed")
 # Rust's allocation-failure hook, printed by any Rust extension (polars, tokenizers, a Rust
 # data loader) before the process aborts: "memory allocation of 2097152 bytes failed"
@@ -641,6 +645,12 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
             m = h   # (its message line, where the paste has it, is the event instead)
         msg = (m.group("msg") or "").strip() if m else ""
         if m and _device_memory_error(s, i, msg):
+            return False
+        if m and "CUDA error" in msg and ctx.search(_WRAPPED_CUDA_FAULT, msg):
+            # RMM and thrust throw std::bad_alloc for whatever CUDA error their allocation call
+            # returned ("MemoryError: std::bad_alloc: CUDA error at: ...cuda_memory_resource.hpp:60:
+            # cudaErrorIllegalAddress an illegal memory access was encountered"): a fault an earlier
+            # kernel left, which the look-alikes name; no memory of either side ran out
             return False
         if m:
             size = ctx.search(_NUMPY_SIZE, msg) if msg else None

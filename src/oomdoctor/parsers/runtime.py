@@ -336,7 +336,7 @@ _QUOTED_ADVICE = lazy(r"\b(?i:to avoid|avoid|if you (?:see|get|hit)|continuing w
 # _QUICK, the lines this family reads at all, includes them)
 _FRAMEWORK_GATES = ("memory is overflow", "isn't enough", "Failed to allocate again", "buffer of size",
                     "insufficient GPU memory", "PinnedPlace", "Maximum pool size exceeded", "CNMEM_STATUS_OUT_OF_MEMORY",
-                    "Insufficient GPU memory error", "is more than total mem size")
+                    "Insufficient GPU memory error", "is more than total mem size", "RetryOOM")
 # MLC LLM's check that the model fits before it runs (TVMError: "Insufficient GPU memory error: The
 # available single GPU memory is 19314.976 MB, which is less than the sum of model weight size
 # (51.083 MB) and temporary buffer size (106.819 MB)."): what is available, and the parts summed
@@ -353,6 +353,11 @@ _MLC_END = lazy(r"MB\)\.")
 _RMM_POOL = lazy(r"(?P<rmm>(?:RMM|rmm|out_of_memory)[^\n]{0,300}?)?Maximum pool size exceeded"
                  r"(?: \(failed to allocate (?P<num>\d{1,12}(?:\.\d{1,9})?) (?P<unit>[KMGTPE]?i?B)\))?"
                  r"|CNMEM_STATUS_OUT_OF_MEMORY")
+# The RAPIDS Accelerator for Apache Spark's retry framework giving up on a task whose memory it
+# could not get by spilling, retrying or splitting its input: "com.nvidia.spark.rapids.jni.
+# GpuSplitAndRetryOOM: GPU OutOfMemory: could not split inputs and retry" (releases before 24.02
+# leave out the side: "...jni.SplitAndRetryOOM: ..."; the host's: "CpuRetryOOM")
+_SPARK_RAPIDS_OOM = lazy(r"\bcom\.nvidia\.spark\.rapids\.jni\.(?P<side>Gpu|Cpu)?(?:SplitAndRetry|Retry)OOM\b")
 _JITTOR_TOTALS = lazy(r"^\s*Total: ?(?P<total>" + _NUM + r"\s*" + _UNIT + r") ?Used: ?(?P<used>" + _NUM + r"\s*" + _UNIT + r")")
 # MindSpore's device memory pool (GPU or Ascend): "Device(id:0) memory isn't enough and alloc
 # failed, kernel name: ..., alloc size: 1073741824B", "Malloc for kernel output failed, Memory
@@ -1149,6 +1154,15 @@ def _framework_allocators(ctx: ParseContext, events: _Events, i: int, text: str,
     if m and (m.group("rmm") or m.group("num") or m.group(0).startswith("CNMEM")):
         n = to_bytes(m.group("num"), m.group("unit")) if m.group("num") else None
         _pool_event(events, i, exc, "the RAPIDS Memory Manager's pool (cuDF, cuML, XGBoost)", "rmm-memory-pool", n)
+        return True
+    m = ctx.search(_SPARK_RAPIDS_OOM, text) if "RetryOOM" in text else None
+    if m:
+        host = m.group("side") == "Cpu"
+        events.add(("spark-rapids", host), i, lambda: OomEvent(
+            kind="cpu_allocator" if host else "cuda_runtime_error", backend="host" if host else "CUDA",
+            exception=m.group(0)[m.group(0).rfind(".") + 1:], line=0, message_format="spark-rapids-retry-oom",
+            detail=f"the RAPIDS Accelerator for Spark could not get {'host' if host else 'GPU'} memory for a task by "
+                   "spilling, retrying or splitting its input"))
         return True
     m = ctx.search(_GGML_BUFFER, text) if "buffer of size" in text else None
     if m:

@@ -83,8 +83,9 @@ ANCHOR_LITERALS = (
     # pool, nnabla's retry, PaddlePaddle's page-locked host memory (parsers/runtime.py)
     "get_temporary_buffer failed", "memory is overflow", "isn't enough", "Failed to allocate again", "PinnedPlace",
     "allocating <= available", "Out of GPU memory trying", "B in GPU ",
-    # ggml's Metal command buffer that failed (parsers/accelerators.py)
-    "failed with status",
+    # ggml's Metal command buffer that failed (parsers/accelerators.py); the RAPIDS Accelerator for
+    # Spark's retry framework giving up (parsers/runtime.py)
+    "failed with status", "RetryOOM",
     # ggml's backend buffers, TensorRT-LLM's executor (parsers/runtime.py)
     "buffer of size", "insufficient GPU memory",
     "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "total_region_allocated_bytes_", "raise_if_low_memory",
