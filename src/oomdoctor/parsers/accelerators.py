@@ -639,7 +639,7 @@ _MLX_BUFFER = lazy(r"(?:^|Error:\s*|error:\s*)\[metal::malloc\] Attempting to al
 # had allocated passed the device's recommended working set ("... size = 256.00 MB, (23984.91 /
 # 21845.34), warning: current allocated size is greater than the recommended max working set
 # size"): the GPU's share of unified memory ran out. Without the warning the status says nothing.
-_GGML_METAL_FAILED = lazy(r"command buffer \d{1,4} failed with status (?P<st>\d{1,3})")
+_GGML_METAL_FAILED = lazy(r"command buffer \d{1,4} failed with status \d{1,3}")
 _GGML_METAL_OVER = lazy(r"\((?P<alloc>\d{1,9}(?:\.\d{1,4})?) / (?P<ws>\d{1,9}(?:\.\d{1,4})?)\),? ?warning: current "
                         r"allocated size is greater than the recommended max working set size")
 _GGML_METAL_REACH = 40   # lines above the failure in which the warning is looked for

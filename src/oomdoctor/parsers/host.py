@@ -26,7 +26,7 @@ from ..read.patterns import lazy
 from ..read.prefilter import KILLED_LOCALISED, KILLED_ORDINARY
 from . import memory_words
 from .base import EXCEPTION_CLASS, ParseContext
-from .runtime import nccl_shm_match, nccl_shm_strength
+from .runtime import nccl_shm_match, nccl_shm_strength, shm_reason_is_room
 
 _STRENGTH_ORDER = {"certain": 0, "likely": 1, "weak": 2}
 # A SIGKILL with nothing saying why (a scheduler's kill -9 looks the same) is only
@@ -768,7 +768,7 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
     if ctx.search(_SHM, text) or ("No space left" in text and ctx.search(_SHM_DISK, text) and ctx.search(_SHM_PATH, text)):
         if ("shared memory segment" in text and nccl_shm_strength(ctx, i, nccl_shm_match(ctx, i, text)) is None) \
                 or ("shm_open" in text and (r := ctx.search(_SHM_OPEN_REASON, text))
-                    and not any(w in r.group("why") for w in ("No space left", "Cannot allocate memory"))):
+                    and not shm_reason_is_room(r.group("why"))):
             # the segment could not be had for a reason that is not room (NCCL's "Call to
             # shm_open failed : Permission denied", on the line or above its segment message;
             # another errno): not shared memory exhausted

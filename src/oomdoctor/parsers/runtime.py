@@ -512,9 +512,15 @@ def nccl_shm_strength(ctx: ParseContext, i: int, m) -> Optional[str]:
         return "certain" if int(m.group("errno")) in _SHM_SPACE_ERRNOS else None
     above = (ctx.search(_NCCL_SHM_REASON, ctx.lines[j].text) for j in range(max(0, i - 3), i))
     why = next((r.group("why") for r in above if r), None)
-    if why is not None and not any(w in why for w in ("No space left", "Cannot allocate memory")):
+    if why is not None and not shm_reason_is_room(why):
         return None
     return "certain" if why else "likely"
+
+
+def shm_reason_is_room(why: str) -> bool:
+    """Does the reason a shared-memory call gives ("No space left on device", "Permission
+    denied") say /dev/shm had no room (ENOSPC, ENOMEM in words)?"""
+    return any(w in why for w in ("No space left", "Cannot allocate memory"))
 
 
 def nccl_shm_match(ctx: ParseContext, i: int, text: str):
@@ -657,6 +663,16 @@ def _trt_build_failed(ctx: ParseContext, i: int) -> bool:
         if any(w in low for w in _TRT_ENDED) and "outofmemory" not in low:
             return True
     return False
+
+
+def _paddle_event(events: _Events, i: int, exc: Optional[str], m, **figures) -> None:
+    """PaddlePaddle's GPU allocator refusing a request (a match with ``dev``, ``req`` and ``free``),
+    in any release's wording: one event per device and request."""
+    events.add(("cuda_runtime_error", "Paddle", m.group("dev"), m.group("req")), i, lambda: OomEvent(
+        kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="paddle-allocator",
+        device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
+        free_bytes=_size(m.group("free")), detail="PaddlePaddle's GPU allocator could not allocate the request",
+        **figures))
 
 
 def _pool_event(events: _Events, i: int, exc: Optional[str], pool: str, fmt: str, n: Optional[int], **figures) -> None:
@@ -987,20 +1003,12 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     m = ctx.search(_PADDLE_OOM, text) if "Out of memory error on GPU" in text else None
     if m:
         # (Paddle raises it when cudaMalloc itself fails: the CUDA runtime's out of memory)
-        events.add(("cuda_runtime_error", "Paddle", m.group("dev"), m.group("req")), i, lambda: OomEvent(
-            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="paddle-allocator",
-            device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
-            already_allocated_bytes=_size(m.group("alloc")), free_bytes=_size(m.group("free")),
-            detail="PaddlePaddle's GPU allocator could not allocate the request"))
+        _paddle_event(events, i, exc, m, already_allocated_bytes=_size(m.group("alloc")))
         return
     m = ctx.search(_PADDLE_LEGACY, text) if "B in GPU " in text else None
     if m:
         total = ctx.below(i, _PADDLE_LEGACY_TOTAL, lines=2)
-        events.add(("cuda_runtime_error", "Paddle", m.group("dev"), m.group("req")), i, lambda: OomEvent(
-            kind="cuda_runtime_error", backend="CUDA", exception=exc, line=0, message_format="paddle-allocator",
-            device_index=int(m.group("dev")), tried_to_allocate_bytes=_size(m.group("req")),
-            free_bytes=_size(m.group("free")), total_capacity_bytes=int(total.group("n")) if total else None,
-            detail="PaddlePaddle's GPU allocator could not allocate the request"))
+        _paddle_event(events, i, exc, m, total_capacity_bytes=int(total.group("n")) if total else None)
         return
     m = ctx.search(_PADDLE_CHUNK, text) if "allocating <= available" in text else None
     if m:
