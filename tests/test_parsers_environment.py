@@ -243,9 +243,23 @@ def test_clean_version_keeps_only_real_versions():
     # an error report's rows in title case (ComfyUI's "## System Information")
     ("- **PyTorch Version:** 2.8.0+cu129\n", "torch_version", "2.8.0"),
     ("- **Python Version:** 3.13.6 (tags/v3.13.6:4e66535, Aug  6 2025, 14:36:00)\n", "python_version", "3.13.6"),
+    # a print of torch.__version__ after its name, the build's tag saying it is a version
+    ("torch 2.7.0.dev20250310+cu124 cuda 12.4\n", "torch_version", "2.7.0.dev20250310"),
+    ("YOLOR 2023-5-30 torch 2.1.0+cu121 CUDA:0 (NVIDIA GeForce RTX 4060 Laptop GPU, 7940.125MB)\n", "torch_version", "2.1.0"),
 ])
 def test_version_forms(text, field, value):
     assert getattr(env_of(text), field) == value
+
+
+@pytest.mark.parametrize("text", [
+    # the build an extension was compiled against, not the torch that runs
+    "xFormers was built for:\n    PyTorch 1.13.1+cu117 with CUDA 1107 (you have 2.0.0+cu118)\n",
+    "xFormers was built for: PyTorch 2.0.1+cu118 with CUDA 1108 (you have 2.1.0+cu121)\n",
+    # a size is no version
+    "torch 1.5 GB free\n",
+])
+def test_tagged_version_forms_that_are_not_the_running_torch(text):
+    assert env_of(text).torch_version is None
 
 
 def test_running_library_beats_pip_listing():

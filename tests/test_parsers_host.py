@@ -266,6 +266,28 @@ def test_the_shells_killed_with_the_users_full_stop(text):
     assert ev.kind == "host_oom_killer"
 
 
+@pytest.mark.parametrize("line, program", [
+    ("c++: internal compiler error: Killed (program cc1plus)", "cc1plus"),
+    ("g++: fatal error: Killed signal terminated program cc1plus", "cc1plus"),
+    ("collect2: fatal error: ld terminated with signal 9 [Killed]", "ld"),
+    ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)", "cicc"),
+])
+def test_a_compiler_killed_while_building_is_a_weak_host_kill(line, program):
+    (ev,) = _host_events(_host_only(line + "\n"))
+    assert (ev.kind, ev.strength, ev.message_format) == ("host_oom_killer", "weak", "compiler-killed")
+    assert program in ev.detail
+
+
+def test_a_compiler_that_fails_otherwise_is_no_kill():
+    assert not _host_events(_host_only("c++: fatal error: no input files\ncompilation terminated.\n"))
+    assert not _host_events(_host_only("nvcc error   : 'cicc' died due to signal 11 (Invalid memory reference)\n"))
+
+
+def test_a_dataloader_kill_that_lost_its_space_is_read():
+    ctx = _host_only("RuntimeError: DataLoader worker (pid 3377964)is killed by signal: Killed\n")
+    assert [e.kind for e in ctx.facts.oom_events] == ["dataloader_killed"]
+
+
 def test_killed_in_a_sentence_with_a_full_stop_is_not_the_shells():
     assert not _host_events(_host_only("Process was Killed.\n"))
     assert not _host_events(_host_only("ERROR:composer.cli.launcher:Rank 2 crashed with exit code -71.\n"))

@@ -213,6 +213,15 @@ _BARE_KILLED = lazy(rf"^\s*(?:Killed: 9|{_KILLED}\.?|{_ORDINARY})\s*$|(?<=[\]|%]
                     # Keras 3: "52/625 ━━━━ 2:21 226ms/step - loss: 2.3026Killed")
                     rf"|^(?=[^\n]{{0,2000}}?(?:\[[=>.]{{3,}}\]|━{{3,}}|\bETA\b|\d\s?(?:it/s|s/it|m?s/step)\b))"
                     rf"[^\n]{{0,2000}}?(?<=\d){_KILLED}\s*$")
+# A compiler's driver reporting its compiling process killed (SIGKILL) while an extension was
+# built (a setup.py or JIT build running several jobs at once, each compiler taking GiBs):
+# gcc's "c++: internal compiler error: Killed (program cc1plus)", "g++: fatal error: Killed
+# signal terminated program cc1plus", the linker's "collect2: fatal error: ld terminated with
+# signal 9 [Killed]", nvcc's "nvcc error   : 'cicc' died due to signal 9 (Kill signal)"
+_COMPILER_KILLED = lazy(r"internal compiler error: Killed \(program (?P<p1>[\w+.-]{1,40})\)"
+                        r"|fatal error: Killed signal terminated program (?P<p2>[\w+.-]{1,40})"
+                        r"|fatal error: (?P<p3>[\w+.-]{1,40}) terminated with signal 9 \[Killed\]"
+                        r"|'(?P<p4>[\w+.-]{1,40})' died due to signal 9 \(Kill signal\)")
 # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGKILL"
 _SPAWN_SIGNAL = lazy(r"process (?P<rank>\d{1,6}) terminated with signal (?P<name>SIG\w{1,8})")
 # a Go program's report of a child it ran (os/exec's ExitError): "llama-server process has
@@ -316,8 +325,9 @@ _PAGING_WORDS = ("paging file", "WinError 1455", "Auslagerungsdatei", "页面文
 _NO_FALLBACK = r"(?![^\n]{0,80}?(?:not using|instead|fall(?:s|ing)? ?back))"
 # (PaddlePaddle's: "DataLoader process (pid 1104) exited is killed by signal: Killed.")
 # (and as users retype it: "RuntimeError:DataLoader worker(pid xxxxx) is killed by signal:killed.",
-# "Dataloader worker (pid 6479) is killed by signal:killed", "... is killed by signaled: Killed")
-_DL_SIGNAL = lazy(r"(?i:dataloader) (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) (?:exited )?is killed by signal(?:ed)?: ?"
+# "Dataloader worker (pid 6479) is killed by signal:killed", "... is killed by signaled: Killed",
+# an issue title that lost a space: "DataLoader worker (pid 3377964)is killed by signal: Killed")
+_DL_SIGNAL = lazy(r"(?i:dataloader) (?:worker|process) ?\(pid (?P<pid>\d{1,9}|[xX*#?]{1,12})\) ?(?:exited )?is killed by signal(?:ed)?: ?"
                   # (the message quoted in a sentence ends at its closing quote)
                   r"(?P<sig>[A-Za-z][A-Za-z ]{0,30}?)(?:\.|\s*$|[\"'`](?=[\s.,]|$))")
 _DL_EXITED = lazy(r"(?i:dataloader) worker \(pid(?:\(s\))? (?P<pids>\d[\d, ]{0,200}?)\) exited unexpectedly(?: with exit code (?P<code>-?\d{1,4}))?")
@@ -889,6 +899,12 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     if "signal: killed" in text and ctx.search(_GO_SIGNAL, text) and not ctx.search(_GO_TIMEOUT, text):
         _ended_by_signal(s, i, 9, "a supervising program reports its child ended by SIGKILL (signal: killed)")
         return
+    m = ctx.search(_COMPILER_KILLED, text) if "Kill" in text and ("compiler" in text or "program" in text
+                                                                   or "signal 9" in text) else None
+    if m:
+        program = next(g for g in m.groups() if g)
+        s.kill(i, _SIGKILL_ONLY, "compiler", f"the compiler's {program} was killed (SIGKILL) while building")
+        return
     if "Killed" in text or " killed" in text:
         m = ctx.search(_SHELL_JOB, text)
         if m:
@@ -1010,7 +1026,7 @@ _SOURCE_FORMAT = {"kernel": "kernel-oom-killer", "slurm": "slurm-oom", "schedule
                   "kubernetes": "kubernetes-oomkilled",
                   "ray": "ray-memory-monitor", "dask": "dask-nanny-memory", "torchrun": "torchrun-sigkill",
                   "torchrun-survivors": "torchrun-survivors-stopped", "deepspeed": "deepspeed-launcher",
-                  "launcher": "launcher-sigkill", "shell": "shell-killed", "exit-137": "exit-137",
+                  "launcher": "launcher-sigkill", "shell": "shell-killed", "compiler": "compiler-killed", "exit-137": "exit-137",
                   "notebook": "notebook-out-of-ram", "notebook-kernel": "notebook-kernel-died", "pool": "worker-pool-died",
                   "interrupt": "interrupt-echo"}
 # the formats of a launcher's kills that only say a rank died without a Python exception
@@ -1020,7 +1036,7 @@ SILENT_DEATH_FORMATS = (_SOURCE_FORMAT["torchrun-survivors"], _SOURCE_FORMAT["de
 # SIGSEGV"), weak: where the log shows another of them, that one is why
 MAYBE_OOM_FORMATS = (_SOURCE_FORMAT["ray"],)
 _SOURCE_RANK = {"kernel": 0, "slurm": 1, "scheduler": 1, "kubernetes": 2, "notebook": 2, "ray": 3, "dask": 3, "torchrun": 4, "deepspeed": 5,
-                "launcher": 6, "shell": 7, "notebook-kernel": 7, "torchrun-survivors": 8, "exit-137": 9,
+                "launcher": 6, "shell": 7, "compiler": 7, "notebook-kernel": 7, "torchrun-survivors": 8, "exit-137": 9,
                 "interrupt": 10}
 
 

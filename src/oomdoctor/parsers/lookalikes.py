@@ -80,7 +80,7 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern]] = [
     # a worker that crashed (SIGABRT, SIGSEGV, ...): "Killed" and "Bus error" are the memory
     # families' (host RAM, shared memory)
     ("dataloader_worker_crashed", ("killed by signal", "exited unexpectedly with exit code", "encountered in worker"),
-     lazy(r"DataLoader worker \(pids?:? [^)\n]{1,80}\) (?:is )?killed by signal: (?!Killed|Bus error)[A-Z][\w ]{1,40}"
+     lazy(r"DataLoader worker \(pids?:? [^)\n]{1,80}\) ?(?:is )?killed by signal: (?!Killed|Bus error)[A-Z][\w ]{1,40}"
           # the DataLoader's own signal handler in a worker (torch/csrc/DataLoader.cpp; its bus
           # error is shared memory's)
           r"|Unexpected (?:segmentation fault|floating-point exception) encountered in worker"

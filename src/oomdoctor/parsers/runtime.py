@@ -52,6 +52,11 @@ _CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r"|failed to alloc (?P<un
                         r"CUDA_ERROR_OUT_OF_MEMORY")
 # ... and its pinned host buffers ("failed to alloc 4294967296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY",
 # cuMemHostAlloc): page-locked host memory, not the device's
+# ggml's CUDA backend (llama.cpp and what embeds it) refused page-locked host memory for a
+# buffer: "ggml_cuda_host_malloc: failed to allocate 6558.12 MiB of pinned memory: out of
+# memory" (older builds: "WARNING: failed to allocate 258.00 MB of pinned memory: ..."), with
+# the CUDA error's own words last; it falls back to pageable memory and may go on
+_GGML_PINNED = lazy(r"failed to allocate (?P<size>\d{1,9}(?:\.\d{1,3})? (?:MiB|MB)) of pinned memory(?:: (?P<why>[^;\n]{1,80}))?")
 _CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: CUDA_ERROR_OUT_OF_MEMORY"
                       # ... and the host allocator's own warning after it, or alone (TensorFlow's
                       # gpu_host_allocator.h / device_host_allocator.h: "could not allocate pinned host
@@ -475,7 +480,7 @@ _XPU = lazy(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_
                   r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
 
 _MAX_EVIDENCE = 12
-_QUICK = ("out of memory", "OUT_OF_MEMORY", "shared memory segment", "allocate pinned host", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATION_FAILED", "NOT_INITIALIZED",
+_QUICK = ("out of memory", "OUT_OF_MEMORY", "shared memory segment", "allocate pinned host", "ailed to alloc", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATION_FAILED", "NOT_INITIALIZED",
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
@@ -812,6 +817,15 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         events.add(("hip", "driver", n), i, lambda: OomEvent(
             kind="hip", backend="HIP", exception=exc, message_format="hip-driver-api", tried_to_allocate_bytes=n,
             line=0, detail="hipErrorMemoryAllocation"))
+        return
+    m = ctx.search(_GGML_PINNED, text) if "of pinned memory" in text else None
+    if m:
+        # (likely, as TensorFlow's refused pinned buffer below: the run may go on without it)
+        why = (m.group("why") or "").strip()
+        events.add(("cuda_runtime_error", "host"), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="ggml-pinned-host-alloc",
+            tried_to_allocate_bytes=_size(m.group("size")), line=0, strength="likely",
+            detail="pinned (page-locked) host memory refused" + (f" ({why})" if why else "")))
         return
     m = ctx.search(_CUDA_HOST_OOM, text) if "on host" in text or "pinned host" in text else None
     if m:

@@ -41,6 +41,13 @@ _REQ = lazy(r"Requirement already satisfied: (?P<pkg>torch|deepspeed|transformer
 # "PyTorch: 2.1.2+cu121" (mmengine env), "Pytorch: 2.4.0+cu121." / "Transformers = 4.44.2." (unsloth),
 # "torch: 2.1.2" (user prints); a full x.y.z is required, "torch: 1.5 GB" is not a version
 _COLON = lazy(r"(?:^|\s)(?P<pkg>PyTorch|Pytorch|Python|Transformers|torch)\s*[:=]\s+(?=\d{1,4}\.\d{1,4}\.\d)" + _V)
+# ... and without the colon where the version carries its build's tag, which no size or count
+# does ("torch 2.7.0.dev20250310+cu124 cuda 12.4", a user's print of torch.__version__; a
+# banner's "YOLOR 2023-5-30 torch 2.1.0+cu121 CUDA:0"), but not the build an extension was
+# compiled against, which a mismatch report names before the one running ("xFormers was built
+# for: / PyTorch 1.13.1+cu117 with CUDA 1107 (you have 2.0.0+cu118)")
+_TAGGED = lazy(r"(?:^|\s)(?<!for: )(?P<pkg>PyTorch|Pytorch|torch)\s+(?=\d{1,4}\.\d{1,4}\.\d[\w.]{0,30}\+(?:cu\d|cpu|rocm|xpu))"
+               + _V + r"(?![^\n]{0,80}\byou have\b)")
 COLON_WORDS = frozenset({"pytorch", "python", "transformers", "torch"})
 # `pip list` / `conda list` rows: "torch     2.1.2" or "pytorch   2.1.2   py3.10_cuda12.1_0   pytorch"
 _PIP_LIST = lazy(r"^(?P<pkg>torch|pytorch|deepspeed|transformers|accelerate|peft|trl|llamafactory|axolotl|xtuner"
@@ -170,6 +177,9 @@ def versions(col: Collector, text: str, low: str, line: int, words: set) -> None
     if COLON_WORDS.intersection(words):
         for m in finditer(_COLON, text):
             _version(col, m.group("pkg"), m.group("ver"), line, CONFIG - 2)
+        if "+" in text:
+            for m in finditer(_TAGGED, text):
+                _version(col, m.group("pkg"), m.group("ver"), line, CONFIG - 2)
     if text[:1].isalpha() and "  " in text:
         m = _PIP_LIST.match(text)
         if m:
