@@ -158,3 +158,30 @@ def test_an_exception_without_a_message_before_the_next_traceback_is_one():
             "    assert ok\n"
             "AssertionError\n")
     assert [f.line for f in _lookalikes_only(text).facts.failures] == [4]
+
+
+def _rasterizer_oom(request: str) -> str:
+    return ('Traceback (most recent call last):\n'
+            '  File "/src/diff_gaussian_rasterization/__init__.py", line 94, in forward\n'
+            "    num_rendered, color, radii, geomBuffer, binningBuffer, imgBuffer = _C.rasterize_gaussians(*args)\n"
+            f"RuntimeError: CUDA out of memory. Tried to allocate {request}. GPU 0 has a total capacity of 24.00 GiB "
+            "of which 16.66 GiB is free. Of the allocated memory 5.43 GiB is allocated by PyTorch, and 58.25 MiB "
+            "is reserved by PyTorch but unallocated.\n")
+
+
+def test_an_extensions_op_asking_for_many_devices_is_a_garbled_size():
+    import oomdoctor
+    d = oomdoctor.diagnose(_rasterizer_oom("712.03 GiB")).model_dump(mode="json")
+    assert d["diagnoses"] == [] and "compiled extension" in d["oom_events"][0]["symptom"]
+
+
+def test_an_extensions_op_asking_for_a_few_devices_or_python_code_asking_many_is_memory():
+    import oomdoctor
+    # five times the card inside the extension: real demand (a TensorRT compile's)
+    d = oomdoctor.diagnose(_rasterizer_oom("120.00 GiB")).model_dump(mode="json")
+    assert d["oom_events"][0]["symptom"] is None and d["diagnoses"]
+    # thirty times the card from a tensor the Python code made
+    d = oomdoctor.diagnose(_rasterizer_oom("712.03 GiB").replace(
+        "num_rendered, color, radii, geomBuffer, binningBuffer, imgBuffer = _C.rasterize_gaussians(*args)",
+        "sim = feats @ feats.t()")).model_dump(mode="json")
+    assert d["oom_events"][0]["symptom"] is None and d["diagnoses"]

@@ -5428,3 +5428,29 @@ def test_a_rich_frame_whose_left_edge_the_paste_cut_is_still_a_frame():
     assert [(f["file"], f["function"], f["lineno"]) for f in r["frames"]] == [
         ("bigcode-evaluation-harness/lm_eval/utils.py", "complete_code", 388)]
     assert r["phase"] == "eval"
+
+
+def test_cross_validation_trains_a_model_per_fold_and_is_no_evaluation():
+    d = report('Traceback (most recent call last):\n  File "/src/chemprop/train/cross_validate.py", line 35, in cross_validate\n'
+               "    model_scores = run_training(args, logger)\n  File \"/src/chemprop/train/run_training.py\", line 203, in run_training\n"
+               "    writer=writer\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    assert d["phase"] != "eval"
+
+
+def test_a_warnings_source_line_is_the_failing_call_only_right_above_the_error():
+    warned = ("/src/comfy/ldm/modules/attention.py:357: UserWarning: 1Torch was not compiled with flash attention.\n"
+              "  out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n")
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB\n"
+    # the program printed on after the warning: the warned call ran before
+    assert report(warned + "Requested to load SDXL\nLoading 1 new model\n" + oom)["phase"] != "forward"
+    # the error right below it: the call that warned is the one that failed
+    assert report(warned + oom)["phase"] == "forward"
+
+
+def test_a_log_that_stops_in_the_dataloaders_worker_check_leads_to_a_dead_worker():
+    d = report('Traceback (most recent call last):\n  File "train.py", line 70, in train\n    loss.backward()\n'
+               '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/_utils/signal_handling.py", line 66, in handler\n'
+               "    _error_if_any_worker_fails()\n")
+    leads = [x["incident"] for x in d["diagnoses"]]
+    assert leads[:2] == ["dataloader-host-oom", "shm-exhausted"] and all(x["warning"] for x in d["diagnoses"])

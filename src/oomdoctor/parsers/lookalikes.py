@@ -296,6 +296,15 @@ _CONTEXT_ERRORS = {"cuda_runtime_error", "cublas_alloc"}
 # fix is the code that asks, and the threads that report them conclude so. Sizes computed from
 # a wrapped or garbage shape land millions of times over (2**56 bytes on a 24 GiB card)
 ABSURD_OVER_CAPACITY = 100_000
+# ... and a compiled extension's own op asking for this many times the device: it sizes its
+# buffers in native code from counts it computes there (a Gaussian rasterizer's
+# "_C.rasterize_gaussians(...)" from the points it binned), and a build for another GPU or a
+# corrupted input makes those counts garbage, where a tensor made in Python has a shape the code
+# chose. (Real requests of extensions, a TensorRT compile's 5 times the card, stay memory.)
+EXTENSION_OVER_CAPACITY = 16
+# the innermost code line calls a native extension module's function: "_C.fn(", "_ext.fn(",
+# "_backend.fn(", "_C_flashattention.fwd(", a custom op ("torch.ops.ns.op(")
+_EXTENSION_CALL = lazy(r"(?<![\w.])(?:_C|_ext|_backend|_cuda|_C_\w{1,40})\.\w{1,80}\(|\btorch\.ops\.\w{1,40}\.\w{1,80}\(")
 # Intel's GPU runtime (Level Zero) refuses one allocation of 4 GiB or more by default: an XPU
 # request that large failing on a device with nothing allocated is that limit
 XPU_SINGLE_ALLOCATION_LIMIT = 4 * 2**30
@@ -360,6 +369,12 @@ def _importing(ctx: ParseContext, ev) -> Optional[int]:
     return None
 
 
+def _in_extension(ctx: ParseContext, ev) -> bool:
+    """The innermost frame of the event's traceback calls a native extension's function."""
+    frames = frames_for(ctx, ev.line)
+    return bool(frames and frames[-1].code and ctx.search(_EXTENSION_CALL, frames[-1].code))
+
+
 def _symptoms(ctx: ParseContext) -> None:
     """Mark the OOM events that are not memory pressure: a request no device could hold (a
     corrupted size), a message-less CUDA error in a log whose failure is a broken kernel
@@ -376,6 +391,10 @@ def _symptoms(ctx: ParseContext) -> None:
         free = ev.free_bytes
         if req is not None and (req >= 2**60 or (cap and req > ABSURD_OVER_CAPACITY * cap)):
             ev.symptom = "the request is far larger than any device: a corrupted size, not memory pressure"
+        elif req is not None and cap and req > EXTENSION_OVER_CAPACITY * cap and _in_extension(ctx, ev):
+            ev.symptom = (f"a compiled extension's op asked for {req / cap:.0f} times the device in one piece: a buffer "
+                          "size computed in native code from a corrupted count (an extension built for another GPU "
+                          "or torch, a bad input), not memory pressure")
         elif (ev.kind in _ROOM_KINDS and req and free is not None and free >= max(ROOM_OVER_REQUEST * req, 2**30)
               and ev.allowed_bytes is None and ev.line not in ctx.nvml_unavailable
               # other processes on the device allocate and free between the refused request

@@ -658,6 +658,11 @@ def _phase_in(table, text: str, default: Optional[str] = None) -> Optional[str]:
     return next((phase for phase, rx in table if rx.search(text)), default)
 
 
+# the header of a Python warning, which the warnings module follows with the source line that
+# raised it ("/x/attention.py:357: UserWarning: 1Torch was not compiled with flash attention.")
+_WARNING_HEADER = lazy(r":\d{1,7}: \w{0,40}Warning: ")
+
+
 def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     """No frames at all, but the code line printed just above the error says enough."""
     # the error may be a later piece of its physical line (a code line glued before it)
@@ -678,6 +683,11 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     for j in range(idx - 1, max(-1, idx - 4), -1):
         text = ctx.lines[j].text.strip().strip("`")
         if not text:
+            continue
+        if j < idx - 1 and "Warning" in ctx.lines[j - 1].text and ctx.search(_WARNING_HEADER, ctx.lines[j - 1].text):
+            # the source line a Python warning quotes, with the program's own lines after it: it
+            # ran before them, not where the error is (right above the error, the call that
+            # warned is the one that failed)
             continue
         phase = _phase_in(_CODE, text)
         if phase:

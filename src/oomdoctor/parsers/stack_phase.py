@@ -74,8 +74,9 @@ _ANYWHERE = (
         r"|:(?:log_images|sample_log|log_validation|sample_images)$"
         # a script's own evaluation function (validate(), run_eval(), val_epoch(), a trainer's
         # private _eval_loop()), unless its name says it trains or saves as well
-        # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first)
-        r"|:_{0,2}(?![\w]*(?:train|save))(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
+        # (train_and_evaluate; the HF Trainer's _maybe_log_save_evaluate, which saves first;
+        # cross_validate, which trains a model per fold)
+        r"|:_{0,2}(?![\w]*(?:train|save|cross_val))(?:\w+_)?(?:validate|validation|evaluate|evaluation|eval|valid|"
         r"(?:val|test)(?=_(?:step|epoch|loop|one_epoch|batch)\b))(?:_\w+)?$")),
     # a DataLoader worker's own loop: the worker process only loads data, whatever its dataset
     # calls below (the frames of its "Original Traceback", however deep)
@@ -286,8 +287,9 @@ _EVAL_CODE = lazy(r"(?:^|[\s,(])(?:val|valid|validation|eval|test)_(?:loss(?:es)
                   # own frames: a library's infer_auto_device_map is model loading)
                   r"|\b(?:infer|inference)_(?:model|net|step)\(")
 # a script named for evaluation, inference or a generative model's sampling ("eval_knn.py",
-# "predict.py", DiT's "sample_ddp.py"), not one that trains too
-_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*train)(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference|sample|sampling)"
+# "predict.py", DiT's "sample_ddp.py"), not one that trains too (nor cross-validation's, which
+# trains a model per fold: "cross_validate.py")
+_EVAL_SCRIPT = lazy(r"(?:^|[/\\])(?![^/\\]*(?:train|cross_val))(?:[^/\\]*_)?(?:eval|evaluate|evaluation|validate|validation|predict|inference|sample|sampling)"
                    r"(?:_[^/\\]*)?\.py$")
 # ... and a detection trainer's "val.py" / "test.py" when a function of it runs, called by its
 # train.py each epoch (as the script itself, "test.py" is as often a throwaway training run;
