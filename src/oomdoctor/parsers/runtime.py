@@ -52,11 +52,6 @@ _CUDA_DRIVER_OOM = lazy(r"(?:" + _FAILED_TO_ALLOCATE + r"|failed to alloc (?P<un
                         r"CUDA_ERROR_OUT_OF_MEMORY")
 # ... and its pinned host buffers ("failed to alloc 4294967296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY",
 # cuMemHostAlloc): page-locked host memory, not the device's
-# ggml's CUDA backend (llama.cpp and what embeds it) refused page-locked host memory for a
-# buffer: "ggml_cuda_host_malloc: failed to allocate 6558.12 MiB of pinned memory: out of
-# memory" (older builds: "WARNING: failed to allocate 258.00 MB of pinned memory: ..."), with
-# the CUDA error's own words last; it falls back to pageable memory and may go on
-_GGML_PINNED = lazy(r"failed to allocate (?P<size>\d{1,9}(?:\.\d{1,3})? (?:MiB|MB)) of pinned memory(?:: (?P<why>[^;\n]{1,80}))?")
 _CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: CUDA_ERROR_OUT_OF_MEMORY"
                       # ... and the host allocator's own warning after it, or alone (TensorFlow's
                       # gpu_host_allocator.h / device_host_allocator.h: "could not allocate pinned host
@@ -66,6 +61,11 @@ _CUDA_HOST_OOM = lazy(r"failed to alloc(?:ate)? (?P<n>\d{1,20}) bytes on host: C
 # hipErrorMemoryAllocation before ROCm renumbered it, 2 after)
 _HIP_DRIVER_OOM = lazy(_FAILED_TO_ALLOCATE + r"hipError_t\((?:1002|2)\)")
 _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
+# ggml's CUDA backend (llama.cpp and what embeds it) refused page-locked host memory for a
+# buffer: "ggml_cuda_host_malloc: failed to allocate 6558.12 MiB of pinned memory: out of
+# memory" (older builds: "WARNING: failed to allocate 258.00 MB of pinned memory: ..."), with
+# the CUDA error's own words last; it falls back to pageable memory and may go on
+_GGML_PINNED = lazy(r"failed to allocate (?P<size>\d{1,9}(?:\.\d{1,3})? (?:MiB|MB)) of pinned memory(?:: (?P<why>[^;\n]{1,80}))?")
 # TensorFlow's GPU allocator retries a refused region with this fraction of its size
 _BACKPEDAL = 0.9
 # the CUDA driver's calls that allocate device memory (cuMemAlloc and its variants; the virtual-memory
