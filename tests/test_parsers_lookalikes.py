@@ -185,3 +185,8 @@ def test_an_extensions_op_asking_for_a_few_devices_or_python_code_asking_many_is
         "num_rendered, color, radii, geomBuffer, binningBuffer, imgBuffer = _C.rasterize_gaussians(*args)",
         "sim = feats @ feats.t()")).model_dump(mode="json")
     assert d["oom_events"][0]["symptom"] is None and d["diagnoses"]
+    # nor PyTorch's own operator called by name from compiled or traced code
+    d = oomdoctor.diagnose(_rasterizer_oom("712.03 GiB").replace(
+        "num_rendered, color, radii, geomBuffer, binningBuffer, imgBuffer = _C.rasterize_gaussians(*args)",
+        "buf0 = torch.ops.aten.mm.default(arg0_1, arg1_1)")).model_dump(mode="json")
+    assert d["oom_events"][0]["symptom"] is None and d["diagnoses"]

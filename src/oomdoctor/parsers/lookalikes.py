@@ -303,8 +303,10 @@ ABSURD_OVER_CAPACITY = 100_000
 # chose. (Real requests of extensions, a TensorRT compile's 5 times the card, stay memory.)
 EXTENSION_OVER_CAPACITY = 16
 # the innermost code line calls a native extension module's function: "_C.fn(", "_ext.fn(",
-# "_backend.fn(", "_C_flashattention.fwd(", a custom op ("torch.ops.ns.op(")
-_EXTENSION_CALL = lazy(r"(?<![\w.])(?:_C|_ext|_backend|_cuda|_C_\w{1,40})\.\w{1,80}\(|\btorch\.ops\.\w{1,40}\.\w{1,80}\(")
+# "_backend.fn(", "_C_flashattention.fwd(", a custom op ("torch.ops.ns.op("; not PyTorch's own
+# operators, "torch.ops.aten.mm(", which compiled and traced code calls for any tensor)
+_EXTENSION_CALL = lazy(r"(?<![\w.])(?:_C|_ext|_backend|_cuda|_C_\w{1,40})\.\w{1,80}\("
+                       r"|\btorch\.ops\.(?!(?:aten|prims|_c10d_functional|c10d)\.)\w{1,40}\.\w{1,80}\(")
 # Intel's GPU runtime (Level Zero) refuses one allocation of 4 GiB or more by default: an XPU
 # request that large failing on a device with nothing allocated is that limit
 XPU_SINGLE_ALLOCATION_LIMIT = 4 * 2**30
