@@ -5446,6 +5446,9 @@ def test_a_warnings_source_line_is_the_failing_call_only_right_above_the_error()
     assert report(warned + "Requested to load SDXL\nLoading 1 new model\n" + oom)["phase"] != "forward"
     # the error right below it: the call that warned is the one that failed
     assert report(warned + oom)["phase"] == "forward"
+    # a code line opening the log has no warning above it, whatever the log's last line says
+    assert report("  out = torch.nn.functional.scaled_dot_product_attention(q, k, v)\nretrying\n" + oom
+                  + "/src/x.py:1: UserWarning: printed later\n")["phase"] == "forward"
 
 
 def test_a_log_that_stops_in_the_dataloaders_worker_check_leads_to_a_dead_worker():

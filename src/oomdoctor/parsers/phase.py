@@ -684,7 +684,7 @@ def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
         text = ctx.lines[j].text.strip().strip("`")
         if not text:
             continue
-        if j < idx - 1 and "Warning" in ctx.lines[j - 1].text and ctx.search(_WARNING_HEADER, ctx.lines[j - 1].text):
+        if 0 < j < idx - 1 and "Warning" in ctx.lines[j - 1].text and ctx.search(_WARNING_HEADER, ctx.lines[j - 1].text):
             # the source line a Python warning quotes, with the program's own lines after it: it
             # ran before them, not where the error is (right above the error, the call that
             # warned is the one that failed)

@@ -822,7 +822,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     if m:
         # (likely, as TensorFlow's refused pinned buffer below: the run may go on without it)
         why = (m.group("why") or "").strip()
-        events.add(("cuda_runtime_error", "host"), i, lambda: OomEvent(
+        events.add(("cuda_runtime_error", "ggml-host"), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="ggml-pinned-host-alloc",
             tried_to_allocate_bytes=_size(m.group("size")), line=0, strength="likely",
             detail="pinned (page-locked) host memory refused" + (f" ({why})" if why else "")))
