@@ -8,6 +8,9 @@ One parametrised test: adding an incident (or an example) is adding YAML, nothin
 * ``absent``  - it is not diagnosed at all;
 * ``not-top`` - it may be listed, but not first;
 * ``lead``    - it is listed, but only as a lead (a warning, never a finding).
+
+``first_fix`` (optional, with ``top`` or ``ranked``) names the remediation the incident's
+diagnosis must rank first for that log: the fix a user reads first.
 """
 from __future__ import annotations
 
@@ -39,4 +42,8 @@ def test_example(incident_id, example):
         assert incident_id in ranked and all(d.warning for d in report.diagnoses if d.incident == incident_id), seen
     else:  # not-top
         assert ranked[:1] != [incident_id], seen
+    if example.first_fix is not None:
+        diagnosis = next(d for d in report.diagnoses if d.incident == incident_id)
+        first = [r.id for r in diagnosis.remediations if r.applicable][:1]
+        assert first == [example.first_fix], f"first fix: {first or 'none'}; {seen}"
 

@@ -57,7 +57,7 @@ _SIZE_FACTS = {"oom.tried_to_allocate", "oom.total_capacity", "oom.free", "oom.p
                "oom.allocated", "oom.reserved_unallocated", "oom.reserved_total", "oom.unallocated",
                "oom.non_pytorch", "oom.other_process_bytes", "oom.host_bytes", "env.gpu_capacity_bytes",
                "oom.unaccounted", "memory.missing", "memory.model_states", "memory.activations", "memory.logits_fp32",
-               "stats.host_request_max"}
+               "stats.host_request_max", "oom.host_request_max"}
 _PLACEHOLDER = lazy(r"\{([a-z_]+(?:\.[a-z0-9_]+)+)\}")
 
 

@@ -281,6 +281,9 @@ class Example(_Strict):
                     "lead: listed, but only as a lead (never a finding)")
     log: str
     note: Optional[str] = None
+    first_fix: Optional[str] = Field(
+        default=None, description="the id of the remediation the report must rank first for this log "
+                                  "(with expect top or ranked)")
 
 
 class Incident(_Strict):
@@ -312,6 +315,13 @@ class Incident(_Strict):
         rids = [r.id for r in self.remediations]
         if len(rids) != len(set(rids)):
             raise ValueError("remediations: ids must be unique")
+        for ex in self.examples:
+            if ex.first_fix is not None and ex.first_fix not in rids:
+                raise ValueError(f"examples: '{ex.name}' expects first_fix '{ex.first_fix}', which is no "
+                                 f"remediation of this incident ({', '.join(rids)})")
+            if ex.first_fix is not None and ex.expect not in ("top", "ranked"):
+                raise ValueError(f"examples: '{ex.name}' has first_fix with expect {ex.expect}: a first fix "
+                                 "is checked only where the incident is diagnosed (top or ranked)")
         return self
 
     @model_validator(mode="after")

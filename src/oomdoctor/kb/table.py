@@ -74,6 +74,11 @@ def fact_table(facts: Facts) -> dict[str, Any]:
                   key=lambda e: (_STRENGTH.get(e.strength, 3), e.line))
     t["oom.host_strength"] = host[0].strength if host else None
     t["oom.host_kind"] = host[0].kind if host else None
+    # the largest single allocation the host refused (numpy's array, the CPU allocator's
+    # request): one this large is the thing to shrink; a few MiB refused says the host was
+    # full of something else
+    t["oom.host_request_max"] = max((e.host_bytes or e.tried_to_allocate_bytes or 0 for e in host), default=0) or None
+    t["oom.host_request_large"] = (t["oom.host_request_max"] or 0) >= HOST_REQUEST_PRESSURE
     if ev is not None:
         t["oom.kind"] = ev.kind
         t["oom.strength"] = ev.strength

@@ -282,7 +282,7 @@ _RUST_ALLOC = lazy(r"\bmemory allocation of (?P<n>\d{1,20}) bytes failed\b")
 # memory that ran out (PaddlePaddle raises MemoryError, then prints its C++ traceback and an
 # error summary: "ResourceExhaustedError: Out of memory error on GPU 0 ...")
 _REPORT_REACH = 30
-# how far below IPython's header its exception's own line may be (the frames of a traceback)
+# how far from IPython's header its exception's own line may be (the frames of a traceback)
 _IPY_REACH = 400
 # numpy prints three significant digits, so "512. MiB" (a trailing dot) is normal.
 _NUMPY_REQUEST = r"Unable to allocate (?P<size>\d[\d,]{0,20}(?:\.\d{0,6})?\s*(?:[KMGTPE]i?B|bytes?|B))"
@@ -650,9 +650,12 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     elif "MemoryError" in text:
         m = ctx.search(_PY_MEMORY, text)
         if m is None and (h := ctx.search(_IPY_MEMORY_HEADER, text)) is not None and not any(
-                ctx.search(_PY_MEMORY, ctx.lines[j].text) for j in range(i + 1, min(len(ctx.lines), i + _IPY_REACH))
-                if "MemoryError" in ctx.lines[j].text):
-            m = h   # (its message line, where the paste has it, is the event instead)
+                ctx.search(_PY_MEMORY, ctx.lines[j].text)
+                for j in range(max(0, i - _IPY_REACH), min(len(ctx.lines), i + _IPY_REACH))
+                if j != i and "MemoryError" in ctx.lines[j].text):
+            # (its message line, where the paste has it, is the event instead: below its frames,
+            # or above them where the poster put the error first and the traceback after it)
+            m = h
         msg = (m.group("msg") or "").strip() if m else ""
         if m and _device_memory_error(s, i, msg):
             return False
