@@ -87,6 +87,9 @@ CASES = [
     ("    ERROR    y", "    ERROR    y", None),
     ("ERROR  y", "ERROR  y", None),
     ("                    INFO y", "                    INFO y", None),
+    # torchrun's rank prefix on a paste's first line, selected one character late
+    ("rank0]:   File \"/a/stage_1_and_2.py\", line 1885, in step", "  File \"/a/stage_1_and_2.py\", line 1885, in step", 0),
+    ("default3]: torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", 3),
     # not prefixes: exception names, code, plain text
     ("[1/2/3 done] step", "[1/2/3 done] step", None),
     ("INFO 12 files read", "INFO 12 files read", None),

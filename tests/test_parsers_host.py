@@ -69,6 +69,10 @@ def test_ray_zero_workers_killed_is_no_event():
     "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL",
     "Error: Process completed with exit code 137.",
     "mpirun noticed that process rank 0 with PID 0 on node node1 exited on signal 9 (Killed).",
+    # MPICH's (Hydra's) banner; torchrun's word as a person quotes it, or a table row without its pid
+    "APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)",
+    "exitcode -9",
+    "  exitcode  : -9",
     "RuntimeError: One of the subprocesses has abruptly died during map operation.To debug the error, disable "
     "multiprocessing.",
     "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly while the "
@@ -187,6 +191,7 @@ def test_one_size_reader_reads_numpys_trailing_dot_and_the_usual_forms(text, n):
     "subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGBUS: 7>.",
     "mpirun noticed that process rank 0 with PID 0 on node node1 exited on signal 7 (Bus error).",
     "Bus error (core dumped)",
+    "APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)",
     "./run.sh: line 12:  4411 Bus error               (core dumped) python train.py",
     # PyTorch writing a worker's tensor into its shared-memory segment
     "    fd, size = storage._share_fd_()\nRuntimeError: unable to write to file </torch_74396_2983595444>",
@@ -218,6 +223,10 @@ def test_shared_memory_is_not_a_host_oom(text):
     "3 Killed processes were restarted",
     # a rank ended by another signal; "abruptly" in other words
     "mpirun noticed that process rank 1 with PID 0 on node node1 exited on signal 11 (Segmentation fault).",
+    "APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault (signal 11)",
+    # a word that holds "exitcode", and an exit code of no signal
+    "p.get_exitcode -9 returned",
+    "exitcode: 1",
     "the loss dropped abruptly after the warm-up",
     # an exit that is not SIGKILL's
     'ExecuteUserScriptError: ExitCode 1 ErrorMessage "" Command "/opt/conda/bin/python3.10 train.py"',

@@ -2069,6 +2069,9 @@ def test_a_tracebacks_closing_line_names_its_exception(closing, failure):
      "utilization (0.92, 21.67 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
      "device_runtime"),
     ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "device_runtime"),
+    # vLLM's own report of the cache's budget after the weights and the profiled activations, below zero
+    ("(EngineCore_0 pid=5839) INFO 08-20 18:04:22 [gpu_worker.py:276] Available KV cache memory: -2.14 GiB",
+     "device_runtime"),
     ("ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, "
      "which is larger than the available KV cache memory (9.84 GiB). Based on the available memory, the estimated "
      "maximum model length is 80608.", "device_runtime"),

@@ -158,6 +158,9 @@ _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
 # OpenMPI's report of a rank ended by a signal ("mpirun noticed that process rank 0 with PID 0
 # on node node1 exited on signal 9 (Killed).")
 _MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID (?:\d{1,9}|\w{1,20}) on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
+# ... and MPICH's (Hydra's) banner for a rank ended by a signal: "APPLICATION TERMINATED WITH THE
+# EXIT STRING: Killed (signal 9)"
+_MPICH_SIGNAL = lazy(r"APPLICATION TERMINATED WITH THE EXIT STRING: [\w ]{1,40}\(signal (?P<sig>\d{1,2})\)")
 # GNU time's report of the command it ran ("Command terminated by signal 9"; its -v report follows
 # with the command's peak memory)
 _TIME_SIGNAL = lazy(r"^\s*Command terminated by signal (?P<sig>\d{1,2})\s*$")
@@ -237,7 +240,10 @@ _EXIT_STATUS = lazy(r"(?:returned non-zero exit status|exit(?:ed)?(?: unexpected
                           r"|error code(?= -\d)"
                           # a tool reporting its child's status bare, at the end of its line ("neuronx-cc
                           # failed with -9"; not an errno or a count: "ioctl failed with -9 (EBADF)")
-                          r"|failed with(?= -\d{1,3}\s*$))"
+                          r"|failed with(?= -\d{1,3}\s*$)"
+                          # torchrun's word for it, as a person quotes it ("exitcode -9") or a table row
+                          # that lost its "(pid: N)"
+                          r"|\bexitcode)"
                           r"\s*[:=]?\s*(?P<code>-?\d{1,4})\b", re.I)
 
 # -- CPU allocator, Python, numpy (§3.5) -------------------------------------------------------
@@ -357,6 +363,8 @@ _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 
                # Abseil's failure-signal handler (Ray's raylet and workers, TensorFlow, JAX): "*** SIGBUS
                # received at time=1749878572 on cpu 166 ***"
                r"|[Cc]aught signal 7 \(Bus error|\*\*\* SIGBUS received at time="
+               # MPICH's (Hydra's) banner: "APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)"
+               r"|\bBus error \(signal 7\)"
                # the shell's report of its job ended by SIGBUS ("Bus error (core dumped)", "line 3:
                # 4411 Bus error  python train.py")
                r"|^\s*Bus error(?: \(core dumped\))?\s*$|:\s*line \d{1,7}:\s*\d{1,9} Bus error\b")
@@ -850,6 +858,10 @@ def _launcher(s: _Scan, i: int, text: str) -> None:
     m = ctx.search(_MPI_SIGNAL, text) if "mpirun noticed" in text else None
     if m:
         _ended_by_signal(s, i, int(m.group("sig")), "mpirun: a rank exited on signal 9 (SIGKILL)")
+        return
+    m = ctx.search(_MPICH_SIGNAL, text) if "EXIT STRING" in text else None
+    if m:
+        _ended_by_signal(s, i, int(m.group("sig")), "MPICH: a rank was ended by signal 9 (SIGKILL)")
         return
     m = ctx.search(_TIME_SIGNAL, text) if "terminated by signal" in text else None
     if m:

@@ -196,6 +196,9 @@ _ENGINE_BUDGET = lazy(r"(?:^|Error:\s{0,3}|Server error:\s{0,3}|Warmup\(Generati
                       r"|To serve at least one request with the models?'s? max seq len \(\d{1,9}\), \([\d.]{1,12} GiB KV cache is needed, "
                       r"which is larger than the available KV cache memory"
                       r"|Free memory on device (?:\S{1,20} )?\((?P<free>[\d.]{1,12})/(?P<cap>[\d.]{1,12}) GiB\) on startup is less than desired GPU memory utilization"
+                      # (vLLM's report of what its budget leaves the cache after the weights and the
+                      # profiled activations, below zero: the error that follows says no cache blocks)
+                      r"|Available KV cache memory: -[\d.]{1,12} GiB"
                       r"|(?P<sglang>Not enough memory\. Please try to increase --mem-fraction-static)"
                       r"|(?P<tgi>Not enough memory to handle \d{1,9} (?:prefill|total) tokens))")
 # transformers' check of a quantized model's device map (bitsandbytes 4- and 8-bit; accelerate's
@@ -235,7 +238,7 @@ _DEVICE_MAP_REFUSALS = (
 # until none is left: every size tried ran out of memory
 _NO_BATCH_SIZE = lazy(r"(?:^|Error:\s{0,3})No executable batch size found, reached zero")
 # literals of which every match of _ENGINE_BUDGET holds one: only such lines are searched
-_ENGINE_GATES = ("memory for the cache blocks", "stored in KV cache", "available KV cache memory",
+_ENGINE_GATES = ("memory for the cache blocks", "stored in KV cache", "available KV cache memory", "Available KV cache memory: -",
                  "on startup is less than desired", "mem-fraction-static", "Not enough memory to handle")
 # PaddlePaddle's allocator: "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory
 # on GPU 0, 23.486572GB memory has been allocated and available memory is only 167.062500MB."
@@ -486,7 +489,7 @@ _QUICK = ("out of memory", "OUT_OF_MEMORY", "shared memory segment", "allocate p
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
           "DEVICE memory", "device memory", "status=4 message=", "NRT_RESOURCE", "hipError_t(1002)", "hipError_t(2)", "Out of memory error on GPU", "B in GPU ", "allocating <= available", "ut of memory allocating", "Out of GPU memory trying",
           "CUresult", "DEVMEM Allocation failed", "Allocator fail", "cudaSuccess. 2 vs 0", "cudaSuccess (2 vs. 0)", "memory for the cache blocks",
-          "stored in KV cache", "available KV cache memory", "on startup is less than desired",
+          "stored in KV cache", "available KV cache memory", "Available KV cache memory: -", "on startup is less than desired",
           "mem-fraction-static", "Not enough memory to handle", "No executable batch size", "EL0004", "rtMalloc execute failed", "MEM_OBJECT_ALLOCATION",
           "workspace Allocation of size", "bad_alloc", "Out of memory. Requested", "OOM Detected", "requested buffer", "ALLOCATOR_FAILURE", "Not enough space to allocate",
           "allocate memory", "vkAllocateMemory failed", "CUDA error 2", "CUDA error: 2", "uda error 2", "Error 2", "Error: 2",

@@ -96,6 +96,9 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
     # torchrun --tee "[default0]:" (and custom role names), "[rank3]:", "[Rank 3] "
     (lazy(r"^\[(?:[A-Za-z_][\w-]*?)(?P<rank>\d+)\]:\s?"), "rank"),
     (lazy(r"^\[[Rr]ank:? ?(?P<rank>\d+)\]:?\s?"), "rank"),   # (Lightning's "[rank: 3] ")
+    # ... and a paste's first line that lost the bracket ("rank0]:   File ...": a selection
+    # begun one character late)
+    (lazy(r"^(?:rank|default)(?P<rank>\d{1,5})\]:\s?"), "rank"),
     # ParlAI's "rank:  3 | 2022-04-03 18:44:26,615 CRITICAL | " (the rank padded to two places)
     (lazy(r"^rank: {1,3}(?P<rank>\d+) \| "), "rank"),
     # pdsh "node2: " / "worker-1: " (lower-case start and a digit, never an exception name)
@@ -169,7 +172,7 @@ _PREFIXES: list[tuple[re.Pattern, str]] = [
 
 # Cheap test: does this line possibly carry any prefix at all? (standard library: one call a line)
 _MAYBE_PREFIX = stdlib_re.compile(
-    r"^(?: {0,25}(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||[\w.-]+[-_]\d+ *\| |"
+    r"^(?: {0,25}(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |\s{0,4}(?:>|\[|\d|[A-Z][a-z]{2} |[IWEFCV]\d{4} |[a-z][\w-]*: |\(|torch\.|[A-Z]+:|[A-Z]+\s*\||[\w.-]+[-_]\d+ *\| |(?:rank|default)\d{1,5}\]:|"
     + _LEVEL + r" [\d\[]|\||: [IWEF] ))"
 )
 

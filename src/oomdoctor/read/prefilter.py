@@ -100,7 +100,7 @@ ANCHOR_LITERALS = (
     "closed by remote host", "Torch: not enough",
     # inference engines finding no memory for their KV cache, accelerate's batch-size finder out of
     # sizes, PyTorch's MPS allocator refusing one buffer (parsers/runtime.py, accelerators.py)
-    "memory for the cache blocks", "stored in KV cache", "available KV cache memory", "on startup is less than desired",
+    "memory for the cache blocks", "stored in KV cache", "vailable KV cache memory", "on startup is less than desired",
     "mem-fraction-static", "No executable batch size", "Invalid buffer size: ",
     # a device map that put a quantized model's modules on the CPU or the disk, or any model's on
     # the disk
@@ -122,7 +122,7 @@ ANCHOR_LITERALS = (
     "Unexpected bus", "nsufficient shared memory", "out of shared memory", "shared memory segment",
     "unable to write to file </torch_",
     # OpenMPI's rank ended by a signal; a worker pool losing a process without an exception
-    "mpirun noticed", "abruptly died during map", "terminated abruptly", "ExitCode",
+    "mpirun noticed", "THE EXIT STRING", "abruptly died during map", "terminated abruptly", "ExitCode",
     "allocate shared memory", "m_open", "map failed", "ailed to map", "ailed to mmap", "No space left on device", "SIGBUS", "SIGSEGV", "SIGTERM",
     # a Windows process's crash status and Python's faulthandler on Windows; the DataLoader's
     # signal handler in a crashed worker
