@@ -322,6 +322,13 @@ def _tb(*frames: tuple[str, str, str], error: str = "torch.OutOfMemoryError: CUD
     ([("gcn_ns_sc.py", "main", "pred = infer_model(nf)"),
       ("/env/site-packages/torch/nn/modules/module.py", "__call__", "result = self.forward(*input, **kwargs)"),
       ("gcn_ns_sc.py", "forward", "nf.block_compute(i)")], "eval"),
+    # a routine named for inference in short, at its name's end (GPT-SoVITS' batched decoding)
+    ([("ttt.py", "<module>", "pred, idx = t2s_model.model.infer_panel_batch_infer(x, x_lens, prompts)"),
+      ("GPT_SoVITS/AR/models/t2s_model.py", "infer_panel_batch_infer", "xy_dec, k, v = self.t2s_transformer.decode_next_token(xy_pos, k, v)"),
+      ("GPT_SoVITS/AR/models/t2s_model.py", "decode_next_token", "attn = F.linear(attn, self.out_w, self.out_b)")], "eval"),
+    # ... not a routine that deduces something ("infer_modules_masks", "infer_shapes")
+    ([("/env/site-packages/nni/compression/pytorch/compressor.py", "infer_modules_masks", "self.infer_module_mask(module)")],
+     None),
     # ... a library's infer_auto_device_map is model loading
     ([("train.py", "main", "model = AutoModelForCausalLM.from_pretrained(path, device_map='auto')"),
       ("/env/site-packages/transformers/modeling_utils.py", "from_pretrained",
@@ -2069,6 +2076,9 @@ def test_a_tracebacks_closing_line_names_its_exception(closing, failure):
      "utilization (0.92, 21.67 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
      "device_runtime"),
     ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "device_runtime"),
+    # TensorFlow's stream executor failing to create cuBLAS's handle (its device memory)
+    ("E tensorflow/stream_executor/cuda/cuda_blas.cc:372] failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED",
+     "cublas_alloc"),
     # vLLM's own report of the cache's budget after the weights and the profiled activations, below zero
     ("(EngineCore_0 pid=5839) INFO 08-20 18:04:22 [gpu_worker.py:276] Available KV cache memory: -2.14 GiB",
      "device_runtime"),

@@ -111,6 +111,9 @@ _LIB_ALLOC = lazy(r"(?P<status>CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAI
                         # nvJPEG (DALI's and torchvision's GPU JPEG decoding)
                         r"|NVJPEG_STATUS_ALLOCATOR_FAILURE)")
 _CUBLAS_CREATE = lazy(r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublas(?:Lt)?Create")
+# ... and TensorFlow's stream executor saying it of the same call, beside a BFC allocator that
+# took most of the device first: "failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED"
+_TF_CUBLAS_CREATE = lazy(r"failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED")
 # cuBLAS's ALLOC_FAILED status in its own words (cublasGetStatusString), as XLA's and TensorFlow's
 # stream executor print it: "failed to create cublas handle: the resource allocation failed"
 # (ggml's CUDA backend: "CUDA error: the resource allocation failed" with its cublasCreate call under
@@ -873,6 +876,13 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
         detail = status + (f" when calling {call.group('call')}" if call else "")
         events.add(("cublas_alloc", _message(text, m.start())), i, lambda: OomEvent(
             kind="cublas_alloc", backend=backend, exception=exc, detail=detail, line=0))
+        return
+    if "cublas handle" in text and ctx.search(_TF_CUBLAS_CREATE, text):
+        events.add(("cublas_alloc", "tf-create"), i, lambda: OomEvent(
+            kind="cublas_alloc", strength="likely", backend="TF", exception=exc, line=0,
+            message_format="tensorflow-cublas-create",
+            detail="TensorFlow could not create its cuBLAS handle (CUBLAS_STATUS_NOT_INITIALIZED): the handle's "
+                   "device memory could not be allocated beside TensorFlow's own allocator"))
         return
     for rx, kind, key, strength, detail in _FIXED_CUDA_SIGNS:
         if ctx.search(rx, text):

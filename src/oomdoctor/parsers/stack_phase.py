@@ -69,6 +69,9 @@ _ANYWHERE = (
         # an inference routine run inside a training script (MONAI's sliding_window_inference
         # in its validation, a script's run_inference)
         r"|:(?:\w+_)?inference$"
+        # ... or named for it in short, at the name's end ("infer", "batch_infer", GPT-SoVITS'
+        # "infer_panel_batch_infer"; not "infer_shapes" or "infer_modules_masks", which deduce)
+        r"|:(?:\w+_)?infer$"
         # images sampled for the logs while a generative model trains (latent diffusion's
         # log_images / sample_log, diffusers' examples' log_validation, kohya's sample_images)
         r"|:(?:log_images|sample_log|log_validation|sample_images)$"
@@ -88,7 +91,10 @@ _ANYWHERE = (
 # (the decoding loops' private names only in transformers' own generation code: other
 # libraries' "_sample" is a scheduler's or a sampler's)
 _GENERATION = lazy(
-    r"/transformers/generation/\w+\.py:|:generate$|:prepare_inputs_for_generation$|[:_]generate_(?:sequences|samples)$")
+    r"/transformers/generation/\w+\.py:|:generate$|:prepare_inputs_for_generation$|[:_]generate_(?:sequences|samples)$"
+    # a decoding loop of the gpt-fast kind, copied into many models' own inference code
+    # ("decode_one_token", "decode_n_tokens", GPT-SoVITS' and fish-speech's "decode_next_token")
+    r"|:decode_(?:one|next|n)_tokens?$")
 _GENERATE_CONFIG = lazy(r"predict_with_generate['\"]?\s*[:=]\s*['\"]?(?i:true)"
                         # the seq2seq examples' command-line flag, bare or with a true value
                         r"|--predict_with_generate(?:[=\s]+(?i:true)\b|(?![\w-])(?!\s*[=\s]\s*(?i:false)\b))")
