@@ -99,7 +99,8 @@ ANCHOR_LITERALS = (
     "exited with code", "exited with exit code", "died unexpectedly", "The actor died", "Worker exit type",
     "closed by remote host", "Torch: not enough",
     # inference engines finding no memory for their KV cache, accelerate's batch-size finder out of
-    # sizes, PyTorch's MPS allocator refusing one buffer (parsers/runtime.py, accelerators.py)
+    # sizes, PyTorch's MPS allocator refusing one buffer (parsers/runtime.py, accelerators.py);
+    # ("vailable": vLLM's error says "available KV cache memory", its budget line "Available ...")
     "memory for the cache blocks", "stored in KV cache", "vailable KV cache memory", "on startup is less than desired",
     "mem-fraction-static", "No executable batch size", "Invalid buffer size: ",
     # a device map that put a quantized model's modules on the CPU or the disk, or any model's on
