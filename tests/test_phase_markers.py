@@ -126,6 +126,8 @@ KILLED_AFTER = "{marker}\n{between}Killed\n"
     "=> creating model 'resnet50'",
     "Instantiating model from config",
     "Loading model from models/ldm/text2img-large/model.ckpt",
+    "Loading model ...",                                         # the load announced as the whole message
+    "> Loading the model...",
     "Error occurred when executing Echo_LoadModel:",             # ComfyUI's dialog naming a loader node
     "Error occurred when executing CheckpointLoaderSimple:",
     "Failed to move model to device",                            # a script's report that placing it failed
@@ -152,6 +154,11 @@ def test_a_script_building_or_loading_its_model_is_loading_the_model(marker):
 ])
 def test_what_is_not_a_model_being_built_or_loaded(marker):
     assert "loading_checkpoint_shards" not in facts(KILLED_AFTER.format(marker=marker, between="")).markers
+
+
+def test_a_load_that_said_it_was_done_is_over():
+    f = facts(KILLED_AFTER.format(marker="Loading model...", between="Model loaded\nGenerating response...\n"))
+    assert f.phase.phase != "model_load"
 
 
 def test_a_resume_by_its_path_is_still_a_checkpoint_load():

@@ -81,6 +81,9 @@ MARKERS = {
                                       r"|(?m:^)[\s=>*#-]{0,4}(?:\[\w{1,4}\]\s{0,2})?(?:[Bb]uilding|[Cc]reating|[Ii]nitializing|[Ii]nstantiating) (?=(?:the |a )?"
                                       r"(?i:model|u-?net|vae|text encoders?)(?![-\w])(?! parallel)"
                                       r"(?![^\n]{0,60}\b(?i:done|finished|completed?|took|succeeded|successfully)\b))"
+                                      # ... or announcing the load as the whole message ("Loading model ...",
+                                      # "Loading the model...")
+                                      r"|(?m:^)\W{0,3}Loading (?:the )?model\s*(?:\.{2,3}|…)?\s*$"
                                       r"|\bLoading (?:the |pretrained |base )?model from (?![^\n]{0,200}(?i:checkpoint)(?!\S{0,200}" + _WEIGHT_FILE + r"))"
                                       # a weight file read by name ("Loading weights [06c50424] from .../model.ckpt",
                                       # the Stable Diffusion web UI's; darknet's "Loading weights from x.conv.74"),
@@ -261,8 +264,8 @@ _FRAME_LINE = lazy(r"^\s*File \"")
 _SETUP_PHASES = ("model_load", "checkpoint_load")
 
 # a step's own report that it finished, at the start of its line ("Done!", "...Done.", "Done!
-# Loaded 75 layers from weights-file", "Loaded")
-_DONE_ALONE = lazy(r"^\W{0,3}(?i:done|finished|loaded|completed?)\b")
+# Loaded 75 layers from weights-file", "Loaded", "Model loaded")
+_DONE_ALONE = lazy(r"^\W{0,3}(?:(?i:the )?(?i:model|weights|checkpoint)s? )?(?i:done|finished|loaded|completed?)\b")
 _DONE_REACH = 3
 
 
