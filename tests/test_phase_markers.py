@@ -240,3 +240,13 @@ def test_a_load_announced_by_its_own_message_is_data_loading(log, phase):
     assert f.phase.phase == phase
     if log.count("Training"):
         assert f.markers.get("running_training") == [3]
+
+
+@pytest.mark.parametrize("function, found", [
+    ("decode_one_token", True), ("decode_next_token", True), ("decode_n_tokens", True),   # gpt-fast's loops
+    ("decode_latents", False), ("decode", False),
+])
+def test_a_decoding_loop_of_the_gpt_fast_kind_is_generation(function, found):
+    log = (f'  File "/x/gpt/model.py", line 120, in {function}\n    logits = model(x, input_pos)\n'
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n")
+    assert bool(facts(log).markers.get("generation")) == found

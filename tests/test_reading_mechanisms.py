@@ -2098,6 +2098,10 @@ def test_a_tracebacks_closing_line_names_its_exception(closing, failure):
     ("tip: a RuntimeError such as No executable batch size found, reached zero means the model does not fit", None),
     ("Invalid buffer size: -1", None),
     ("gpu_memory_utilization=0.9, mem-fraction-static=0.8 passed to the engine", None),
+    # vLLM's budget line with room left; cuBLAS's handle refused for another reason than memory
+    ("INFO 08-20 18:04:22 [gpu_worker.py:276] Available KV cache memory: 2.14 GiB", None),
+    ("E tensorflow/stream_executor/cuda/cuda_blas.cc:372] failed to create cublas handle: CUBLAS_STATUS_ARCH_MISMATCH",
+     None),
     ("note: if Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM, quantize", None),
 ])
 def test_memory_budget_failures_of_engines_and_batch_finders(line, kind):

@@ -159,7 +159,7 @@ _TORCHRUN_SIGTERM = lazy(r"Sending process \d{1,9} closing signal SIGTERM")
 # on node node1 exited on signal 9 (Killed).")
 _MPI_SIGNAL = lazy(r"mpirun noticed that process rank \d{1,7} with PID (?:\d{1,9}|\w{1,20}) on node \S{1,200} exited on signal (?P<sig>\d{1,2})\b")
 # ... and MPICH's (Hydra's) banner for a rank ended by a signal: "APPLICATION TERMINATED WITH THE
-# EXIT STRING: Killed (signal 9)"
+# EXIT STRING: Killed (signal 9)" (its "Bus error (signal 7)" is shared memory, as every signal 7)
 _MPICH_SIGNAL = lazy(r"APPLICATION TERMINATED WITH THE EXIT STRING: [\w ]{1,40}\(signal (?P<sig>\d{1,2})\)")
 # GNU time's report of the command it ran ("Command terminated by signal 9"; its -v report follows
 # with the command's peak memory)
@@ -363,8 +363,6 @@ _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 
                # Abseil's failure-signal handler (Ray's raylet and workers, TensorFlow, JAX): "*** SIGBUS
                # received at time=1749878572 on cpu 166 ***"
                r"|[Cc]aught signal 7 \(Bus error|\*\*\* SIGBUS received at time="
-               # MPICH's (Hydra's) banner: "APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)"
-               r"|\bBus error \(signal 7\)"
                # the shell's report of its job ended by SIGBUS ("Bus error (core dumped)", "line 3:
                # 4411 Bus error  python train.py")
                r"|^\s*Bus error(?: \(core dumped\))?\s*$|:\s*line \d{1,7}:\s*\d{1,9} Bus error\b")
@@ -658,9 +656,8 @@ def _memory_errors(s: _Scan, i: int, text: str, exc) -> bool:
     elif "MemoryError" in text:
         m = ctx.search(_PY_MEMORY, text)
         if m is None and (h := ctx.search(_IPY_MEMORY_HEADER, text)) is not None and not any(
-                ctx.search(_PY_MEMORY, ctx.lines[j].text)
-                for j in range(max(0, i - _IPY_REACH), min(len(ctx.lines), i + _IPY_REACH))
-                if j != i and "MemoryError" in ctx.lines[j].text):
+                ctx.search(_PY_MEMORY, ctx.lines[j].text) for j in ctx.lines_with(("MemoryError",))
+                if j != i and abs(j - i) < _IPY_REACH):
             # (its message line, where the paste has it, is the event instead: below its frames,
             # or above them where the poster put the error first and the traceback after it)
             m = h
