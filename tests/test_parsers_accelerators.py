@@ -140,3 +140,25 @@ def test_grpc_resource_exhausted_is_not_memory():
                                   "Attempting to allocate 9" * 3000 + "That was not possible."])
 def test_hostile_input_never_raises(text):
     _accelerators_only(text)
+
+
+_RETRY_WARNING = ("2024-03-15 22:54:07.499744: W external/org_tensorflow/tensorflow/tsl/framework/bfc_allocator.cc:290] "
+                  "Allocator (GPU_0_bfc) ran out of memory trying to allocate 7.31GiB with freed_by_count=0. The caller "
+                  "indicates that this is not a failure, but this may mean that there could be performance gains if more "
+                  "memory were available.\n")
+
+
+@pytest.mark.parametrize("after, counted", [
+    # the log stops inside the traceback right under the warning: the retry failed
+    ("Traceback (most recent call last):\n", True),
+    ('Traceback (most recent call last):\n  File "/app/run_alphafold.py", line 432, in <module>\n    app.run(main)\n', True),
+    # the traceback's error line is there: it says what failed
+    ("Traceback (most recent call last):\n  File \"/app/run.py\", line 4, in <module>\nValueError: bad shape\n", False),
+    # the run went on after the warning
+    ("I0315 22:54:09 model.py:175] Total JAX model predict time 41.2s\n", False),
+    ("", False),
+])
+def test_a_retry_warning_counts_only_when_the_log_stops_in_a_traceback_under_it(after, counted):
+    events = _accelerators_only(_RETRY_WARNING + after).facts.oom_events
+    assert [(e.strength, e.tried_to_allocate_bytes) for e in events] == (
+        [("likely", round(7.31 * 2 ** 30))] if counted else [])

@@ -300,3 +300,20 @@ def test_a_dataloader_kill_that_lost_its_space_is_read():
 def test_killed_in_a_sentence_with_a_full_stop_is_not_the_shells():
     assert not _host_events(_host_only("Process was Killed.\n"))
     assert not _host_events(_host_only("ERROR:composer.cli.launcher:Rank 2 crashed with exit code -71.\n"))
+
+
+@pytest.mark.parametrize("text, worker", [
+    # PyTorch's hint hard-wrapped where a quote broke it: read whole, on its first line
+    ("error. It is possible that dataloader's workers are out of shared\n"
+     "memory. Please try to raise your shared memory limit.\n", True),
+    # ... the hint on one line, its worker's bus error cut away
+    ("It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.\n", True),
+    # two lines that only end and start with the words
+    ("the tensors are shared\nmemory stays low\n", False),
+])
+def test_a_wrapped_shared_memory_hint_is_read_whole(text, worker):
+    ctx = _host_only(text)
+    events = [e for e in ctx.facts.oom_events if e.kind == "dataloader_killed"]
+    assert bool(events) is worker
+    if worker:
+        assert events[0].line == 1

@@ -146,3 +146,30 @@ def test_a_cuda_error_is_bitsandbytes_only_under_its_package(frame, fmt):
     text = "Traceback (most recent call last):\n" + frame + "\n    new_value = value.to(device)\nRuntimeError: CUDA error: out of memory\n"
     (ev,) = _runtime_only(text).facts.oom_events
     assert (ev.kind, ev.message_format) == ("cuda_runtime_error", fmt)
+
+
+@pytest.mark.parametrize("code, pinned", [
+    ("    buffer = torch.empty(size, dtype=torch.uint8, pin_memory=True)", True),
+    ("    buffer.cpu_data = buffer.data.cpu().pin_memory()", True),
+    # the same error from anything else is not a refused pinned buffer
+    ("    out = fused_rope(q, k, cos, sin)", False),
+    ("    buffer = torch.empty(size, dtype=torch.uint8, pin_memory=False)", False),
+])
+def test_invalid_argument_under_pinning_code_is_a_refused_pinned_buffer(code, pinned):
+    text = ('  File "/x/memory_management.py", line 1285, in __init__\n' + code + "\n"
+            "RuntimeError: CUDA error: invalid argument\n")
+    events = _runtime_only(text).facts.oom_events
+    assert [(e.message_format, e.strength) for e in events] == ([("cuda-pinned-invalid-argument", "likely")] if pinned else [])
+
+
+@pytest.mark.parametrize("why, refused", [
+    ("out of memory", True),
+    ("invalid argument", True),
+    # the driver, not memory: the run goes on with pageable buffers
+    ("CUDA driver version is insufficient for CUDA runtime version", False),
+    ("system has unsupported display driver / cuda driver combination", False),
+    ("no CUDA-capable device is detected", False),
+])
+def test_a_refused_ggml_pinned_buffer_is_memory_only_for_a_memory_reason(why, refused):
+    text = f"ggml_cuda_host_malloc: failed to allocate 448.00 MiB of pinned memory: {why}\n"
+    assert bool(_runtime_only(text).facts.oom_events) is refused

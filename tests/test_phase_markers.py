@@ -250,3 +250,18 @@ def test_a_decoding_loop_of_the_gpt_fast_kind_is_generation(function, found):
     log = (f'  File "/x/gpt/model.py", line 120, in {function}\n    logits = model(x, input_pos)\n'
            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n")
     assert bool(facts(log).markers.get("generation")) == found
+
+
+@pytest.mark.parametrize("log,phase", [
+    # nn.DataParallel re-raising a replica's failure: each replica runs the module's forward
+    ("    output.reraise()\n    raise exception\n"
+     "torch.cuda.OutOfMemoryError: Caught OutOfMemoryError in replica 0 on device 0.\n", "forward"),
+    # vLLM's worker re-raising what its model runner hit
+    ("DistBackendError: Error in model execution (input dumped to /tmp/err_execute_model_input.pkl): NCCL error\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB.\n", "forward"),
+    # the same words far from the error say nothing of it
+    ("Caught OutOfMemoryError in replica 0 on device 0.\n" + "step 12 done\n" * 8
+     + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB.\n", None),
+])
+def test_a_wrapper_that_names_its_pass_decides_without_frames(log, phase):
+    assert facts(log).phase.phase == phase

@@ -96,6 +96,9 @@ _BFC = lazy(
     r"(?:Allocator (?:\((?P<alloc>[\w:]{1,40})\) )?r|\bR)an out of memory trying to allocate (?P<size>" + _SIZE + r")"
     r"(?:\s*\(rounded to (?P<n>\d{1,20})(?: [Bb]ytes)?\))?(?:\s*requested by op\s*(?P<op>\S{0,200}))?")
 _BFC_NOT_FAILURE = lazy(r"freed_by_count|not a failure", re.I)
+# a "not a failure" warning counts when the log stops in a traceback whose header is at most
+# _HEADER_REACH lines under it, and the log ends within _CUT_REACH lines of it
+_HEADER_REACH, _CUT_REACH = 4, 40
 _BUFFER_ASSIGNMENT = lazy(r"BufferAssignment OOM Debugging|BufferAssignment stats:")
 _BUFFER_TOTAL = lazy(r"^\s*total allocation:\s*(?P<size>" + _SIZE + r")")
 _TF_HINT = lazy(r"Hint: If you want to see a list of allocated tensors when OOM happens.{0,200}")
@@ -273,7 +276,7 @@ _TF_DST = lazy(r"(?:^|Error:\s{0,3}|Error \(see above for traceback\):\s{0,3}|^\
 
 
 def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
-    bfc_hits: list[tuple[int, re.Match]] = []
+    bfc_hits: list[tuple[int, re.Match, bool]] = []
     buffer_dumps: list[int] = []
     for i in ctx.lines_with(_XLA_TF_LITERALS):
         text = ctx.lines[i].text
@@ -285,7 +288,11 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
         if "an out of memory trying to allocate" in text:
             m = ctx.search(_BFC, text)
             if m and not (ctx.search(_BFC_NOT_FAILURE, text) or ctx.rejoined(i, _BFC_NOT_FAILURE, max_lines=2)):
-                bfc_hits.append((i, m))
+                bfc_hits.append((i, m, False))
+            elif m and _stops_in_a_traceback_after(ctx, i):
+                # the warning says the allocator will retry, but the log's next lines are a
+                # traceback that stops before its error: the retry is what failed, most likely
+                bfc_hits.append((i, m, True))
             continue
         if "Dst tensor is not initialized" in text:
             m = ctx.search(_TF_DST, text)
@@ -301,8 +308,8 @@ def _parse_xla_and_tf(ctx: ParseContext, events: _Events) -> None:
                 buffer_dumps.append(i)
             continue
         _xla_event(ctx, events, i, text)
-    for i, m in bfc_hits:
-        _bfc_event(ctx, events, i, m)
+    for i, m, warned in bfc_hits:
+        _bfc_event(ctx, events, i, m, warned)
     for i in buffer_dumps:
         _buffer_assignment(ctx, events, i)
     _bfc_limits(ctx)
@@ -567,8 +574,20 @@ def _bfc_limits(ctx: ParseContext) -> None:
             ev.total_capacity_bytes = limits[max(above)]
 
 
-def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
-    """A fatal BFC line joins the OOM status that follows it; alone it is an event itself."""
+def _stops_in_a_traceback_after(ctx: ParseContext, i: int) -> bool:
+    """The log ends inside a traceback that starts within a few lines under line ``i``: its
+    header is there, its error line is not (the paste or the file was cut)."""
+    end = len(ctx.lines)
+    if end - i - 1 > _CUT_REACH:
+        return False
+    header = next((j for j in range(i + 1, min(end, i + 1 + _HEADER_REACH))
+                   if ctx.lines[j].text.lstrip().startswith("Traceback (most recent call last)")), None)
+    return header is not None and not any(ctx.search(_EXC_AT_START, ctx.lines[j].text) for j in range(header + 1, end))
+
+
+def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match, warned: bool = False) -> None:
+    """A fatal BFC line joins the OOM status that follows it; alone it is an event itself.
+    ``warned``: the line said it was not a failure, and the log stops in a traceback under it."""
     no = ctx.lines[i].no
     rounded = int(m.group("n")) if m.group("n") else size_of(m.group("size"))
     alloc = m.group("alloc")
@@ -590,8 +609,9 @@ def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match) -> None:
     events.add(("bfc", alloc, rounded), i, lambda: OomEvent(
         kind="cpu_allocator" if host else "xla", backend="TF" if tf else "XLA", line=0,
         message_format="bfc-allocator-ran-out", tried_to_allocate_bytes=rounded, host_bytes=rounded if host else None,
-        device_index=int(dev.group("d")) if dev and not host else None,
-        detail="BFC allocator " + (f"{alloc} " if alloc else "") + "ran out" + (f", requested by op {op}" if op else "")))
+        device_index=int(dev.group("d")) if dev and not host else None, strength="likely" if warned else "certain",
+        detail="BFC allocator " + (f"{alloc} " if alloc else "") + "ran out" + (f", requested by op {op}" if op else "")
+        + (" (it said it would retry; the log stops in a traceback right under it)" if warned else "")))
 
 
 def _buffer_assignment(ctx: ParseContext, events: _Events, i: int) -> None:

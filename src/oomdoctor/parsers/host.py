@@ -783,6 +783,11 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
             s.dl.append((i, "likely", f"DataLoader worker(s) (pid {pids}) exited unexpectedly"
                          + (f" with exit code {code}" if code else ""), exc, "host"))
             return
+    if i and "shared" in ctx.lines[i - 1].text and "memory" in text and not ctx.search(_SHM, text) \
+            and (wrapped := ctx.rejoined(i - 1, _SHM, max_lines=1)) is not None:
+        # the message hard-wrapped where a console or a quote broke it ("... are out of shared" /
+        # "memory. Please try to raise your shared memory limit."): read it whole, on its first line
+        i, text = i - 1, wrapped.string
     if ctx.search(_SHM, text) or ("No space left" in text and ctx.search(_SHM_DISK, text) and ctx.search(_SHM_PATH, text)):
         if ("shared memory segment" in text and nccl_shm_strength(ctx, i, nccl_shm_match(ctx, i, text)) is None) \
                 or ("shm_open" in text and (r := ctx.search(_SHM_OPEN_REASON, text))
@@ -792,7 +797,9 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
             # another errno): not shared memory exhausted
             return
         s.shm.append(i)
-        if "bus error" in text.lower() and "worker" in text:
+        if ("bus error" in text.lower() and "worker" in text) or "workers are out of shared memory" in text:
+            # (PyTorch's hint "It is possible that dataloader's workers are out of shared memory"
+            # is printed only under a worker's "killed by signal: Bus error", which a paste may cut)
             s.dl.append((i, "certain", "a DataLoader worker hit a bus error: shared memory (/dev/shm) exhausted", None, "shm"))
         elif "unable to write to file </torch_" in text:
             # (a process handing a tensor to another: most often a data worker's batch)

@@ -567,7 +567,7 @@ def parse(ctx: ParseContext) -> None:
         ph.reason = f"the killed or largest processes run {frame.function}"
     elif ev is None and any(f.kind == "dataloader_worker_crashed" and f.line == line for f in ctx.facts.failures):
         ph.phase, ph.line, ph.reason = "data_loading", line, "a DataLoader worker crashed"
-    elif (hint := _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx) or _tf_node_hint(ctx, idx)
+    elif (hint := _message_hint(ctx, idx) or _code_hint(ctx, idx) or _xla_operator_hint(ctx, idx) or _tf_node_hint(ctx, idx)
           or _native_stack_hint(ctx, idx)
           or _keras_layer_hint(ctx, idx)):
         ph.phase, ph.line, ph.reason = hint
@@ -664,6 +664,24 @@ def _phase_in(table, text: str, default: Optional[str] = None) -> Optional[str]:
 # the header of a Python warning, which the warnings module follows with the source line that
 # raised it ("/x/attention.py:357: UserWarning: 1Torch was not compiled with flash attention.")
 _WARNING_HEADER = lazy(r":\d{1,7}: \w{0,40}Warning: ")
+
+
+# a wrapper's own words around the error it re-raises, naming the pass it ran: nn.DataParallel
+# re-raising a replica's failure ("Caught OutOfMemoryError in replica 0 on device 0": each replica
+# runs the module's forward), vLLM's worker around its model runner ("Error in model execution")
+_MESSAGE_PHASE = (("forward", lazy(r"\bCaught \w{1,80} in replica \d{1,4} on device \d{1,4}|\bError in model execution\b")),)
+_MESSAGE_GATES = ("in replica", "in model execution")
+_MESSAGE_REACH = 3
+
+
+def _message_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
+    """No frame tells, but the error's wrapper says which pass it ran (on the error line or
+    the few lines around it, where the wrapper prints its words)."""
+    for j in range(max(0, idx - _MESSAGE_REACH), min(len(ctx.lines), idx + _MESSAGE_REACH + 1)):
+        text = ctx.lines[j].text
+        if any(g in text for g in _MESSAGE_GATES) and (phase := _phase_in(_MESSAGE_PHASE, text)):
+            return phase, ctx.lines[j].no, f"the error's wrapper: {text.strip()[:60]}"
+    return None
 
 
 def _code_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:

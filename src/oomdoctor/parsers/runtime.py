@@ -66,6 +66,14 @@ _CUDA_ENUM = lazy(r"cudaErrorMemoryAllocation")
 # memory" (older builds: "WARNING: failed to allocate 258.00 MB of pinned memory: ..."), with
 # the CUDA error's own words last; it falls back to pageable memory and may go on
 _GGML_PINNED = lazy(r"failed to allocate (?P<size>\d{1,9}(?:\.\d{1,3})? (?:MiB|MB)) of pinned memory(?:: (?P<why>[^;\n]{1,80}))?")
+# ... and the CUDA errors that refuse it for a reason that is not memory: the driver too old for
+# the runtime ("CUDA driver version is insufficient for CUDA runtime version"), a driver that does
+# not go with the card ("system has unsupported display driver / cuda driver combination"), no
+# device at all. The buffer is then pageable and the run goes on: no memory ran short
+_PINNED_NOT_MEMORY = lazy(r"\bdriver\b|no CUDA-capable device|initiali[sz]ation error|not supported", re.I)
+# the code of a traceback's innermost frame that asks for page-locked host memory
+# ("buffer = torch.empty(size, dtype=torch.uint8, pin_memory=True)", "x.pin_memory()")
+_PINNING_CODE = lazy(r"\bpin_memory\s*=\s*True\b|\.pin_memory\(\)|\bcudaHost(?:Alloc|Register)\b|\bcudaMallocHost\b")
 # TensorFlow's GPU allocator retries a refused region with this fraction of its size
 _BACKPEDAL = 0.9
 # the CUDA driver's calls that allocate device memory (cuMemAlloc and its variants; the virtual-memory
@@ -486,7 +494,7 @@ _XPU = lazy(r"(?P<code>UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_
                   r"|UR_RESULT_ERROR_OUT_OF_RESOURCES|PI_ERROR_OUT_OF_RESOURCES|UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)")
 
 _MAX_EVIDENCE = 12
-_QUICK = ("out of memory", "OUT_OF_MEMORY", "shared memory segment", "allocate pinned host", "ailed to alloc", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATION_FAILED", "NOT_INITIALIZED",
+_QUICK = ("out of memory", "OUT_OF_MEMORY", "CUDA error: invalid argument", "shared memory segment", "allocate pinned host", "ailed to alloc", "MemoryAllocation", "ALLOC_FAILED", "ALLOCATION_FAILED", "NOT_INITIALIZED",
           "cuDNN", "unable to find an engine", "memory_error", "NCCL WARN", "Failed to clone()",
           "pin memory thread", "OutOfMemory", "OUT_OF_RESOURCES", "OUT_OF_DEVICE_MEMORY",
           "OUT_OF_HOST_MEMORY", "MEMORY_ALLOCATION", "INSUFFICIENT_RESOURCES", "Failed to CUDA",
@@ -824,10 +832,22 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="hip", backend="HIP", exception=exc, message_format="hip-driver-api", tried_to_allocate_bytes=n,
             line=0, detail="hipErrorMemoryAllocation"))
         return
+    if "CUDA error: invalid argument" in text and any(
+            "pin" in ctx.lines[j].text and ctx.search(_PINNING_CODE, ctx.lines[j].text) for j in range(max(0, i - 4), i)):
+        # cudaHostAlloc refusing one page-locked buffer larger than the driver will lock (a few
+        # GiB on some systems) answers "invalid argument", not "out of memory": the code of the
+        # innermost frame, printed right above, says the tensor was being pinned
+        events.add(("cuda_runtime_error", "pinned-refused"), i, lambda: OomEvent(
+            kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="cuda-pinned-invalid-argument",
+            line=0, strength="likely", detail="a pinned (page-locked) host buffer was refused (CUDA's \"invalid "
+                                             "argument\": more than the driver locks in one allocation)"))
+        return
     m = ctx.search(_GGML_PINNED, text) if "of pinned memory" in text else None
     if m:
         # (likely, as TensorFlow's refused pinned buffer below: the run may go on without it)
         why = (m.group("why") or "").strip()
+        if why and ctx.search(_PINNED_NOT_MEMORY, why):
+            return
         events.add(("cuda_runtime_error", "ggml-host"), i, lambda: OomEvent(
             kind="cuda_runtime_error", backend="CUDA", exception=exc, message_format="ggml-pinned-host-alloc",
             tried_to_allocate_bytes=_size(m.group("size")), line=0, strength="likely",

@@ -120,7 +120,9 @@ ANCHOR_LITERALS = (
     # TensorFlow unable to place a tensor's copy on the GPU
     "Dst tensor is not initialized", "Cannot allocate", "The paging file", "WinError 1455",
     # (not "shared memory" alone: DeepSpeed's environment report prints "shared memory (/dev/shm) size")
-    "Unexpected bus", "nsufficient shared memory", "out of shared memory", "shared memory segment",
+    # (and the end of PyTorch's hint, whose start a hard wrap may leave on the line above: "... out
+    # of shared" / "memory. Please try to raise your shared memory limit.")
+    "Unexpected bus", "nsufficient shared memory", "out of shared memory", "shared memory segment", "shared memory limit",
     "unable to write to file </torch_",
     # OpenMPI's rank ended by a signal; a worker pool losing a process without an exception
     "mpirun noticed", "THE EXIT STRING", "abruptly died during map", "terminated abruptly", "ExitCode",

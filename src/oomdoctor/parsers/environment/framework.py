@@ -130,7 +130,7 @@ def _score(score: dict, fw: str, weight: int, line: int) -> None:
 # CUDA check, TensorFlow's host allocator, a CUDA error string printed alone): they say a GPU ran
 # out, not which framework ran the step
 _NOT_PYTORCH_FORMATS = frozenset({
-    "cuda-error-string", "cuda-call", "cuda-driver-host-alloc", "ggml-pinned-host-alloc", "library-allocator", "tensorrt",
+    "cuda-error-string", "cuda-call", "cuda-driver-host-alloc", "ggml-pinned-host-alloc", "cuda-pinned-invalid-argument", "library-allocator", "tensorrt",
     "jittor-memory-check", "paddle-allocator", "onnxruntime-arena", "nnabla-caching-allocator",
     "mindspore-memory-pool", "cupy-memory-pool", "catboost-memory-pool", "tt-metal-allocator", "opencl-allocation",
     "rmm-memory-pool",
