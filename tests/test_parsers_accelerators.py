@@ -162,3 +162,27 @@ def test_a_retry_warning_counts_only_when_the_log_stops_in_a_traceback_under_it(
     events = _accelerators_only(_RETRY_WARNING + after).facts.oom_events
     assert [(e.strength, e.tried_to_allocate_bytes) for e in events] == (
         [("likely", round(7.31 * 2 ** 30))] if counted else [])
+
+
+_BFC_STATS = """Limit:                       {limit}
+InUse:                       {in_use}
+MaxInUse:                    {max_in_use}
+NumAllocs:                        1187
+MaxAllocSize:                 31457280
+"""
+
+
+def test_the_bfc_statistics_alone_are_a_likely_failure():
+    (ev,) = _accelerators_only(_BFC_STATS.format(limit=1073741824, in_use=1073610752, max_in_use=1073676288)
+                               ).facts.oom_events
+    assert ev.strength == "likely" and ev.message_format == "bfc-allocator-stats"
+    assert "1.00 GiB limit" in ev.detail
+
+
+@pytest.mark.parametrize("text", [
+    # the rows without their Limit and InUse above are something else's
+    "MaxInUse:                    1073676288\n",
+    "Limit: 10\nsomething\nelse\nmore\nMaxInUse: 12\n",
+])
+def test_a_lone_maxinuse_row_is_not_the_statistics(text):
+    assert not _accelerators_only(text).facts.oom_events

@@ -317,3 +317,16 @@ def test_a_wrapped_shared_memory_hint_is_read_whole(text, worker):
     assert bool(events) is worker
     if worker:
         assert events[0].line == 1
+
+
+@pytest.mark.parametrize("text, killed", [
+    # runc's report of a container killed as it started, passed on by the kubelet
+    ('Warning  Failed  113s   kubelet  Error: container create failed: time="2022-09-14T11:35:13Z" level=error '
+     'msg="runc create failed: unable to start container process: container init was OOM-killed (memory limit too low?)"',
+     True),
+    ("the container was OOM-killed", True),
+    ("a container is OOM-killed when it passes its limit", False),
+])
+def test_a_container_oom_killed_as_it_starts_is_a_kill(text, killed):
+    ctx = _host_only(text + "\n")
+    assert bool(_host_events(ctx)) is killed

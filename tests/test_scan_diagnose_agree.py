@@ -264,9 +264,10 @@ DETAIL = {
     # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure;
     # _BFC_LIMIT the BFC allocator's limit in the statistics above its error (the anchor); _GGML_METAL_OVER
     # ggml's over-the-working-set warning above its Metal command buffer's failure (the anchor)
+    # _BFC_STATS_LIMIT and _BFC_STATS_IN_USE the rows above the allocator statistics' MaxInUse row (the anchor)
     "accelerators": {"_SIZE_PARTS", "_MPS_HINT", "_XLA_USED", "_XLA_MEMORYISH", "_BUFFER_ASSIGNMENT", "_BUFFER_TOTAL",
                      "_TF_HINT", "_DEVICE_IN_NAME", "_NODE_DEVICE", "_HBM_CAPACITY", "_DISK_FULL", "_XLA_ASYNC_FREE",
-                     "_XLA_ASYNC_IN_USE", "_BFC_LIMIT", "_GGML_METAL_OVER"},
+                     "_XLA_ASYNC_IN_USE", "_BFC_LIMIT", "_GGML_METAL_OVER", "_BFC_STATS_LIMIT", "_BFC_STATS_IN_USE"},
     # _WRAPPED_CUDA_FAULT only rules out a MemoryError (the anchor) that wraps a CUDA fault;
     # _K_REAPER follows the kernel's "Killed process" line; _CFE_* are parts of torchrun's
     # failure summary, printed with its "ChildFailedError" and "exitcode" lines; _SHM_PATH

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple, Optional
 import regex as re
 
 from ..facts.models import OomEvent
-from ..facts.sizes import to_bytes
+from ..facts.sizes import format_size, to_bytes
 from ..read.normalise import Line
 from ..read.patterns import lazy
 from .base import EXC_AT_START as _EXC_AT_START, EXCEPTION_CLASS, ParseContext
@@ -363,6 +363,12 @@ _BFC_DUMP_ROW = lazy(r"\b(?:Chunk|InUse|Free)\s+at (?:0x)?[0-9a-fA-F]{6,} of siz
 # ... and the summary it prints with them (its DumpMemoryLog): "total_region_allocated_bytes_:
 # 55115776 memory_limit_: 55115776 available bytes: 0 curr_region_allocation_bytes_: 110231552"
 _BFC_DUMP_SUMMARY = lazy(r"\btotal_region_allocated_bytes_: \d{1,20} memory_limit_: \d{1,20}")
+# the statistics the BFC allocator prints after its dump when an allocation fails ("Stats:", then
+# "Limit:  536870912", "InUse:  536786944", "MaxInUse:  536800512", ... "LargestFreeBlock:  0"),
+# read from its MaxInUse row with the Limit and InUse rows above it
+_BFC_STATS_ROW = lazy(r"^\s*MaxInUse:\s+\d{1,20}\s*$")
+_BFC_STATS_LIMIT = lazy(r"^\s*Limit:\s+(?P<n>\d{1,20})\s*$")
+_BFC_STATS_IN_USE = lazy(r"^\s*InUse:\s+(?P<n>\d{1,20})\s*$")
 
 
 class _Report(NamedTuple):
@@ -403,6 +409,26 @@ def _report_rows_alone(ctx: ParseContext, events: _Events) -> bool:
                     kind="xla", backend=backend, line=0, message_format=rep.message_format, strength="likely",
                     detail=rep.what + "; the error line was not pasted"))
                 return True
+    return _bfc_stats_alone(ctx, events)
+
+
+def _bfc_stats_alone(ctx: ParseContext, events: _Events) -> bool:
+    """The BFC allocator's statistics rows (Limit, InUse, MaxInUse), printed only when an
+    allocation failed, without the error line: what was in use against the limit."""
+    for i in ctx.lines_with(("MaxInUse:",)):
+        if not ctx.search(_BFC_STATS_ROW, ctx.lines[i].text):
+            continue
+        above = [ctx.lines[j].text for j in range(max(0, i - 3), i)]
+        limit = next((int(m.group("n")) for t in above if (m := ctx.search(_BFC_STATS_LIMIT, t))), None)
+        in_use = next((int(m.group("n")) for t in above if (m := ctx.search(_BFC_STATS_IN_USE, t))), None)
+        if limit is None or in_use is None:
+            continue
+        events.add(("bfc-stats",), i, lambda: OomEvent(
+            kind="xla", backend="TF" if "tensorflow" in ctx.lines[i].raw else None, line=0,
+            message_format="bfc-allocator-stats", strength="likely",
+            detail=f"the BFC allocator's statistics, printed when an allocation fails: {format_size(in_use)} in use "
+                   f"of its {format_size(limit)} limit; the error line was not pasted"))
+        return True
     return False
 
 

@@ -82,7 +82,10 @@ _SCHEDULER_LIMIT = lazy(r"cgroup/OOM: Killed because of memory limit|^\s*failed 
 # Worker exceeded 95% memory budget. Restarting", later "Worker tcp://...:40101 (pid=4242)
 # exceeded 95% memory budget. Restarting..."); its pause at a lower threshold is no kill
 _DASK_NANNY = lazy(r"exceeded \d{1,3}% memory budget\.\s{1,4}Restarting")
-_K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b")
+# (and runc's own report of a container killed as it started, which the kubelet passes on:
+# "runc create failed: unable to start container process: container init was OOM-killed
+# (memory limit too low?)")
+_K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b|\bcontainer (?:init )?was OOM-killed\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
                   r"|ray\.exceptions\.OutOfMemoryError"

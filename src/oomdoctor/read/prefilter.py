@@ -88,7 +88,7 @@ ANCHOR_LITERALS = (
     "failed with status", "RetryOOM",
     # ggml's backend buffers, TensorRT-LLM's executor (parsers/runtime.py)
     "buffer of size", "insufficient GPU memory",
-    "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "total_region_allocated_bytes_", "raise_if_low_memory",
+    "Memory on the node", "OOM happens", "hbm requirement", "vmem requirement", "bfc_allocator", "Sum Total of in-use", "MaxInUse:", "total_region_allocated_bytes_", "raise_if_low_memory",
     # an nvidia-smi process table (ranks sharing a GPU show in its rows; a paste may hold the rows
     # without the header, and each row ends in "MiB |") and tcmalloc's report of a large host
     # allocation: memory pressure without a failure (parsers/allocator_stats.py)
