@@ -257,3 +257,10 @@ _GLUE_PIECES = ["it/s]", "s/it]", "Traceback (most recent call last):", '  File 
 def test_glued_records_found_on_the_whole_text_as_line_by_line(lines):
     text = "\n".join(lines)
     assert normalise(text) == _each_line_searched(text)
+
+
+def test_syslogs_octal_escapes_of_colours_are_taken_off():
+    from oomdoctor.read.normalise import strip_ansi
+    assert strip_ansi("#033[2m#033[33m(raylet)#033[0m [DATE] (raylet) node_manager.cc:3007:") == \
+        "(raylet) [DATE] (raylet) node_manager.cc:3007:"
+    assert strip_ansi("issue #033 is open") == "issue #033 is open"

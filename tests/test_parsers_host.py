@@ -330,3 +330,19 @@ def test_a_wrapped_shared_memory_hint_is_read_whole(text, worker):
 def test_a_container_oom_killed_as_it_starts_is_a_kill(text, killed):
     ctx = _host_only(text + "\n")
     assert bool(_host_events(ctx)) is killed
+
+
+def test_the_raylets_report_wrapped_at_a_fixed_width_is_a_kill():
+    text = ("(raylet) [DATE] (raylet) node_manager.cc:3007: 2 Workers (tasks /\n"
+            " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: ab\n")
+    (ev,) = _host_events(_host_only(text))
+    assert ev.line == 1
+
+
+@pytest.mark.parametrize("text, killed", [
+    ("The kernel for Untitled.ipynb appears to have died. It will restart automatically.", True),
+    ("The kernel appears to have died. It will restart automatically.", True),
+    ("if the kernel for a notebook appears to have died, restart it", False),
+])
+def test_jupyterlabs_kernel_death_names_the_notebook(text, killed):
+    assert bool(_host_events(_host_only(text + "\n"))) is killed

@@ -265,3 +265,24 @@ def test_a_decoding_loop_of_the_gpt_fast_kind_is_generation(function, found):
 ])
 def test_a_wrapper_that_names_its_pass_decides_without_frames(log, phase):
     assert facts(log).phase.phase == phase
+
+
+_TF_WARNING = ("2025-01-29 11:11:38.575277: W tensorflow/core/framework/op_kernel.cc:1745] OP_REQUIRES failed at "
+               "{file}:663 : {status}: OOM when allocating tensor with shape[4,16,540,960] and type float on "
+               "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+               "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+               "shape[4,16,540,960] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n")
+
+
+@pytest.mark.parametrize("file, status, phase", [
+    ("conv_ops_fused_impl.h", "RESOURCE_EXHAUSTED", "forward"),
+    ("conv_ops.cc", "Resource exhausted", "forward"),
+    ("training_ops.cc", "RESOURCE_EXHAUSTED", "optimizer_step"),
+    # kernels of both passes say nothing; dropout draws its masks with random_op
+    ("matmul_op.cc", "RESOURCE_EXHAUSTED", None),
+    ("random_op.cc", "RESOURCE_EXHAUSTED", None),
+    # a kernel that failed for another reason is not the out-of-memory's
+    ("conv_ops.cc", "UNIMPLEMENTED", None),
+])
+def test_the_kernel_file_tensorflow_names_decides_the_pass(file, status, phase):
+    assert facts(_TF_WARNING.format(file=file, status=status)).phase.phase == phase

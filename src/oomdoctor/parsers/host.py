@@ -110,8 +110,10 @@ _NOTEBOOK = lazy(r"Your session crashed after using all available RAM"
 # (Jupyter's "KernelRestarter: restarting kernel (1/5)", the notebook page's "The kernel appears
 # to have died. It will restart automatically.", VS Code's "The Kernel crashed while executing
 # code in the current cell"): most often the OOM killer, but a crash in native code reads the same
+# (JupyterLab names the notebook: "The kernel for Untitled.ipynb appears to have died. It will
+# restart automatically.")
 _KERNEL_DIED = lazy(r"KernelRestarter: restarting kernel \(\d{1,3}/\d{1,3}\)|The kernel appears to have died"
-                    r"|The Kernel crashed while executing code")
+                    r"|The kernel for \S[^\n]{0,300}? appears to have died|The Kernel crashed while executing code")
 # ... and the notebook server's log of its restarter bringing a dead kernel back (notebook's and
 # jupyter_server's on_kernel_restarted: "kernel %s restarted", after the logger's fields, "[W
 # 10:02:11.371 NotebookApp] " or "WARNING:root:"; a restart the user asked for is not logged so).
@@ -389,7 +391,7 @@ _QUICK = ("oom", "OOM", "Kill", "kill", "exitcode", "return code", "Memory", "me
           "OUT_OF_MEMORY", "shm", "No space", "RAM", "rank", "Buy new", "posix_memalign",
           "rror code -", "failed with -", "Fail to alloc memory of", "MEM(GB)", "aught signal", "MEMLIMIT", "exceeded limit", "death signal",
           "unable to write to file </torch_", "mpirun noticed", "terminated by signal", "abruptly", "Bus error", "exit codes of the workers", "was sent SIGKILL",
-          "KernelRestarter", "kernel appears to have died", " restarted", "input dependencies", "memory budget", "Kernel crashed", "YARN", "physical memory limits",
+          "KernelRestarter", "appears to have died", " restarted", "input dependencies", "memory budget", "Kernel crashed", "YARN", "physical memory limits",
           "for an array with shape") \
     + _PAGING_WORDS + KILLED_LOCALISED
 
@@ -582,6 +584,11 @@ def _scheduler(s: _Scan, i: int, text: str) -> bool:
     if ("emory" in text or "OutOfMemoryError" in text) and ctx.search(_RAY, text):
         s.kill(i, "certain", "ray", "Ray's memory monitor raised RayOutOfMemoryError: the node ran low on memory"
                if "RayOutOfMemoryError" in text else "Ray memory monitor killed a worker: the node ran low on memory")
+        return True
+    if "killed due to memory pressure" in text and i and ctx.rejoined(i - 1, _RAY, max_lines=1):
+        # the raylet's report hard-wrapped at a fixed width ("... 2 Workers (tasks /" then
+        # " actors) killed due to memory pressure (OOM), ..."): read whole, on its first line
+        s.kill(i - 1, "certain", "ray", "Ray memory monitor killed a worker: the node ran low on memory")
         return True
     if "MEM(GB)" in text and ctx.search(_RAY_TABLE, text):
         s.kill(i, "likely", "ray", "Ray's memory monitor listed its top memory users: the report it prints with a kill")

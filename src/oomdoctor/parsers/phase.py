@@ -575,7 +575,8 @@ def parse(ctx: ParseContext) -> None:
         _phase_from_markers(ctx, line)
         # (an operator's or a kernel's pass is only the step's: an evaluation or a load the markers
         # name holds it; a host-side death is no kernel's)
-        if ph.phase is None and (hint := _paddle_op_hint(ctx, idx) or (None if host_side else _kernel_hint(ctx, idx))
+        if ph.phase is None and (hint := _paddle_op_hint(ctx, idx) or _tf_kernel_file_hint(ctx, idx)
+                                 or (None if host_side else _kernel_hint(ctx, idx))
                                  or _nan_loss_hint(ctx, line, idx)):
             ph.phase, ph.line, ph.reason = hint
     markers = [(n, name) for name, ns in ctx.facts.markers.items() for n in ns if n <= line]
@@ -832,6 +833,38 @@ def _tf_node_hint(ctx: ParseContext, idx: int, within: int = 30) -> Optional[tup
             phase = "forward"
         if phase:
             return phase, ctx.lines[i].no, f"TensorFlow node {name[:60]}"
+    return None
+
+
+# TensorFlow's warning before the error names the source file of the kernel that could not get
+# its output ("OP_REQUIRES failed at conv_ops_fused_impl.h:663 : RESOURCE_EXHAUSTED: OOM when
+# allocating ..."). A convolution's forward kernels are only the forward pass's (its backward runs
+# the Conv2DBackprop kernels, of conv_grad_*_ops), the optimizers' apply kernels live in
+# training_ops, the random initialisers of new variables in random_op; other kernels (matmul,
+# element-wise, batch norm; random_op, which draws dropout's masks as well as new variables) run
+# in both passes and say nothing. Only a kernel that ran out (RESOURCE_EXHAUSTED) is the failure's;
+# a forward pass under an evaluation's unfinished bar is the evaluation's
+_TF_KERNEL_FILE = lazy(r"OP_REQUIRES failed at (?P<file>\w{1,80})\.(?:cc|h):\d{1,6}\s*:\s*(?i:resource[_ ]exhausted)")
+_TF_KERNEL_FILES = (
+    ("forward", lazy(r"^(?:conv_ops(?:_fused(?:_impl|_float|_half)?|_3d)?|depthwise_conv_op)$")),
+    ("optimizer_step", lazy(r"^training_ops$")),
+)
+_TF_KERNEL_REACH = 40
+
+
+def _tf_kernel_file_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
+    """No frame or node names the pass: the kernel file TensorFlow's warning names, the one
+    nearest the error (printed above it)."""
+    for i in sorted(ctx.lines_with(("OP_REQUIRES failed at",)), key=lambda i: abs(i - idx)):
+        if abs(i - idx) > _TF_KERNEL_REACH:
+            break
+        m = ctx.search(_TF_KERNEL_FILE, ctx.lines[i].text)
+        if m and (phase := _phase_in(_TF_KERNEL_FILES, m.group("file"))):
+            if phase == "forward" and (n := _evaluation_running(ctx, ctx.lines[idx].no)) is not None:
+                return "eval", n, f"TensorFlow kernel {m.group('file')} while the evaluation ran"
+            return phase, ctx.lines[i].no, f"TensorFlow kernel {m.group('file')}"
+        if m:
+            return None   # (the nearest kernel says nothing: a farther one is another failure's)
     return None
 
 

@@ -48,6 +48,9 @@ _CONTROL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Escape sequences in caret notation: a terminal or pager showed ESC as "^[" and the
 # user copied that ("^[[31mJob failed^[[39m").
 _CARET_SGR = lazy(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
+# ... and in syslog's octal escape: rsyslog writes a control character it receives as "#" and
+# three octal digits, ESC as "#033" ("#033[2m#033[33m(raylet)#033[0m")
+_SYSLOG_SGR = lazy(r"#033\[[0-9;?]*[ -/]*[@-~]")
 
 
 # markdown bold that a user put around part of a pasted line
@@ -263,6 +266,8 @@ def strip_ansi(text: str) -> str:
         text = _ANSI.sub("", text)
     if "^[[" in text:
         text = _CARET_SGR.sub("", text)
+    if "#033[" in text:
+        text = _SYSLOG_SGR.sub("", text)
     if "m" in text and "[" in text:
         numbered = _BARE_SGR.sub("", text)
         if "[m" in text:
