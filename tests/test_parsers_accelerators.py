@@ -156,6 +156,10 @@ _RETRY_WARNING = ("2024-03-15 22:54:07.499744: W external/org_tensorflow/tensorf
     ("Traceback (most recent call last):\n  File \"/app/run.py\", line 4, in <module>\nValueError: bad shape\n", False),
     # the run went on after the warning
     ("I0315 22:54:09 model.py:175] Total JAX model predict time 41.2s\n", False),
+    # a traceback that ends in an error with no message is not cut
+    ('Traceback (most recent call last):\n  File "/app/run.py", line 400, in main\n    time.sleep(1)\nKeyboardInterrupt\n',
+     False),
+    ('Traceback (most recent call last):\n  File "/app/run.py", line 12, in check\n    assert ok\nAssertionError\n', False),
     ("", False),
 ])
 def test_a_retry_warning_counts_only_when_the_log_stops_in_a_traceback_under_it(after, counted):
@@ -176,13 +180,17 @@ def test_the_bfc_statistics_alone_are_a_likely_failure():
     (ev,) = _accelerators_only(_BFC_STATS.format(limit=1073741824, in_use=1073610752, max_in_use=1073676288)
                                ).facts.oom_events
     assert ev.strength == "likely" and ev.message_format == "bfc-allocator-stats"
-    assert "1.00 GiB limit" in ev.detail
+    assert "1.00 GiB limit" in ev.detail and ev.backend is None
+    header = "2019-01-01 10:00:00.000000: I tensorflow/core/common_runtime/bfc_allocator.cc:1101] Stats: \n"
+    (ev,) = _accelerators_only(header + _BFC_STATS.format(limit=1073741824, in_use=1073610752, max_in_use=1073676288)
+                               ).facts.oom_events
+    assert ev.backend == "TF"
 
 
 @pytest.mark.parametrize("text", [
     # the rows without their Limit and InUse above are something else's
     "MaxInUse:                    1073676288\n",
-    "Limit: 10\nsomething\nelse\nmore\nMaxInUse: 12\n",
+    "Limit: 10\nInUse: 9\nsomething\nelse\nmore\nMaxInUse: 12\n",
 ])
 def test_a_lone_maxinuse_row_is_not_the_statistics(text):
     assert not _accelerators_only(text).facts.oom_events

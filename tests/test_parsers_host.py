@@ -306,6 +306,9 @@ def test_killed_in_a_sentence_with_a_full_stop_is_not_the_shells():
     # PyTorch's hint hard-wrapped where a quote broke it: read whole, on its first line
     ("error. It is possible that dataloader's workers are out of shared\n"
      "memory. Please try to raise your shared memory limit.\n", True),
+    # ... wrapped after "workers are"
+    ("error. It is possible that dataloader's workers are\n"
+     "out of shared memory. Please try to raise your shared memory limit.\n", True),
     # ... the hint on one line, its worker's bus error cut away
     ("It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.\n", True),
     # two lines that only end and start with the words
@@ -324,8 +327,9 @@ def test_a_wrapped_shared_memory_hint_is_read_whole(text, worker):
     ('Warning  Failed  113s   kubelet  Error: container create failed: time="2022-09-14T11:35:13Z" level=error '
      'msg="runc create failed: unable to start container process: container init was OOM-killed (memory limit too low?)"',
      True),
-    ("the container was OOM-killed", True),
-    ("a container is OOM-killed when it passes its limit", False),
+    # prose about it is no report of it
+    ("If the container was OOM-killed, raise the memory limit in values.yaml and redeploy.", False),
+    ("Check whether the container init was OOM-killed: kubectl describe pod trainer-0", False),
 ])
 def test_a_container_oom_killed_as_it_starts_is_a_kill(text, killed):
     ctx = _host_only(text + "\n")

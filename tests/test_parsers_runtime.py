@@ -154,6 +154,9 @@ def test_a_cuda_error_is_bitsandbytes_only_under_its_package(frame, fmt):
     # the same error from anything else is not a refused pinned buffer
     ("    out = fused_rope(q, k, cos, sin)", False),
     ("    buffer = torch.empty(size, dtype=torch.uint8, pin_memory=False)", False),
+    # a loader or an argument parser told to pin is no pinned tensor being made
+    ("    loader = DataLoader(ds, batch_size=8, pin_memory=True)", False),
+    ("Namespace(batch_size=8, pin_memory=True, lr=0.1)", False),
 ])
 def test_invalid_argument_under_pinning_code_is_a_refused_pinned_buffer(code, pinned):
     text = ('  File "/x/memory_management.py", line 1285, in __init__\n' + code + "\n"
@@ -173,3 +176,10 @@ def test_invalid_argument_under_pinning_code_is_a_refused_pinned_buffer(code, pi
 def test_a_refused_ggml_pinned_buffer_is_memory_only_for_a_memory_reason(why, refused):
     text = f"ggml_cuda_host_malloc: failed to allocate 448.00 MiB of pinned memory: {why}\n"
     assert bool(_runtime_only(text).facts.oom_events) is refused
+
+
+def test_only_the_code_line_right_above_the_error_counts_for_pinning():
+    text = ('  File "train.py", line 30, in main\n    staging = torch.empty(n, pin_memory=True)\n'
+            '  File "train.py", line 31, in main\n    model = model.cuda()\n'
+            "RuntimeError: CUDA error: invalid argument\n")
+    assert not _runtime_only(text).facts.oom_events

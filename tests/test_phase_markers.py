@@ -267,6 +267,12 @@ def test_a_wrapper_that_names_its_pass_decides_without_frames(log, phase):
     assert facts(log).phase.phase == phase
 
 
+def test_a_wrappers_forward_under_an_unfinished_evaluation_bar_is_the_evaluations():
+    log = ("Evaluating:  40%|####      | 4/10 [00:03<00:05,  1.2it/s]\n    output.reraise()\n    raise exception\n"
+           "torch.cuda.OutOfMemoryError: Caught OutOfMemoryError in replica 0 on device 0.\n")
+    assert facts(log).phase.phase == "eval"
+
+
 _TF_WARNING = ("2025-01-29 11:11:38.575277: W tensorflow/core/framework/op_kernel.cc:1745] OP_REQUIRES failed at "
                "{file}:663 : {status}: OOM when allocating tensor with shape[4,16,540,960] and type float on "
                "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"

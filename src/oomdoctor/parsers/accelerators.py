@@ -423,8 +423,10 @@ def _bfc_stats_alone(ctx: ParseContext, events: _Events) -> bool:
         in_use = next((int(m.group("n")) for t in above if (m := ctx.search(_BFC_STATS_IN_USE, t))), None)
         if limit is None or in_use is None:
             continue
+        # (the logger's prefix, with the allocator's source path, is on the "Stats:" line above)
+        tf = any("tensorflow" in ctx.lines[j].raw for j in range(max(0, i - 4), i + 1))
         events.add(("bfc-stats",), i, lambda: OomEvent(
-            kind="xla", backend="TF" if "tensorflow" in ctx.lines[i].raw else None, line=0,
+            kind="xla", backend="TF" if tf else None, line=0,
             message_format="bfc-allocator-stats", strength="likely",
             detail=f"the BFC allocator's statistics, printed when an allocation fails: {format_size(in_use)} in use "
                    f"of its {format_size(limit)} limit; the error line was not pasted"))
@@ -608,7 +610,13 @@ def _stops_in_a_traceback_after(ctx: ParseContext, i: int) -> bool:
         return False
     header = next((j for j in range(i + 1, min(end, i + 1 + _HEADER_REACH))
                    if ctx.lines[j].text.lstrip().startswith("Traceback (most recent call last)")), None)
-    return header is not None and not any(ctx.search(_EXC_AT_START, ctx.lines[j].text) for j in range(header + 1, end))
+    if header is None or any(ctx.search(_EXC_AT_START, ctx.lines[j].text) for j in range(header + 1, end)):
+        return False
+    # the log's last line is still the traceback's (its header, a frame or a frame's code, all
+    # indented), not an error that names no message ("KeyboardInterrupt", a bare "AssertionError")
+    last = next(j for j in range(end - 1, header - 1, -1) if ctx.lines[j].text.strip())
+    text = ctx.lines[last].text
+    return last == header or text[:1].isspace() or text.lstrip().startswith('File "')
 
 
 def _bfc_event(ctx: ParseContext, events: _Events, i: int, m: re.Match, warned: bool = False) -> None:

@@ -85,7 +85,8 @@ _DASK_NANNY = lazy(r"exceeded \d{1,3}% memory budget\.\s{1,4}Restarting")
 # (and runc's own report of a container killed as it started, which the kubelet passes on:
 # "runc create failed: unable to start container process: container init was OOM-killed
 # (memory limit too low?)")
-_K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b|\bcontainer (?:init )?was OOM-killed\b")
+_K8S = lazy(r"\bOOMKilled\b|\"?reason\"?\s*[:=]\s*\"?OOM Killed|\bOOMKilling\b"
+            r"|\b(?:runc create failed|unable to start container process)\b[^\n]{0,120}?\bcontainer init was OOM-killed\b")
 _RAY = lazy(r"Task was killed due to the node running low on memory|Memory on the node \([^)\n]{0,300}\) where the"
                   r"|which exceeds the memory usage threshold of \d|Ray killed this worker \(ID:"
                   r"|ray\.exceptions\.OutOfMemoryError"
@@ -807,14 +808,26 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
             # another errno): not shared memory exhausted
             return
         s.shm.append(i)
-        if ("bus error" in text.lower() and "worker" in text) or "workers are out of shared memory" in text:
-            # (PyTorch's hint "It is possible that dataloader's workers are out of shared memory"
-            # is printed only under a worker's "killed by signal: Bus error", which a paste may cut)
+        if "bus error" in text.lower() and "worker" in text:
             s.dl.append((i, "certain", "a DataLoader worker hit a bus error: shared memory (/dev/shm) exhausted", None, "shm"))
+        elif "workers are out of shared memory" in text or _hint_wrapped_above(ctx, i, text):
+            # PyTorch's hint "It is possible that dataloader's workers are out of shared memory" is
+            # printed only under a worker's "killed by signal: Bus error", which a paste cut away:
+            # PyTorch's own words, so the worker's death is as certain as its line would make it
+            # (read on the line the hint starts on)
+            start = i - 1 if "workers are out of shared memory" not in text else i
+            s.dl.append((start, "certain", "a DataLoader worker died of a bus error (PyTorch's hint that its workers are "
+                                           "out of shared memory; the worker's own line was not pasted)", None, "shm"))
         elif "unable to write to file </torch_" in text:
             # (a process handing a tensor to another: most often a data worker's batch)
             s.dl.append((i, "certain", "a process could not write a tensor into shared memory (/dev/shm) to hand "
                                        "it to another (a data worker's batch, most often)", None, "shm"))
+
+
+def _hint_wrapped_above(ctx: ParseContext, i: int, text: str) -> bool:
+    """PyTorch's shared-memory hint hard-wrapped after "workers are": this line goes on with
+    "out of shared memory", the line above holds the hint's start."""
+    return bool(i) and text.lstrip().startswith("out of shared memory") and "workers are" in ctx.lines[i - 1].text
 
 
 def _launcher(s: _Scan, i: int, text: str) -> None:

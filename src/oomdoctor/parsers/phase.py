@@ -681,6 +681,8 @@ def _message_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]
     for j in range(max(0, idx - _MESSAGE_REACH), min(len(ctx.lines), idx + _MESSAGE_REACH + 1)):
         text = ctx.lines[j].text
         if any(g in text for g in _MESSAGE_GATES) and (phase := _phase_in(_MESSAGE_PHASE, text)):
+            if phase == "forward" and (n := _evaluation_running(ctx, ctx.lines[idx].no)) is not None:
+                return "eval", n, f"the error's wrapper, while the evaluation ran: {text.strip()[:40]}"
             return phase, ctx.lines[j].no, f"the error's wrapper: {text.strip()[:60]}"
     return None
 

@@ -73,7 +73,10 @@ _GGML_PINNED = lazy(r"failed to allocate (?P<size>\d{1,9}(?:\.\d{1,3})? (?:MiB|M
 _PINNED_NOT_MEMORY = lazy(r"\bdriver\b|no CUDA-capable device|initiali[sz]ation error|not supported", re.I)
 # the code of a traceback's innermost frame that asks for page-locked host memory
 # ("buffer = torch.empty(size, dtype=torch.uint8, pin_memory=True)", "x.pin_memory()")
-_PINNING_CODE = lazy(r"\bpin_memory\s*=\s*True\b|\.pin_memory\(\)|\bcudaHost(?:Alloc|Register)\b|\bcudaMallocHost\b")
+# (a tensor made pinned, not a DataLoader or an argument parser told to pin)
+_PINNING_CODE = lazy(r"\btorch\.(?:empty|zeros|ones|full|tensor|empty_like|zeros_like)\([^\n]*\bpin_memory\s*=\s*True\b"
+                     r"|\.pin_memory\(\)|\bcudaHost(?:Alloc|Register)\b|\bcudaMallocHost\b")
+_CARETS = lazy(r"^\s*[\^~]+\s*$")
 # TensorFlow's GPU allocator retries a refused region with this fraction of its size
 _BACKPEDAL = 0.9
 # the CUDA driver's calls that allocate device memory (cuMemAlloc and its variants; the virtual-memory
@@ -748,6 +751,18 @@ def _call_event(events: _Events, i: int, exc: Optional[str], call: Optional[str]
         device_index=dev, detail=what + (" (page-locked host memory)" if host else "")))
 
 
+def _pinning_code_above(ctx: ParseContext, i: int) -> bool:
+    """The code line printed right above line ``i`` (past Python's caret line; not a frame's
+    'File "..."' line) makes a pinned tensor or calls cudaHostAlloc."""
+    for j in range(i - 1, max(-1, i - 4), -1):
+        text = ctx.lines[j].text
+        if not text.strip() or ("^" in text or "~" in text) and ctx.search(_CARETS, text):
+            continue
+        return ("pin" in text or "Host" in text) and not text.lstrip().startswith('File "') \
+            and ctx.search(_PINNING_CODE, text) is not None
+    return False
+
+
 def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
     ln = ctx.lines[i]
     text = ln.text
@@ -832,8 +847,7 @@ def _line_events(ctx: ParseContext, events: _Events, i: int) -> None:
             kind="hip", backend="HIP", exception=exc, message_format="hip-driver-api", tried_to_allocate_bytes=n,
             line=0, detail="hipErrorMemoryAllocation"))
         return
-    if "CUDA error: invalid argument" in text and any(
-            "pin" in ctx.lines[j].text and ctx.search(_PINNING_CODE, ctx.lines[j].text) for j in range(max(0, i - 4), i)):
+    if "CUDA error: invalid argument" in text and _pinning_code_above(ctx, i):
         # cudaHostAlloc refusing one page-locked buffer larger than the driver will lock (a few
         # GiB on some systems) answers "invalid argument", not "out of memory": the code of the
         # innermost frame, printed right above, says the tensor was being pinned

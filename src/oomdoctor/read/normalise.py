@@ -50,7 +50,7 @@ _CONTROL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CARET_SGR = lazy(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
 # ... and in syslog's octal escape: rsyslog writes a control character it receives as "#" and
 # three octal digits, ESC as "#033" ("#033[2m#033[33m(raylet)#033[0m")
-_SYSLOG_SGR = lazy(r"#033\[[0-9;?]*[ -/]*[@-~]")
+_SYSLOG_SGR = lazy(r"#033\[[0-9;?]*[A-Za-z]")
 
 
 # markdown bold that a user put around part of a pasted line
