@@ -252,13 +252,13 @@ DETAIL = {
     # _MLC_PART and _MLC_END the sizes MLC LLM's check sums and its end (its message is the anchor);
     # _PADDLE_LEGACY_TOTAL the device's size under Paddle 1.x's legacy allocator refusal (the anchor)
     # _PINNED_NOT_MEMORY reads the reason ggml gives for a refused pinned buffer (its message is the
-    # anchor); _PINNING_CODE and _CARETS the frame's code (past its caret line) above a "CUDA error: invalid argument" (the anchor)
+    # anchor); _PINNING_CODE the frame's code (past its CARET line, traceback's pattern) above a "CUDA error: invalid argument" (the anchor)
     "runtime": {"_SIZE_PARTS", "_SUFFIX", "_WHEN_CALLING", "_NCCL_DEV", "_BNB_FRAME", "_NEURON", "_LIBRARY_SOURCE",
                 "_PYTORCH_SOURCE", "_LIBRARY_SOURCE_BEFORE", "_LIBRARY_SOURCE_BARE", "_CANN_DEVICE", "_CANN_SIZE", "_FAILURE_WORD", "_TRT_SIZE", "_GGML_WHERE",
                 "_ORT_NOT_USED", "_ORT_CPU_ONLY", "_JITTOR_TOTALS", "_MINDSPORE_SIZE", "_GGML_ALLOCATING",
                 "_TRTLLM_TOTAL", "_TRTLLM_FREE", "_QUOTED_ADVICE", "_ERROR_WORD", "_XGB_FIGURE", "_CUDA_JL_USAGE",
                 "_CUDA_JL_POOL", "_CUPY_HELD_REST", "_MLC_PART", "_MLC_END", "_PADDLE_LEGACY_TOTAL",
-                "_PINNED_NOT_MEMORY", "_PINNING_CODE", "_CARETS"},
+                "_PINNED_NOT_MEMORY", "_PINNING_CODE", "CARET"},
     # _NODE_DEVICE reads the node TensorFlow prints under its OOM line (the anchor), _HBM_CAPACITY
     # the table a TPU reservation failure prints under its line; _DISK_FULL only rules out a hint;
     # _XLA_ASYNC_FREE and _XLA_ASYNC_IN_USE the figures under the async allocator's failure;

@@ -357,6 +357,9 @@ _SHM = lazy(r"Unexpected bus error encountered in worker|insufficient shared mem
                   # (a DataLoader worker's batch): "unable to write to file </torch_74396_2983595444>",
                   # later releases add a counter ("</torch_74396_2983595444_0>")
                   r"|unable to write to file </torch_\d{1,9}_\d{1,12}(?:_\d{1,12})?>")
+# ... and PyTorch's hint in the DataLoader's bus-error message, for a wrap inside "workers are
+# out of shared memory" (the earliest match in the joined lines is the hint's)
+_SHM_OR_HINT = lazy(r"workers are out of shared memory|" + _SHM.pattern)
 _SHM_DISK = lazy(r"No space left on device")
 _SHM_PATH = lazy(r"/dev/shm|</?torch_\d|\bshm\b", re.I)
 _SIGBUS = lazy(r"exitcode\s*:\s*-7\b|exitcode: -7\)|return code = -7\b|Signal 7 \(SIGBUS\)|<Signals\.SIGBUS: 7>"
@@ -794,10 +797,11 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
             s.dl.append((i, "likely", f"DataLoader worker(s) (pid {pids}) exited unexpectedly"
                          + (f" with exit code {code}" if code else ""), exc, "host"))
             return
-    if i and "shared" in ctx.lines[i - 1].text and "memory" in text and not ctx.search(_SHM, text) \
-            and (wrapped := ctx.rejoined(i - 1, _SHM, max_lines=1)) is not None:
+    if i and "memory" in text and ("shared" in (prev := ctx.lines[i - 1].text) or "workers are" in prev) \
+            and (wrapped := ctx.rejoined(i - 1, _SHM_OR_HINT, max_lines=1)) is not None:
         # the message hard-wrapped where a console or a quote broke it ("... are out of shared" /
-        # "memory. Please try to raise your shared memory limit."): read it whole, on its first line
+        # "memory. Please try ...", "... workers are" / "out of shared memory. ..."): read it whole,
+        # on its first line (rejoined finds only a match that starts there)
         i, text = i - 1, wrapped.string
     if ctx.search(_SHM, text) or ("No space left" in text and ctx.search(_SHM_DISK, text) and ctx.search(_SHM_PATH, text)):
         if ("shared memory segment" in text and nccl_shm_strength(ctx, i, nccl_shm_match(ctx, i, text)) is None) \
@@ -810,24 +814,16 @@ def _dataloader(s: _Scan, i: int, text: str) -> None:
         s.shm.append(i)
         if "bus error" in text.lower() and "worker" in text:
             s.dl.append((i, "certain", "a DataLoader worker hit a bus error: shared memory (/dev/shm) exhausted", None, "shm"))
-        elif "workers are out of shared memory" in text or _hint_wrapped_above(ctx, i, text):
+        elif "workers are out of shared memory" in text:
             # PyTorch's hint "It is possible that dataloader's workers are out of shared memory" is
             # printed only under a worker's "killed by signal: Bus error", which a paste cut away:
             # PyTorch's own words, so the worker's death is as certain as its line would make it
-            # (read on the line the hint starts on)
-            start = i - 1 if "workers are out of shared memory" not in text else i
-            s.dl.append((start, "certain", "a DataLoader worker died of a bus error (PyTorch's hint that its workers are "
-                                           "out of shared memory; the worker's own line was not pasted)", None, "shm"))
+            s.dl.append((i, "certain", "a DataLoader worker died of a bus error (PyTorch's hint that its workers are "
+                                       "out of shared memory; the worker's own line was not pasted)", None, "shm"))
         elif "unable to write to file </torch_" in text:
             # (a process handing a tensor to another: most often a data worker's batch)
             s.dl.append((i, "certain", "a process could not write a tensor into shared memory (/dev/shm) to hand "
                                        "it to another (a data worker's batch, most often)", None, "shm"))
-
-
-def _hint_wrapped_above(ctx: ParseContext, i: int, text: str) -> bool:
-    """PyTorch's shared-memory hint hard-wrapped after "workers are": this line goes on with
-    "out of shared memory", the line above holds the hint's start."""
-    return bool(i) and text.lstrip().startswith("out of shared memory") and "workers are" in ctx.lines[i - 1].text
 
 
 def _launcher(s: _Scan, i: int, text: str) -> None:

@@ -675,15 +675,21 @@ _MESSAGE_GATES = ("in replica", "in model execution")
 _MESSAGE_REACH = 3
 
 
+def _unless_evaluating(ctx: ParseContext, idx: int, hint: tuple[str, int, str]) -> tuple[str, int, str]:
+    """A forward pass a hint names, under an evaluation's unfinished bar: the evaluation's."""
+    phase, _line, reason = hint
+    if phase == "forward" and (n := _evaluation_running(ctx, ctx.lines[idx].no)) is not None:
+        return "eval", n, f"{reason}, while the evaluation ran"
+    return hint
+
+
 def _message_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int, str]]:
     """No frame tells, but the error's wrapper says which pass it ran (on the error line or
     the few lines around it, where the wrapper prints its words)."""
     for j in range(max(0, idx - _MESSAGE_REACH), min(len(ctx.lines), idx + _MESSAGE_REACH + 1)):
         text = ctx.lines[j].text
         if any(g in text for g in _MESSAGE_GATES) and (phase := _phase_in(_MESSAGE_PHASE, text)):
-            if phase == "forward" and (n := _evaluation_running(ctx, ctx.lines[idx].no)) is not None:
-                return "eval", n, f"the error's wrapper, while the evaluation ran: {text.strip()[:40]}"
-            return phase, ctx.lines[j].no, f"the error's wrapper: {text.strip()[:60]}"
+            return _unless_evaluating(ctx, idx, (phase, ctx.lines[j].no, f"the error's wrapper: {text.strip()[:60]}"))
     return None
 
 
@@ -862,9 +868,7 @@ def _tf_kernel_file_hint(ctx: ParseContext, idx: int) -> Optional[tuple[str, int
             break
         m = ctx.search(_TF_KERNEL_FILE, ctx.lines[i].text)
         if m and (phase := _phase_in(_TF_KERNEL_FILES, m.group("file"))):
-            if phase == "forward" and (n := _evaluation_running(ctx, ctx.lines[idx].no)) is not None:
-                return "eval", n, f"TensorFlow kernel {m.group('file')} while the evaluation ran"
-            return phase, ctx.lines[i].no, f"TensorFlow kernel {m.group('file')}"
+            return _unless_evaluating(ctx, idx, (phase, ctx.lines[i].no, f"TensorFlow kernel {m.group('file')}"))
         if m:
             return None   # (the nearest kernel says nothing: a farther one is another failure's)
     return None

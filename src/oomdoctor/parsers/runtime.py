@@ -18,6 +18,7 @@ from ..facts.models import OomEvent
 from ..facts.sizes import parse_size, to_bytes
 from ..read.patterns import lazy
 from .base import EXC_AT_START as _EXC_AT_START, ParseContext
+from .traceback import CARET
 
 _NUM = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
 _UNIT = r"(?:[KMGTPE]i?B|bytes?|B|[KMGTPE])(?![A-Za-z])"
@@ -76,7 +77,6 @@ _PINNED_NOT_MEMORY = lazy(r"\bdriver\b|no CUDA-capable device|initiali[sz]ation 
 # (a tensor made pinned, not a DataLoader or an argument parser told to pin)
 _PINNING_CODE = lazy(r"\btorch\.(?:empty|zeros|ones|full|tensor|empty_like|zeros_like)\([^\n]*\bpin_memory\s*=\s*True\b"
                      r"|\.pin_memory\(\)|\bcudaHost(?:Alloc|Register)\b|\bcudaMallocHost\b")
-_CARETS = lazy(r"^\s*[\^~]+\s*$")
 # TensorFlow's GPU allocator retries a refused region with this fraction of its size
 _BACKPEDAL = 0.9
 # the CUDA driver's calls that allocate device memory (cuMemAlloc and its variants; the virtual-memory
@@ -756,7 +756,7 @@ def _pinning_code_above(ctx: ParseContext, i: int) -> bool:
     'File "..."' line) makes a pinned tensor or calls cudaHostAlloc."""
     for j in range(i - 1, max(-1, i - 4), -1):
         text = ctx.lines[j].text
-        if not text.strip() or ("^" in text or "~" in text) and ctx.search(_CARETS, text):
+        if not text.strip() or CARET.match(text):
             continue
         return ("pin" in text or "Host" in text) and not text.lstrip().startswith('File "') \
             and ctx.search(_PINNING_CODE, text) is not None

@@ -50,7 +50,8 @@ _COLAB = lazy(r"^\s*\[(?P<file>[^\]\s]+)\]\([^)\s]*\) in (?P<func>[\w.<>][\w.<> 
 ARROW = lazy(r"^\s*-+>\s*\d+\s+(?P<code>\S.*)$")
 _CELL = lazy(r"^\s*(?:Cell In\s*\[\d*\]|Input In \[\d*\]), line (?P<lineno>\d+)")
 _HEADER = lazy(r"Traceback \(most recent call last\)|^-{20,}\s*$|^\w*(?:Error|Exception)\s+Traceback \(most recent call last\)")
-_CARET = lazy(r"^\s*[\^~\s]+$")
+# Python 3.11+'s marker line under a frame's code ("    ^^^^^^^^^^^^")
+CARET = lazy(r"^\s*[\^~\s]+$")
 # torch's NCCL flight recorder prints the Python stack of a failed collective innermost
 # first: "#2 sync_all_async_calls from /x/megatron/core/dist_checkpointing/async_utils.py:149"
 # faulthandler's dump of a fatal error ("Fatal Python error: Aborted", "Current thread ...
@@ -178,7 +179,7 @@ def parse(ctx: ParseContext) -> None:
                     break
         if code is None and not ipython and last + 1 < len(lines):   # IPython's next lines are context
             nxt = lines[last + 1].text
-            if nxt.strip() and not _PY.match(nxt) and not _CARET.match(nxt) and nxt[:1].isspace():
+            if nxt.strip() and not _PY.match(nxt) and not CARET.match(nxt) and nxt[:1].isspace():
                 code = nxt.strip()[:300]
         frames.append(Frame(file=file, lineno=lineno, function=func.strip()[:200], code=code, line=ln.no))
         # remember which logical line index this frame came from (for rank lookup)
@@ -208,7 +209,7 @@ def _in_frame_block(lines, i: int) -> bool:
     if _PY.match(text):
         return True
     return i > 0 and bool(text[:1].isspace() and text.strip()) and (
-        bool(_PY.match(lines[i - 1].text)) or (i > 1 and bool(_PY.match(lines[i - 2].text)) and bool(_CARET.match(text))))
+        bool(_PY.match(lines[i - 1].text)) or (i > 1 and bool(_PY.match(lines[i - 2].text)) and bool(CARET.match(text))))
 
 
 def _outermost_first(ctx: ParseContext, frames: list[Frame], start: Optional[int]) -> None:
